@@ -1,0 +1,110 @@
+//! Codec benchmarks: per signal, 4096 items per batch of realistic telemetry (~300-byte logs).
+//!
+//! - `otlp_decode`: OTLP protobuf bytes → batch (straight into Arrow builders);
+//! - `otlp_encode`: batch → OTLP protobuf bytes;
+//! - `otap_encode`: batch → `BatchArrowRecords` (steady state of a stream), with and without
+//!   Arrow IPC zstd;
+//! - `otap_decode`: `BatchArrowRecords` → batch (steady state of a stream).
+//!
+//! Throughput is reported per item (log record, span or data point). Wire sizes per item are
+//! printed before the measurements.
+//!
+//! ```sh
+//! cargo bench -p penstock-benches --bench codecs
+//! ```
+
+#![allow(clippy::unwrap_used)] // Benchmark setup: a failure should abort loudly.
+
+use std::hint::black_box;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use penstock_engine::Signal;
+use penstock_engine::datagen::DataGen;
+use penstock_engine::otap::{EncodeOptions, OtapDecoder, OtapEncoder};
+use penstock_engine::otlp::{encode, json};
+use prost::Message;
+
+const ITEMS: usize = 4096;
+
+fn request(signal: Signal) -> Vec<u8> {
+    let mut data = DataGen::new(1);
+    match signal {
+        Signal::Logs => data.logs(ITEMS).encode_to_vec(),
+        Signal::Traces => data.traces(ITEMS).encode_to_vec(),
+        Signal::Metrics => data.metrics(ITEMS).encode_to_vec(),
+    }
+}
+
+fn print_wire_sizes() {
+    println!("wire bytes per item, {ITEMS} items per batch (steady state of a stream):");
+    for signal in Signal::ALL {
+        let bytes = request(signal);
+        let batch = json::decode(signal, &bytes).unwrap().remove(0);
+        let otlp_zstd = zstd::bulk::compress(&bytes, 3).unwrap().len();
+        let mut ipc_zstd = OtapEncoder::new(signal, EncodeOptions::default()).unwrap();
+        ipc_zstd.encode(&batch).unwrap();
+        let otap = ipc_zstd.encode(&batch).unwrap().encoded_len();
+        let plain = EncodeOptions {
+            zstd: false,
+            ..EncodeOptions::default()
+        };
+        let mut message = OtapEncoder::new(signal, plain).unwrap();
+        message.encode(&batch).unwrap();
+        let otap_msg = zstd::bulk::compress(&message.encode(&batch).unwrap().encode_to_vec(), 3)
+            .unwrap()
+            .len();
+        let per = |n: usize| n as f64 / ITEMS as f64;
+        println!(
+            "  {:<8} OTLP {:>6.1}  OTLP+zstd {:>6.1}  OTAP(IPC zstd) {:>6.1}  OTAP+zstd(msg) {:>6.1}",
+            signal.name(),
+            per(bytes.len()),
+            per(otlp_zstd),
+            per(otap),
+            per(otap_msg)
+        );
+    }
+}
+
+fn codecs(c: &mut Criterion) {
+    print_wire_sizes();
+    for signal in Signal::ALL {
+        let bytes = request(signal);
+        let batch = json::decode(signal, &bytes).unwrap().remove(0);
+        let mut group = c.benchmark_group(format!("codec/{}", signal.name()));
+        group.throughput(Throughput::Elements(ITEMS as u64));
+        group.bench_function("otlp_decode", |b| {
+            b.iter(|| json::decode(signal, black_box(&bytes)).unwrap())
+        });
+        group.bench_function("otlp_encode", |b| {
+            b.iter(|| encode::encode(black_box(&batch)).unwrap())
+        });
+        for (name, options) in [
+            ("otap_encode/ipc_zstd", EncodeOptions::default()),
+            (
+                "otap_encode/no_compression",
+                EncodeOptions {
+                    zstd: false,
+                    ..EncodeOptions::default()
+                },
+            ),
+        ] {
+            let mut encoder = OtapEncoder::new(signal, options).unwrap();
+            encoder.encode(&batch).unwrap();
+            group.bench_function(name, |b| {
+                b.iter(|| encoder.encode(black_box(&batch)).unwrap())
+            });
+        }
+        let mut encoder = OtapEncoder::new(signal, EncodeOptions::default()).unwrap();
+        let first = encoder.encode(&batch).unwrap();
+        let steady = encoder.encode(&batch).unwrap();
+        let mut decoder = OtapDecoder::new(signal);
+        decoder.decode(&first).unwrap();
+        group.bench_function("otap_decode/ipc_zstd", |b| {
+            b.iter(|| decoder.decode(black_box(&steady)).unwrap())
+        });
+        group.finish();
+    }
+}
+
+criterion_group!(benches, codecs);
+criterion_main!(benches);

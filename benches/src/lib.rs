@@ -1,0 +1,1 @@
+//! Criterion benchmarks of Penstock (see the `[[bench]]` targets of this crate).

@@ -1,0 +1,159 @@
+//! [`OtapDecoder`]: the receiving side of one OTAP gRPC stream.
+
+use std::collections::HashMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use arrow::array::RecordBatch;
+use arrow::buffer::Buffer;
+use arrow::ipc::reader::StreamDecoder;
+
+use super::ids::{Direction, transform_ids};
+use super::prescan::prescan;
+use super::validate::validate;
+use crate::batch::OtapBatch;
+use crate::error::{Error, Result};
+use crate::proto::{ArrowPayload, BatchArrowRecords};
+use crate::schema::{PayloadType, Signal};
+
+/// Limits that bound what one stream may make the decoder allocate.
+#[derive(Debug, Clone, Copy)]
+pub struct DecodeLimits {
+    /// Most decompressed bytes the compressed buffers of one payload may declare.
+    pub max_payload_decompressed_bytes: u64,
+}
+
+impl Default for DecodeLimits {
+    fn default() -> Self {
+        DecodeLimits {
+            max_payload_decompressed_bytes: 256 << 20,
+        }
+    }
+}
+
+struct PayloadStream {
+    schema_id: String,
+    decoder: StreamDecoder,
+    /// Arrow memory of the last table decoded (an estimate of the dictionaries held).
+    last_size: usize,
+}
+
+/// Decodes the `BatchArrowRecords` of one OTAP stream (one signal) into [`OtapBatch`]es.
+///
+/// Holds one Arrow IPC stream per payload type, as the protocol requires: schemas and
+/// dictionaries (with deltas and replacements) carry over from one batch to the next. A new
+/// `schema_id` for a payload type starts that type's IPC stream afresh. After an error the
+/// stream's state is unusable: the caller should end the stream.
+pub struct OtapDecoder {
+    signal: Signal,
+    limits: DecodeLimits,
+    streams: HashMap<PayloadType, PayloadStream>,
+}
+
+/// Bytes appended when an IPC message with an empty body ends a payload: the decoder completes
+/// the pending record batch before reading any of them.
+const EMPTY_BODY_NUDGE: [u8; 8] = [0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0];
+
+impl OtapDecoder {
+    /// A decoder for a stream of `signal`.
+    pub fn new(signal: Signal) -> Self {
+        Self::with_limits(signal, DecodeLimits::default())
+    }
+
+    /// A decoder with explicit limits.
+    pub fn with_limits(signal: Signal, limits: DecodeLimits) -> Self {
+        OtapDecoder {
+            signal,
+            limits,
+            streams: HashMap::new(),
+        }
+    }
+
+    /// The stream's signal.
+    pub fn signal(&self) -> Signal {
+        self.signal
+    }
+
+    /// An estimate of the Arrow memory held as stream state (schemas and dictionaries).
+    pub fn state_memory(&self) -> usize {
+        self.streams.values().map(|s| s.last_size).sum()
+    }
+
+    /// Decodes one batch. Ids come out plain (transport encodings removed).
+    pub fn decode(&mut self, bar: &BatchArrowRecords) -> Result<OtapBatch> {
+        let mut batch = OtapBatch::new(self.signal);
+        for payload in &bar.arrow_payloads {
+            let (table, records) = self.decode_payload(payload)?;
+            if batch.get(table).is_some() {
+                return Err(Error::DuplicatePayload(table));
+            }
+            validate(table, &records.schema())?;
+            let records = transform_ids(records, table, Direction::Decode)?;
+            batch.set(table, records)?;
+        }
+        Ok(batch)
+    }
+
+    fn decode_payload(&mut self, payload: &ArrowPayload) -> Result<(PayloadType, RecordBatch)> {
+        let table = PayloadType::from_wire(payload.r#type)
+            .filter(|t| self.signal.payload_types().contains(t))
+            .ok_or(Error::PayloadTypeNotAllowed {
+                payload_type: payload.r#type,
+                signal: self.signal.name(),
+            })?;
+        let bad = |reason: String| Error::BadPayload {
+            payload_type: table,
+            schema_id: payload.schema_id.clone(),
+            reason,
+        };
+        if let Err(e) = prescan(&payload.record, self.limits.max_payload_decompressed_bytes) {
+            self.streams.remove(&table);
+            return Err(bad(e.to_string()));
+        }
+        let stream = match self.streams.get_mut(&table) {
+            Some(s) if s.schema_id == payload.schema_id => s,
+            _ => {
+                let fresh = PayloadStream {
+                    schema_id: payload.schema_id.clone(),
+                    decoder: StreamDecoder::new(),
+                    last_size: 0,
+                };
+                self.streams.insert(table, fresh);
+                self.streams
+                    .get_mut(&table)
+                    .ok_or_else(|| bad("stream state lost".into()))?
+            }
+        };
+        let mut buffer = Buffer::from(payload.record.clone());
+        let decoded = catch_unwind(AssertUnwindSafe(|| {
+            let first = stream.decoder.decode(&mut buffer)?;
+            match first {
+                Some(batch) => Ok((Some(batch), buffer.len())),
+                None if buffer.is_empty() => {
+                    let mut nudge = Buffer::from(EMPTY_BODY_NUDGE.to_vec());
+                    let batch = stream.decoder.decode(&mut nudge)?;
+                    Ok((batch, EMPTY_BODY_NUDGE.len() - nudge.len()))
+                }
+                None => Ok((None, buffer.len())),
+            }
+        }));
+        let outcome = match decoded {
+            Err(_) => Err(bad("malformed Arrow IPC data".into())),
+            Ok(Err(e)) => Err(Error::arrow(format!("{table:?} payload"), e)),
+            Ok(Ok((None, _))) => Err(bad("payload holds no complete record batch".into())),
+            Ok(Ok((Some(_), left))) if left != 0 => {
+                Err(bad(format!("{left} bytes follow the record batch")))
+            }
+            Ok(Ok((Some(records), _))) => Ok(records),
+        };
+        match outcome {
+            Ok(records) => {
+                stream.last_size = records.get_array_memory_size();
+                Ok((table, records))
+            }
+            Err(e) => {
+                self.streams.remove(&table);
+                Err(e)
+            }
+        }
+    }
+}

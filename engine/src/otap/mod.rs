@@ -1,0 +1,13 @@
+//! OTAP: per-stream stateful decoding of `BatchArrowRecords` into [`OtapBatch`](crate::OtapBatch)
+//! and encoding back.
+
+mod decoder;
+mod encoder;
+pub(crate) mod ids;
+mod optimize;
+mod prescan;
+mod shape;
+mod validate;
+
+pub use decoder::{DecodeLimits, OtapDecoder};
+pub use encoder::{EncodeOptions, OtapEncoder};

@@ -1,0 +1,242 @@
+//! Resources and scopes: deduplicated as they are met, their attributes collected into
+//! `RESOURCE_ATTRS` / `SCOPE_ATTRS`, and the per-row `resource`, `scope` and `schema_url`
+//! columns of the root table.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, RecordBatch, StringArray, StructArray, UInt16Array, UInt32Array};
+
+use super::values::AttrsBuilder;
+use crate::error::{Error, Result};
+use crate::schema::PayloadType;
+use crate::schema::tables::{resource_fields, scope_fields};
+use crate::wire::Reader;
+
+/// An embedded message's bytes and absolute offset (None when the field is absent).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Embedded<'a> {
+    pub(crate) bytes: &'a [u8],
+    pub(crate) base: usize,
+}
+
+impl<'a> Embedded<'a> {
+    pub(crate) fn of(r: &Reader<'a>) -> Self {
+        Embedded {
+            bytes: r.rest(),
+            base: r.offset(),
+        }
+    }
+
+    fn reader(self) -> Reader<'a> {
+        Reader::nested(self.bytes, self.base)
+    }
+}
+
+/// A `Resource*` or `Scope*` message being walked: the resource (or scope) message and the
+/// schema URL next to it. Caches the id assigned in the current batch.
+pub(crate) struct Context<'a> {
+    message: Embedded<'a>,
+    schema_url: &'a str,
+    id: Option<(u32, u16)>,
+}
+
+impl<'a> Context<'a> {
+    pub(crate) fn new(message: Embedded<'a>, schema_url: &'a str) -> Self {
+        Context {
+            message,
+            schema_url,
+            id: None,
+        }
+    }
+
+    fn cached(&self, generation: u32) -> Option<u16> {
+        self.id.filter(|(g, _)| *g == generation).map(|(_, id)| id)
+    }
+}
+
+#[derive(Default)]
+struct ScopeInfo<'a> {
+    name: &'a str,
+    version: &'a str,
+    dropped: u32,
+}
+
+fn non_empty(s: &str) -> Option<&str> {
+    (!s.is_empty()).then_some(s)
+}
+
+fn non_zero(v: u32) -> Option<u32> {
+    (v != 0).then_some(v)
+}
+
+/// Resource and scope state of the batch being built.
+pub(crate) struct Envelope<'a> {
+    generation: u32,
+    resources: HashMap<(&'a [u8], &'a str), u16>,
+    resource_info: Vec<(&'a str, u32)>,
+    scopes: HashMap<&'a [u8], u16>,
+    scope_info: Vec<ScopeInfo<'a>>,
+    resource_attrs: AttrsBuilder,
+    scope_attrs: AttrsBuilder,
+    row_resource: Vec<u16>,
+    row_scope: Vec<u16>,
+    row_schema_url: Vec<&'a str>,
+}
+
+/// The columns produced by [`Envelope::finish`].
+pub(crate) struct EnvelopeColumns {
+    pub(crate) resource: ArrayRef,
+    pub(crate) scope: ArrayRef,
+    pub(crate) schema_url: ArrayRef,
+    pub(crate) resource_attrs: Option<RecordBatch>,
+    pub(crate) scope_attrs: Option<RecordBatch>,
+}
+
+impl<'a> Envelope<'a> {
+    pub(crate) fn new() -> Self {
+        Envelope {
+            generation: 0,
+            resources: HashMap::new(),
+            resource_info: Vec::new(),
+            scopes: HashMap::new(),
+            scope_info: Vec::new(),
+            resource_attrs: AttrsBuilder::new(PayloadType::ResourceAttrs),
+            scope_attrs: AttrsBuilder::new(PayloadType::ScopeAttrs),
+            row_resource: Vec::new(),
+            row_scope: Vec::new(),
+            row_schema_url: Vec::new(),
+        }
+    }
+
+    /// Rows (records) in the current batch.
+    pub(crate) fn rows(&self) -> usize {
+        self.row_resource.len()
+    }
+
+    fn resource_id(&mut self, ctx: &mut Context<'a>) -> Result<u16> {
+        if let Some(id) = ctx.cached(self.generation) {
+            return Ok(id);
+        }
+        let key = (ctx.message.bytes, ctx.schema_url);
+        let id = match self.resources.get(&key) {
+            Some(id) => *id,
+            None => {
+                let id = self.resource_info.len() as u16;
+                let mut dropped = 0;
+                let mut r = ctx.message.reader();
+                while let Some((field, wire)) = r.field()? {
+                    match field {
+                        1 => self
+                            .resource_attrs
+                            .append_key_value(u32::from(id), r.message_field(wire)?)?,
+                        2 => dropped = r.varint32(wire)?,
+                        _ => r.skip(wire)?,
+                    }
+                }
+                self.resource_info.push((ctx.schema_url, dropped));
+                self.resources.insert(key, id);
+                id
+            }
+        };
+        ctx.id = Some((self.generation, id));
+        Ok(id)
+    }
+
+    fn scope_id(&mut self, ctx: &mut Context<'a>) -> Result<u16> {
+        if let Some(id) = ctx.cached(self.generation) {
+            return Ok(id);
+        }
+        let id = match self.scopes.get(ctx.message.bytes) {
+            Some(id) => *id,
+            None => {
+                let id = self.scope_info.len() as u16;
+                let mut info = ScopeInfo::default();
+                let mut r = ctx.message.reader();
+                while let Some((field, wire)) = r.field()? {
+                    match field {
+                        1 => info.name = r.string_field(wire)?,
+                        2 => info.version = r.string_field(wire)?,
+                        3 => self
+                            .scope_attrs
+                            .append_key_value(u32::from(id), r.message_field(wire)?)?,
+                        4 => info.dropped = r.varint32(wire)?,
+                        _ => r.skip(wire)?,
+                    }
+                }
+                self.scope_info.push(info);
+                self.scopes.insert(ctx.message.bytes, id);
+                id
+            }
+        };
+        ctx.id = Some((self.generation, id));
+        Ok(id)
+    }
+
+    /// Registers a root row under the given resource and scope; returns the row's index.
+    pub(crate) fn push_row(
+        &mut self,
+        resource: &mut Context<'a>,
+        scope: &mut Context<'a>,
+    ) -> Result<u16> {
+        let row = self.rows() as u16;
+        let r = self.resource_id(resource)?;
+        let s = self.scope_id(scope)?;
+        self.row_resource.push(r);
+        self.row_scope.push(s);
+        self.row_schema_url.push(scope.schema_url);
+        Ok(row)
+    }
+
+    /// Finishes the envelope columns of the batch, then resets for the next batch.
+    pub(crate) fn finish(&mut self) -> Result<EnvelopeColumns> {
+        let rows_r = std::mem::take(&mut self.row_resource);
+        let rows_s = std::mem::take(&mut self.row_scope);
+        let urls = std::mem::take(&mut self.row_schema_url);
+        let res = &self.resource_info;
+        let scopes = &self.scope_info;
+        let resource_columns: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from_iter(
+                rows_r.iter().map(|r| non_empty(res[*r as usize].0)),
+            )),
+            Arc::new(UInt32Array::from_iter(
+                rows_r.iter().map(|r| non_zero(res[*r as usize].1)),
+            )),
+        ];
+        let scope_columns: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from_iter(
+                rows_s.iter().map(|s| non_empty(scopes[*s as usize].name)),
+            )),
+            Arc::new(StringArray::from_iter(
+                rows_s
+                    .iter()
+                    .map(|s| non_empty(scopes[*s as usize].version)),
+            )),
+            Arc::new(UInt32Array::from_iter(
+                rows_s.iter().map(|s| non_zero(scopes[*s as usize].dropped)),
+            )),
+        ];
+        let mut resource = vec![Arc::new(UInt16Array::from(rows_r)) as ArrayRef];
+        resource.extend(resource_columns);
+        let mut scope = vec![Arc::new(UInt16Array::from(rows_s)) as ArrayRef];
+        scope.extend(scope_columns);
+        let build = |fields, columns| {
+            StructArray::try_new(fields, columns, None)
+                .map(|s| Arc::new(s) as ArrayRef)
+                .map_err(|e| Error::arrow("building resource and scope columns", e))
+        };
+        let columns = EnvelopeColumns {
+            resource: build(resource_fields(), resource)?,
+            scope: build(scope_fields(), scope)?,
+            schema_url: Arc::new(StringArray::from_iter(urls.iter().map(|u| non_empty(u)))),
+            resource_attrs: self.resource_attrs.finish()?,
+            scope_attrs: self.scope_attrs.finish()?,
+        };
+        self.resources.clear();
+        self.resource_info.clear();
+        self.scopes.clear();
+        self.scope_info.clear();
+        self.generation += 1;
+        Ok(columns)
+    }
+}

@@ -1,0 +1,134 @@
+//! `LogRecord` → the `LOGS` and `LOG_ATTRS` tables.
+
+use std::sync::Arc;
+
+use arrow::array::{
+    ArrayRef, FixedSizeBinaryBuilder, Int32Builder, RecordBatch, StringBuilder, StructArray,
+    TimestampNanosecondBuilder, UInt16Array, UInt32Builder,
+};
+
+use super::envelope::EnvelopeColumns;
+use super::values::nulls_from;
+use super::{AttrsBuilder, RootBuilder, ValueColumns, append_id, append_nz, append_str, finish_ts};
+use crate::batch::OtapBatch;
+use crate::error::{Error, Result};
+use crate::otlp::any_value::AnyRef;
+use crate::schema::tables::any_value_fields;
+use crate::schema::{PayloadType, Signal, canonical_schema};
+use crate::wire::Reader;
+
+pub(crate) struct LogsBuilder {
+    rows: u16,
+    time: TimestampNanosecondBuilder,
+    observed: TimestampNanosecondBuilder,
+    trace_id: FixedSizeBinaryBuilder,
+    span_id: FixedSizeBinaryBuilder,
+    severity_number: Int32Builder,
+    severity_text: StringBuilder,
+    body: ValueColumns,
+    body_valid: Vec<bool>,
+    dropped: UInt32Builder,
+    flags: UInt32Builder,
+    event_name: StringBuilder,
+    attrs: AttrsBuilder,
+}
+
+impl Default for LogsBuilder {
+    fn default() -> Self {
+        LogsBuilder {
+            rows: 0,
+            time: Default::default(),
+            observed: Default::default(),
+            trace_id: FixedSizeBinaryBuilder::new(16),
+            span_id: FixedSizeBinaryBuilder::new(8),
+            severity_number: Default::default(),
+            severity_text: Default::default(),
+            body: Default::default(),
+            body_valid: Vec::new(),
+            dropped: Default::default(),
+            flags: Default::default(),
+            event_name: Default::default(),
+            attrs: AttrsBuilder::new(PayloadType::LogAttrs),
+        }
+    }
+}
+
+impl RootBuilder for LogsBuilder {
+    fn append(&mut self, row: u16, mut r: Reader<'_>) -> Result<()> {
+        let (mut time, mut observed, mut severity, mut dropped, mut flags) = (0, 0, 0, 0, 0);
+        let (mut severity_text, mut event_name) = ("", "");
+        let (mut trace_id, mut span_id): (&[u8], &[u8]) = (&[], &[]);
+        let mut body = AnyRef::Empty;
+        while let Some((field, wire)) = r.field()? {
+            match field {
+                1 => time = r.fixed64_field(wire)?,
+                11 => observed = r.fixed64_field(wire)?,
+                2 => severity = r.varint32(wire)? as i32,
+                3 => severity_text = r.string_field(wire)?,
+                5 => body = AnyRef::parse(r.message_field(wire)?)?,
+                6 => self
+                    .attrs
+                    .append_key_value(u32::from(row), r.message_field(wire)?)?,
+                7 => dropped = r.varint32(wire)?,
+                8 => flags = r.fixed32_field(wire)?,
+                9 => trace_id = r.bytes_field(wire)?,
+                10 => span_id = r.bytes_field(wire)?,
+                12 => event_name = r.string_field(wire)?,
+                _ => r.skip(wire)?,
+            }
+        }
+        append_nz(&mut self.time, time as i64);
+        append_nz(&mut self.observed, observed as i64);
+        append_id(&mut self.trace_id, trace_id, &r)?;
+        append_id(&mut self.span_id, span_id, &r)?;
+        append_nz(&mut self.severity_number, severity);
+        append_str(&mut self.severity_text, severity_text);
+        if matches!(body, AnyRef::Empty) {
+            self.body.append_null();
+            self.body_valid.push(false);
+        } else {
+            self.body.append(body)?;
+            self.body_valid.push(true);
+        }
+        append_nz(&mut self.dropped, dropped);
+        append_nz(&mut self.flags, flags);
+        append_str(&mut self.event_name, event_name);
+        self.rows = row.wrapping_add(1);
+        Ok(())
+    }
+
+    fn finish(&mut self, envelope: EnvelopeColumns) -> Result<OtapBatch> {
+        let rows = std::mem::take(&mut self.rows);
+        let body = StructArray::try_new(
+            any_value_fields(),
+            self.body.finish().to_vec(),
+            nulls_from(&std::mem::take(&mut self.body_valid)),
+        )
+        .map_err(|e| Error::arrow("building log body", e))?;
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(UInt16Array::from_iter_values(0..rows)),
+            envelope.resource,
+            envelope.scope,
+            envelope.schema_url,
+            Arc::new(finish_ts(&mut self.time)),
+            Arc::new(finish_ts(&mut self.observed)),
+            Arc::new(self.trace_id.finish()),
+            Arc::new(self.span_id.finish()),
+            Arc::new(self.severity_number.finish()),
+            Arc::new(self.severity_text.finish()),
+            Arc::new(body),
+            Arc::new(self.dropped.finish()),
+            Arc::new(self.flags.finish()),
+            Arc::new(self.event_name.finish()),
+        ];
+        let logs = RecordBatch::try_new(canonical_schema(PayloadType::Logs), columns)
+            .map_err(|e| Error::arrow("building LOGS", e))?;
+        let mut batch = OtapBatch::new(Signal::Logs);
+        batch.set(PayloadType::Logs, logs)?;
+        super::set_envelope_attrs(&mut batch, envelope.resource_attrs, envelope.scope_attrs)?;
+        if let Some(attrs) = self.attrs.finish()? {
+            batch.set(PayloadType::LogAttrs, attrs)?;
+        }
+        Ok(batch)
+    }
+}

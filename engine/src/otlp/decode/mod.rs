@@ -1,0 +1,173 @@
+//! OTLP protobuf bytes → [`OtapBatch`], straight into Arrow builders.
+//!
+//! The request is walked once with a zero-copy protobuf reader; every field goes directly into
+//! the builder of its column. Resources and scopes are deduplicated by their encoded bytes.
+//! A request with more root records than a batch can hold (ids are 16-bit) is split into
+//! several batches.
+
+mod envelope;
+mod logs;
+mod metrics;
+mod traces;
+mod values;
+
+use arrow::array::{
+    FixedSizeBinaryBuilder, PrimitiveBuilder, StringBuilder, TimestampNanosecondArray,
+};
+use arrow::datatypes::TimestampNanosecondType;
+
+use crate::batch::OtapBatch;
+use crate::error::Result;
+use crate::schema::consts::UTC;
+use crate::wire::Reader;
+use envelope::{Context, Embedded, Envelope, EnvelopeColumns};
+
+pub(crate) use values::{AttrsBuilder, ValueColumns};
+
+/// Most root rows (log records, spans or metrics) in one batch: ids are `UInt16`.
+pub const MAX_ROOT_ROWS: usize = 65_535;
+
+/// Decodes an `ExportLogsServiceRequest` into one batch per [`MAX_ROOT_ROWS`] log records
+/// (none for a request without records).
+pub fn decode_logs(bytes: &[u8]) -> Result<Vec<OtapBatch>> {
+    walk(bytes, logs::LogsBuilder::default(), MAX_ROOT_ROWS)
+}
+
+/// Decodes an `ExportTraceServiceRequest`.
+pub fn decode_traces(bytes: &[u8]) -> Result<Vec<OtapBatch>> {
+    walk(bytes, traces::SpansBuilder::default(), MAX_ROOT_ROWS)
+}
+
+/// Decodes an `ExportMetricsServiceRequest`.
+pub fn decode_metrics(bytes: &[u8]) -> Result<Vec<OtapBatch>> {
+    walk(bytes, metrics::MetricsBuilder::default(), MAX_ROOT_ROWS)
+}
+
+/// Builds the root table and its children of one signal.
+pub(crate) trait RootBuilder {
+    /// Appends the record in `record` as root row `row`.
+    fn append(&mut self, row: u16, record: Reader<'_>) -> Result<()>;
+    /// Finishes all tables into a batch and resets.
+    fn finish(&mut self, envelope: EnvelopeColumns) -> Result<OtapBatch>;
+}
+
+/// Finds the embedded message of field 1 and the string of field 3 (the layout shared by
+/// `Resource*` and `Scope*` messages).
+fn scan_header<'a>(mut r: Reader<'a>) -> Result<(Embedded<'a>, &'a str)> {
+    let mut message = Embedded::default();
+    let mut schema_url = "";
+    while let Some((field, wire)) = r.field()? {
+        match field {
+            1 => message = Embedded::of(&r.message_field(wire)?),
+            3 => schema_url = r.string_field(wire)?,
+            _ => r.skip(wire)?,
+        }
+    }
+    Ok((message, schema_url))
+}
+
+fn walk<B: RootBuilder>(bytes: &[u8], mut builder: B, max_rows: usize) -> Result<Vec<OtapBatch>> {
+    let mut envelope = Envelope::new();
+    let mut out = Vec::new();
+    let mut request = Reader::new(bytes);
+    while let Some((field, wire)) = request.field()? {
+        if field != 1 {
+            request.skip(wire)?;
+            continue;
+        }
+        let resource_msg = request.message_field(wire)?;
+        let (resource, schema_url) =
+            scan_header(Reader::nested(resource_msg.rest(), resource_msg.offset()))?;
+        let mut resource = Context::new(resource, schema_url);
+        let mut r = resource_msg;
+        while let Some((field, wire)) = r.field()? {
+            if field != 2 {
+                r.skip(wire)?;
+                continue;
+            }
+            let scope_msg = r.message_field(wire)?;
+            let (scope, schema_url) =
+                scan_header(Reader::nested(scope_msg.rest(), scope_msg.offset()))?;
+            let mut scope = Context::new(scope, schema_url);
+            let mut s = scope_msg;
+            while let Some((field, wire)) = s.field()? {
+                if field != 2 {
+                    s.skip(wire)?;
+                    continue;
+                }
+                let record = s.message_field(wire)?;
+                if envelope.rows() >= max_rows {
+                    out.push(builder.finish(envelope.finish()?)?);
+                }
+                let row = envelope.push_row(&mut resource, &mut scope)?;
+                builder.append(row, record)?;
+            }
+        }
+    }
+    if envelope.rows() > 0 {
+        out.push(builder.finish(envelope.finish()?)?);
+    }
+    Ok(out)
+}
+
+/// Appends a string, or null when empty (null stands for the OTLP default).
+#[inline]
+pub(crate) fn append_str(builder: &mut StringBuilder, value: &str) {
+    if value.is_empty() {
+        builder.append_null()
+    } else {
+        builder.append_value(value)
+    }
+}
+
+/// Appends a number, or null when zero.
+#[inline]
+pub(crate) fn append_nz<T>(builder: &mut PrimitiveBuilder<T>, value: T::Native)
+where
+    T: arrow::datatypes::ArrowPrimitiveType,
+    T::Native: Default + PartialEq,
+{
+    if value == T::Native::default() {
+        builder.append_null()
+    } else {
+        builder.append_value(value)
+    }
+}
+
+/// Appends a fixed-size id (trace or span id), or null when empty.
+#[inline]
+pub(crate) fn append_id(
+    builder: &mut FixedSizeBinaryBuilder,
+    value: &[u8],
+    r: &Reader<'_>,
+) -> Result<()> {
+    if value.is_empty() {
+        builder.append_null();
+        Ok(())
+    } else {
+        builder
+            .append_value(value)
+            .or_else(|_| r.err("trace or span id has the wrong length"))
+    }
+}
+
+/// Finishes a timestamp column in the canonical time zone.
+pub(crate) fn finish_ts(
+    builder: &mut PrimitiveBuilder<TimestampNanosecondType>,
+) -> TimestampNanosecondArray {
+    builder.finish().with_timezone(UTC)
+}
+
+fn set_envelope_attrs(
+    batch: &mut OtapBatch,
+    resource: Option<arrow::array::RecordBatch>,
+    scope: Option<arrow::array::RecordBatch>,
+) -> Result<()> {
+    if let Some(attrs) = resource {
+        batch.set(crate::schema::PayloadType::ResourceAttrs, attrs)?;
+    }
+    if let Some(attrs) = scope {
+        batch.set(crate::schema::PayloadType::ScopeAttrs, attrs)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,111 @@
+//! [`ValueView`]: the `type` and value columns of an attribute table or any-value struct, read
+//! as OTLP values (written as protobuf, or compared for id transport encodings).
+
+use arrow::array::{
+    BinaryArray, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray, StructArray,
+    UInt8Array,
+};
+
+use crate::cbor;
+use crate::column::Col;
+use crate::error::Result;
+use crate::schema::PayloadType;
+use crate::schema::consts::{self, value_type};
+use crate::wire::Writer;
+
+/// A scalar attribute value, compared as the reference implementations do (IEEE equality for
+/// doubles). Maps, slices and empty values have no scalar.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Scalar<'a> {
+    Str(&'a str),
+    Int(i64),
+    Double(f64),
+    Bool(bool),
+    Bytes(&'a [u8]),
+}
+
+/// The `type` and value columns of an attribute table or any-value struct.
+pub(crate) struct ValueView<'a> {
+    pub(crate) ty: Col<'a, UInt8Array>,
+    str: Col<'a, StringArray>,
+    int: Col<'a, Int64Array>,
+    double: Col<'a, Float64Array>,
+    bool: Col<'a, BooleanArray>,
+    bytes: Col<'a, BinaryArray>,
+    ser: Col<'a, BinaryArray>,
+}
+
+impl<'a> ValueView<'a> {
+    /// The value columns of an attribute table.
+    pub(crate) fn of_table(t: &'a RecordBatch, kind: PayloadType) -> Result<Self> {
+        Ok(ValueView {
+            ty: Col::of(t, kind, consts::TYPE)?,
+            str: Col::of(t, kind, consts::STR)?,
+            int: Col::of(t, kind, consts::INT)?,
+            double: Col::of(t, kind, consts::DOUBLE)?,
+            bool: Col::of(t, kind, consts::BOOL)?,
+            bytes: Col::of(t, kind, consts::BYTES)?,
+            ser: Col::of(t, kind, consts::SER)?,
+        })
+    }
+
+    /// The value columns of an any-value struct column (`body`).
+    pub(crate) fn of_struct(s: Option<&'a StructArray>, kind: PayloadType) -> Result<Self> {
+        Ok(ValueView {
+            ty: Col::child(s, kind, consts::TYPE)?,
+            str: Col::child(s, kind, consts::STR)?,
+            int: Col::child(s, kind, consts::INT)?,
+            double: Col::child(s, kind, consts::DOUBLE)?,
+            bool: Col::child(s, kind, consts::BOOL)?,
+            bytes: Col::child(s, kind, consts::BYTES)?,
+            ser: Col::child(s, kind, consts::SER)?,
+        })
+    }
+
+    /// The value type of row `i`.
+    #[inline]
+    pub(crate) fn value_type(&self, i: usize) -> u8 {
+        self.ty.get(i).unwrap_or(value_type::EMPTY)
+    }
+
+    /// Writes row `i` as the fields of an `AnyValue` message.
+    #[inline]
+    pub(crate) fn write(&self, w: &mut Writer, i: usize) -> Result<()> {
+        match self.value_type(i) {
+            value_type::STR => w.bytes_always(1, self.str.get(i).unwrap_or("").as_bytes()),
+            value_type::INT => {
+                let v = self.int.get(i).unwrap_or(0);
+                if v == 0 {
+                    w.raw(&[3 << 3, 0])
+                } else {
+                    w.varint_field(3, v as u64)
+                }
+            }
+            value_type::DOUBLE => w.fixed64_always(4, self.double.get(i).unwrap_or(0.0).to_bits()),
+            value_type::BOOL => w.raw(&[2 << 3, u8::from(self.bool.get(i).unwrap_or(false))]),
+            value_type::BYTES => w.bytes_always(7, self.bytes.get(i).unwrap_or(&[])),
+            value_type::MAP | value_type::SLICE => match self.ser.get(i) {
+                Some(data) => cbor::to_any_value(data, w)?,
+                None if self.value_type(i) == value_type::MAP => w.raw(&[6 << 3 | 2, 0]),
+                None => w.raw(&[5 << 3 | 2, 0]),
+            },
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+impl ValueView<'_> {
+    /// The scalar value of row `i` (None for empty, map, slice, or a null active column).
+    #[inline]
+    pub(crate) fn scalar(&self, i: usize) -> Option<Scalar<'_>> {
+        match self.value_type(i) {
+            value_type::STR => self.str.get(i).map(Scalar::Str),
+            value_type::INT => self.int.get(i).map(Scalar::Int),
+            value_type::DOUBLE => self.double.get(i).map(Scalar::Double),
+            value_type::BOOL => self.bool.get(i).map(Scalar::Bool),
+            value_type::BYTES => self.bytes.get(i).map(Scalar::Bytes),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,191 @@
+//! An appending protobuf writer. Nested messages are written in place after a one-byte length
+//! guess, then the length is patched (shifting the body only when it needs more bytes).
+
+/// Writes protobuf fields into a growing buffer.
+#[derive(Default)]
+pub(crate) struct Writer {
+    buf: Vec<u8>,
+}
+
+/// Where a nested message started (see [`Writer::begin`]).
+#[must_use]
+pub(crate) struct Nested(usize);
+
+#[inline]
+fn varint_len(value: u64) -> usize {
+    // 1 byte per 7 bits, at least one.
+    (64 - (value | 1).leading_zeros() as usize).div_ceil(7)
+}
+
+impl Writer {
+    /// A writer with room for `capacity` bytes.
+    pub(crate) fn with_capacity(capacity: usize) -> Self {
+        Writer {
+            buf: Vec::with_capacity(capacity),
+        }
+    }
+
+    /// The bytes written.
+    pub(crate) fn into_bytes(self) -> Vec<u8> {
+        self.buf
+    }
+
+    #[inline]
+    pub(crate) fn varint(&mut self, mut value: u64) {
+        while value >= 0x80 {
+            self.buf.push((value as u8) | 0x80);
+            value >>= 7;
+        }
+        self.buf.push(value as u8);
+    }
+
+    #[inline]
+    fn key(&mut self, field: u32, wire: u8) {
+        self.varint(u64::from(field << 3 | u32::from(wire)));
+    }
+
+    /// A varint field (`uint32`, `uint64`, `int64`, enums, `bool`), skipped when zero.
+    #[inline]
+    pub(crate) fn varint_field(&mut self, field: u32, value: u64) {
+        if value != 0 {
+            self.key(field, 0);
+            self.varint(value);
+        }
+    }
+
+    /// An `int32`/enum field, skipped when zero (negative values take ten bytes, as in proto3).
+    #[inline]
+    pub(crate) fn int32_field(&mut self, field: u32, value: i32) {
+        self.varint_field(field, i64::from(value) as u64);
+    }
+
+    /// A `sint32` field (zigzag), skipped when zero.
+    #[inline]
+    pub(crate) fn sint32_field(&mut self, field: u32, value: i32) {
+        self.varint_field(field, u64::from(((value << 1) ^ (value >> 31)) as u32));
+    }
+
+    /// A `fixed64`/`sfixed64` field, skipped when zero.
+    #[inline]
+    pub(crate) fn fixed64_field(&mut self, field: u32, value: u64) {
+        if value != 0 {
+            self.fixed64_always(field, value);
+        }
+    }
+
+    /// A `fixed64`-wire field written even when zero (oneof members, optional fields).
+    #[inline]
+    pub(crate) fn fixed64_always(&mut self, field: u32, value: u64) {
+        self.key(field, 1);
+        self.buf.extend_from_slice(&value.to_le_bytes());
+    }
+
+    /// A `fixed32` field, skipped when zero.
+    #[inline]
+    pub(crate) fn fixed32_field(&mut self, field: u32, value: u32) {
+        if value != 0 {
+            self.key(field, 5);
+            self.buf.extend_from_slice(&value.to_le_bytes());
+        }
+    }
+
+    /// A `bytes`/`string` field, skipped when empty.
+    #[inline]
+    pub(crate) fn bytes_field(&mut self, field: u32, value: &[u8]) {
+        if !value.is_empty() {
+            self.bytes_always(field, value);
+        }
+    }
+
+    /// A trace or span id field, skipped when empty or all zero (an invalid id means none).
+    #[inline]
+    pub(crate) fn id_field(&mut self, field: u32, value: &[u8]) {
+        if value.iter().any(|b| *b != 0) {
+            self.bytes_always(field, value);
+        }
+    }
+
+    /// A `bytes`/`string` field written even when empty (oneof members).
+    #[inline]
+    pub(crate) fn bytes_always(&mut self, field: u32, value: &[u8]) {
+        self.key(field, 2);
+        self.varint(value.len() as u64);
+        self.buf.extend_from_slice(value);
+    }
+
+    /// Raw bytes appended as they are (an already encoded field).
+    #[inline]
+    pub(crate) fn raw(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// Starts an embedded message field; finish it with [`Writer::end`].
+    #[inline]
+    pub(crate) fn begin(&mut self, field: u32) -> Nested {
+        self.key(field, 2);
+        self.buf.push(0);
+        Nested(self.buf.len())
+    }
+
+    /// Finishes an embedded message, writing its length.
+    #[inline]
+    pub(crate) fn end(&mut self, nested: Nested) {
+        let start = nested.0;
+        let len = self.buf.len() - start;
+        if len < 0x80 {
+            self.buf[start - 1] = len as u8;
+            return;
+        }
+        let extra = varint_len(len as u64) - 1;
+        self.buf.resize(self.buf.len() + extra, 0);
+        self.buf.copy_within(start..start + len, start + extra);
+        let mut at = start - 1;
+        let mut value = len as u64;
+        while value >= 0x80 {
+            self.buf[at] = (value as u8) | 0x80;
+            value >>= 7;
+            at += 1;
+        }
+        self.buf[at] = value as u8;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nested_lengths_of_every_size_decode() {
+        for len in [0usize, 1, 127, 128, 300, 16_383, 16_384, 2_100_000] {
+            let mut w = Writer::default();
+            let n = w.begin(1);
+            w.raw(&vec![7u8; len]);
+            w.end(n);
+            let bytes = w.into_bytes();
+            let mut r = crate::wire::Reader::new(&bytes);
+            let (field, wire) = r.field().unwrap().unwrap();
+            assert_eq!((field, wire), (1, crate::wire::WireType::Len));
+            let (body, _) = r.bytes().unwrap();
+            assert_eq!(body.len(), len);
+            assert!(r.is_done());
+        }
+    }
+
+    #[test]
+    fn varint_len_matches_encoding() {
+        for v in [
+            0u64,
+            1,
+            127,
+            128,
+            16_383,
+            16_384,
+            u64::from(u32::MAX),
+            u64::MAX,
+        ] {
+            let mut w = Writer::default();
+            w.varint(v);
+            assert_eq!(w.into_bytes().len(), varint_len(v), "value {v}");
+        }
+    }
+}

@@ -1,0 +1,160 @@
+// Command otap-interop bridges Penstock's interoperability tests to the
+// OTel-Arrow reference implementation (github.com/open-telemetry/otel-arrow/go).
+//
+// It converts between OTLP and OTAP (BatchArrowRecords) using the reference
+// producer and consumer, reading and writing length-prefixed protobuf frames
+// on stdin/stdout. See README.md for the frame format.
+//
+// Usage:
+//
+//	otap-interop produce -signal logs|traces|metrics [-zstd=true] [-dict=true]
+//	otap-interop consume -signal logs|traces|metrics
+//	otap-interop selftest
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+)
+
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitError = 1 // conversion, decode or I/O failure
+	exitUsage = 2 // bad command line
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run executes one subcommand and returns the process exit status.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return exitUsage
+	}
+	cmd, rest := args[0], args[1:]
+
+	var err error
+	switch cmd {
+	case "produce":
+		err = cmdProduce(rest, stdin, stdout, stderr)
+	case "consume":
+		err = cmdConsume(rest, stdin, stdout, stderr)
+	case "selftest":
+		err = cmdSelftest(rest, stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		usage(stdout)
+		return exitOK
+	default:
+		fmt.Fprintf(stderr, "otap-interop: unknown subcommand %q\n", cmd)
+		usage(stderr)
+		return exitUsage
+	}
+
+	var uerr usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case errors.As(err, &uerr):
+		fmt.Fprintf(stderr, "otap-interop %s: %v\n", cmd, err)
+		return exitUsage
+	default:
+		fmt.Fprintf(stderr, "otap-interop %s: %v\n", cmd, err)
+		return exitError
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintf(w, `usage:
+  otap-interop produce -signal %[1]s [-zstd=true] [-dict=true]
+      stdin: OTLP Export*ServiceRequest frames; stdout: BatchArrowRecords frames
+  otap-interop consume -signal %[1]s
+      stdin: BatchArrowRecords frames; stdout: OTLP Export*ServiceRequest frames
+  otap-interop selftest
+      round-trips built-in sample data through produce and consume
+
+A frame is a 4-byte little-endian length followed by that many protobuf bytes.
+`, signalNames())
+}
+
+// usageError marks errors caused by a bad command line.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// newFlagSet returns a flag set that reports parse errors instead of exiting.
+func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("otap-interop "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+// parseFlags parses args and rejects stray positional arguments.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("unexpected arguments: %q", fs.Args())}
+	}
+	return nil
+}
+
+// signalFlag registers the mandatory -signal flag.
+func signalFlag(fs *flag.FlagSet) *string {
+	return fs.String("signal", "", "signal type: "+signalNames())
+}
+
+func cmdProduce(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := newFlagSet("produce", stderr)
+	sigName := signalFlag(fs)
+	zstd := fs.Bool("zstd", true, "compress Arrow IPC buffers with zstd (false: config.WithNoZstd)")
+	dict := fs.Bool("dict", true, "use dictionary encoding (false: config.WithNoDictionary)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	sig, err := lookupSignal(*sigName)
+	if err != nil {
+		return usageError{err}
+	}
+	_, err = runProduce(sig, producerSettings{zstd: *zstd, dict: *dict}, stdin, stdout)
+	return err
+}
+
+func cmdConsume(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := newFlagSet("consume", stderr)
+	sigName := signalFlag(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	sig, err := lookupSignal(*sigName)
+	if err != nil {
+		return usageError{err}
+	}
+	_, err = runConsume(sig, stdin, stdout)
+	return err
+}
+
+func cmdSelftest(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("selftest", stderr)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	summary, err := selftest()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, summary)
+	return nil
+}
