@@ -9,6 +9,32 @@
 //!   straight back to protobuf bytes; OTLP JSON lines.
 //! - [`otap`]: stateful per-stream OTAP decoder and encoder (Arrow IPC, dictionaries, id
 //!   transport encodings, zstd).
+//! - [`equiv`]: semantic comparison of OTLP requests; [`datagen`]: realistic synthetic
+//!   telemetry.
+//!
+//! ```
+//! use penstock_engine::datagen::DataGen;
+//! use penstock_engine::otap::{EncodeOptions, OtapDecoder, OtapEncoder};
+//! use penstock_engine::otlp::{decode, encode};
+//! use penstock_engine::Signal;
+//! use prost::Message;
+//!
+//! // OTLP protobuf bytes straight into the star schema.
+//! let request = DataGen::new(1).logs(100).encode_to_vec();
+//! let batch = decode::decode_logs(&request)?.remove(0);
+//! assert_eq!(batch.num_items(), 100);
+//!
+//! // One OTAP stream: encoder on the sending side, decoder on the receiving side.
+//! let mut encoder = OtapEncoder::new(Signal::Logs, EncodeOptions::default())?;
+//! let mut decoder = OtapDecoder::new(Signal::Logs);
+//! let received = decoder.decode(&encoder.encode(&batch)?)?;
+//! assert_eq!(received.num_items(), 100);
+//!
+//! // And back to OTLP bytes.
+//! let otlp = encode::encode(&received)?;
+//! assert!(!otlp.is_empty());
+//! # Ok::<(), penstock_engine::Error>(())
+//! ```
 
 mod batch;
 mod cbor;

@@ -20,11 +20,18 @@
 //!   (NaN, empty keys, deep nesting, ...). They contain non-finite doubles and therefore
 //!   cannot round-trip through OTLP/JSON.
 //!
-//! ```ignore
-//! let mut g = DataGen::new(42);
-//! let logs = g.logs(1024);
-//! let traces = g.traces(500);
-//! let metrics = g.metrics(500);
+//! ```
+//! use penstock_engine::datagen::DataGen;
+//!
+//! let mut data = DataGen::new(42);
+//! let logs = data.logs(1024);
+//! let records: usize = logs
+//!     .resource_logs
+//!     .iter()
+//!     .flat_map(|r| &r.scope_logs)
+//!     .map(|s| s.log_records.len())
+//!     .sum();
+//! assert_eq!(records, 1024);
 //! ```
 
 mod catalog;

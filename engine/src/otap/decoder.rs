@@ -82,10 +82,16 @@ impl OtapDecoder {
     pub fn decode(&mut self, bar: &BatchArrowRecords) -> Result<OtapBatch> {
         let mut batch = OtapBatch::new(self.signal);
         for payload in &bar.arrow_payloads {
-            let (table, records) = self.decode_payload(payload)?;
+            let table = PayloadType::from_wire(payload.r#type)
+                .filter(|t| self.signal.payload_types().contains(t))
+                .ok_or(Error::PayloadTypeNotAllowed {
+                    payload_type: payload.r#type,
+                    signal: self.signal.name(),
+                })?;
             if batch.get(table).is_some() {
                 return Err(Error::DuplicatePayload(table));
             }
+            let records = self.decode_payload(table, payload)?;
             validate(table, &records.schema())?;
             let records = transform_ids(records, table, Direction::Decode)?;
             batch.set(table, records)?;
@@ -93,13 +99,11 @@ impl OtapDecoder {
         Ok(batch)
     }
 
-    fn decode_payload(&mut self, payload: &ArrowPayload) -> Result<(PayloadType, RecordBatch)> {
-        let table = PayloadType::from_wire(payload.r#type)
-            .filter(|t| self.signal.payload_types().contains(t))
-            .ok_or(Error::PayloadTypeNotAllowed {
-                payload_type: payload.r#type,
-                signal: self.signal.name(),
-            })?;
+    fn decode_payload(
+        &mut self,
+        table: PayloadType,
+        payload: &ArrowPayload,
+    ) -> Result<RecordBatch> {
         let bad = |reason: String| Error::BadPayload {
             payload_type: table,
             schema_id: payload.schema_id.clone(),
@@ -148,7 +152,7 @@ impl OtapDecoder {
         match outcome {
             Ok(records) => {
                 stream.last_size = records.get_array_memory_size();
-                Ok((table, records))
+                Ok(records)
             }
             Err(e) => {
                 self.streams.remove(&table);

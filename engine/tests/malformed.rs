@@ -1,0 +1,300 @@
+//! Malformed and hostile input: every decoder returns an error, never panics, and never
+//! allocates without bound.
+
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray, UInt8Array, UInt16Array};
+use arrow::datatypes::{DataType, Field, Schema};
+use arrow::ipc::CompressionType;
+use arrow::ipc::writer::{IpcWriteOptions, StreamEncoder};
+use bytes::Bytes;
+use penstock_engine::datagen::DataGen;
+use penstock_engine::otap::{DecodeLimits, EncodeOptions, OtapDecoder, OtapEncoder};
+use penstock_engine::otlp::json;
+use penstock_engine::proto::{ArrowPayload, BatchArrowRecords};
+use penstock_engine::{Error, PayloadType, Signal};
+use proptest::prelude::*;
+use prost::Message;
+
+fn sample(signal: Signal) -> Vec<u8> {
+    let mut data = DataGen::new(2);
+    match signal {
+        Signal::Logs => data.logs(20).encode_to_vec(),
+        Signal::Traces => data.traces(20).encode_to_vec(),
+        Signal::Metrics => data.metrics(20).encode_to_vec(),
+    }
+}
+
+/// Scenario: a valid request cut at every length.
+/// Guarantees: decoding never panics, and a cut inside the last record is an error.
+#[test]
+fn truncated_otlp_is_an_error() {
+    for signal in Signal::ALL {
+        let bytes = sample(signal);
+        for len in 0..bytes.len() {
+            let _ = json::decode(signal, &bytes[..len]);
+        }
+        assert!(
+            json::decode(signal, &bytes[..bytes.len() - 1]).is_err(),
+            "{signal}"
+        );
+    }
+}
+
+/// Scenario: a log record whose severity text is not UTF-8, and one whose trace id has 5 bytes.
+/// Guarantees: both are refused with a message saying what is wrong.
+#[test]
+fn invalid_strings_and_ids_are_errors() {
+    // ExportLogsServiceRequest{resource_logs{scope_logs{log_records{severity_text: 0xff}}}}
+    let record = [0x1a, 0x01, 0xff];
+    let request = nest(&[1, 2, 2], &record);
+    let err = json::decode(Signal::Logs, &request).unwrap_err();
+    assert!(err.to_string().contains("UTF-8"), "{err}");
+    let record = [0x4a, 0x05, 1, 2, 3, 4, 5];
+    let err = json::decode(Signal::Logs, &nest(&[1, 2, 2], &record)).unwrap_err();
+    assert!(err.to_string().contains("wrong length"), "{err}");
+}
+
+/// Wraps `inner` in length-delimited fields, outermost first.
+fn nest(fields: &[u8], inner: &[u8]) -> Vec<u8> {
+    let mut bytes = inner.to_vec();
+    for field in fields.iter().rev() {
+        let mut outer = vec![field << 3 | 2];
+        let mut len = bytes.len();
+        while len >= 0x80 {
+            outer.push((len as u8) | 0x80);
+            len >>= 7;
+        }
+        outer.push(len as u8);
+        outer.extend(bytes);
+        bytes = outer;
+    }
+    bytes
+}
+
+/// Scenario: a log body nested 100,000 levels deep.
+/// Guarantees: refused as too deep, without exhausting the stack.
+#[test]
+fn deep_nesting_is_bounded() {
+    // AnyValue{array_value{values: [AnyValue{array_value{...}}]}}, innermost an int.
+    let mut value = vec![0x18, 0x01];
+    for _ in 0..100_000 {
+        value = nest(&[5, 1], &value);
+    }
+    let record = nest(&[5], &value);
+    let err = json::decode(Signal::Logs, &nest(&[1, 2, 2], &record)).unwrap_err();
+    assert!(matches!(err, Error::TooDeep { .. }), "{err}");
+}
+
+fn payload(table: PayloadType, schema_id: &str, record: Vec<u8>) -> ArrowPayload {
+    ArrowPayload {
+        schema_id: schema_id.into(),
+        r#type: table.wire(),
+        record: Bytes::from(record),
+    }
+}
+
+fn ipc(batch: &RecordBatch, compression: Option<CompressionType>) -> Vec<u8> {
+    let options = IpcWriteOptions::default()
+        .try_with_compression(compression)
+        .unwrap();
+    let mut encoder = StreamEncoder::try_new_with_options(&batch.schema(), options).unwrap();
+    encoder
+        .encode(batch)
+        .unwrap()
+        .iter()
+        .flat_map(|b| b.as_slice().to_vec())
+        .collect()
+}
+
+fn bar(payloads: Vec<ArrowPayload>) -> BatchArrowRecords {
+    BatchArrowRecords {
+        batch_id: 0,
+        arrow_payloads: payloads,
+        headers: Bytes::new(),
+    }
+}
+
+/// Scenario: payloads with garbage bytes, a wrong payload type, a duplicate table, an unknown
+/// column, and an attribute row without a parent id.
+/// Guarantees: each is refused with the matching error.
+#[test]
+fn bad_otap_payloads_are_errors() {
+    let mut decoder = OtapDecoder::new(Signal::Logs);
+    let garbage = bar(vec![payload(
+        PayloadType::Logs,
+        "0",
+        vec![0xff, 0xff, 0xff, 0xff, 9, 0, 0, 0, 1, 2],
+    )]);
+    assert!(decoder.decode(&garbage).is_err());
+
+    let spans_in_logs = bar(vec![payload(PayloadType::Spans, "0", Vec::new())]);
+    assert!(matches!(
+        decoder.decode(&spans_in_logs),
+        Err(Error::PayloadTypeNotAllowed { .. })
+    ));
+    let unknown = BatchArrowRecords {
+        arrow_payloads: vec![ArrowPayload {
+            r#type: 99,
+            ..payload(PayloadType::Logs, "0", Vec::new())
+        }],
+        ..bar(vec![])
+    };
+    assert!(matches!(
+        decoder.decode(&unknown),
+        Err(Error::PayloadTypeNotAllowed {
+            payload_type: 99,
+            ..
+        })
+    ));
+
+    let bogus = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![Field::new(
+            "bogus",
+            DataType::Int64,
+            true,
+        )])),
+        vec![Arc::new(Int64Array::from(vec![1])) as ArrayRef],
+    )
+    .unwrap();
+    let err = decoder
+        .decode(&bar(vec![payload(
+            PayloadType::Logs,
+            "1",
+            ipc(&bogus, None),
+        )]))
+        .unwrap_err();
+    assert!(matches!(err, Error::SchemaMismatch { .. }), "{err}");
+
+    let orphan = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![
+            Field::new("parent_id", DataType::UInt16, true),
+            Field::new("key", DataType::Utf8, false),
+            Field::new("type", DataType::UInt8, false),
+        ])),
+        vec![
+            Arc::new(UInt16Array::from(vec![None, Some(1)])) as ArrayRef,
+            Arc::new(StringArray::from(vec!["a", "b"])),
+            Arc::new(UInt8Array::from(vec![0, 0])),
+        ],
+    )
+    .unwrap();
+    let err = decoder
+        .decode(&bar(vec![payload(
+            PayloadType::LogAttrs,
+            "2",
+            ipc(&orphan, None),
+        )]))
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidIds { .. }), "{err}");
+
+    let request = sample(Signal::Logs);
+    let batch = json::decode(Signal::Logs, &request).unwrap().remove(0);
+    let mut good = OtapEncoder::new(Signal::Logs, EncodeOptions::default())
+        .unwrap()
+        .encode(&batch)
+        .unwrap();
+    let first = good.arrow_payloads[0].clone();
+    good.arrow_payloads.push(first);
+    let err = OtapDecoder::new(Signal::Logs).decode(&good).unwrap_err();
+    assert!(matches!(err, Error::DuplicatePayload(_)), "{err}");
+}
+
+/// Scenario: a 160 MB column of zeros compressed with zstd into a few kilobytes.
+/// Guarantees: refused before inflating when it declares more than the decoder's limit.
+#[test]
+fn compression_bombs_are_refused_before_inflating() {
+    let zeros = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![Field::new(
+            "bogus",
+            DataType::Int64,
+            false,
+        )])),
+        vec![Arc::new(Int64Array::from(vec![0i64; 20_000_000])) as ArrayRef],
+    )
+    .unwrap();
+    let record = ipc(&zeros, Some(CompressionType::ZSTD));
+    assert!(
+        record.len() < 100_000,
+        "the bomb should be small: {}",
+        record.len()
+    );
+    let limits = DecodeLimits {
+        max_payload_decompressed_bytes: 16 << 20,
+    };
+    let mut decoder = OtapDecoder::with_limits(Signal::Logs, limits);
+    let err = decoder
+        .decode(&bar(vec![payload(PayloadType::Logs, "0", record)]))
+        .unwrap_err();
+    assert!(err.to_string().contains("decompressed"), "{err}");
+}
+
+fn valid_stream(signal: Signal) -> Vec<BatchArrowRecords> {
+    let mut data = DataGen::new(4);
+    let mut encoder = OtapEncoder::new(signal, EncodeOptions::default()).unwrap();
+    (0..2)
+        .map(|_| {
+            let request = match signal {
+                Signal::Logs => data.logs(30).encode_to_vec(),
+                Signal::Traces => data.traces(30).encode_to_vec(),
+                Signal::Metrics => data.metrics(30).encode_to_vec(),
+            };
+            encoder
+                .encode(&json::decode(signal, &request).unwrap()[0])
+                .unwrap()
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Scenario: arbitrary bytes given to the OTLP decoders.
+    /// Guarantees: an error or a batch, never a panic.
+    #[test]
+    fn arbitrary_otlp_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+        for signal in Signal::ALL {
+            let _ = json::decode(signal, &bytes);
+        }
+    }
+
+    /// Scenario: valid OTLP requests with one byte changed.
+    /// Guarantees: an error or a batch, never a panic.
+    #[test]
+    fn mutated_otlp_never_panics(position in any::<prop::sample::Index>(), byte in any::<u8>()) {
+        for signal in Signal::ALL {
+            let mut bytes = sample(signal);
+            let at = position.index(bytes.len());
+            bytes[at] = byte;
+            let _ = json::decode(signal, &bytes);
+        }
+    }
+
+    /// Scenario: a valid OTAP stream with one byte of one payload changed, or a payload cut.
+    /// Guarantees: an error or a batch, never a panic.
+    #[test]
+    fn mutated_otap_never_panics(
+        which in any::<prop::sample::Index>(),
+        position in any::<prop::sample::Index>(),
+        byte in any::<u8>(),
+        cut in any::<bool>(),
+    ) {
+        for signal in Signal::ALL {
+            let mut stream = valid_stream(signal);
+            let target = &mut stream[1];
+            let index = which.index(target.arrow_payloads.len());
+            let mut record = target.arrow_payloads[index].record.to_vec();
+            let at = position.index(record.len());
+            if cut { record.truncate(at) } else { record[at] = byte }
+            target.arrow_payloads[index].record = Bytes::from(record);
+            let mut decoder = OtapDecoder::new(signal);
+            for bar in &stream {
+                if decoder.decode(bar).is_err() {
+                    break;
+                }
+            }
+        }
+    }
+}
