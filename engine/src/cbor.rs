@@ -177,7 +177,12 @@ impl<'a> Cbor<'a> {
     }
 
     fn item(&mut self) -> Result<Item<'a>> {
-        let b = self.take(1)?[0];
+        let mut b = self.take(1)?[0];
+        // Tags (major type 6) annotate the item that follows: skip them.
+        while b >> 5 == 6 {
+            self.arg(b & 0x1f)?;
+            b = self.take(1)?[0];
+        }
         let (major, info) = (b >> 5, b & 0x1f);
         Ok(match major {
             0 => Item::Uint(
@@ -208,10 +213,6 @@ impl<'a> Cbor<'a> {
             }
             4 => Item::Array(self.arg(info)?),
             5 => Item::Map(self.arg(info)?),
-            6 => {
-                self.arg(info)?;
-                return self.item();
-            }
             _ => match info {
                 20 => Item::Bool(false),
                 21 => Item::Bool(true),

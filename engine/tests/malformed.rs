@@ -202,6 +202,38 @@ fn bad_otap_payloads_are_errors() {
     assert!(matches!(err, Error::DuplicatePayload(_)), "{err}");
 }
 
+/// Scenario: a LOGS table whose ids repeat (all deltas zero) with one attribute row.
+/// Guarantees: refused, since it would attach the attribute to every record.
+#[test]
+fn repeated_ids_are_refused() {
+    let logs = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![Field::new("id", DataType::UInt16, true)])),
+        vec![Arc::new(UInt16Array::from(vec![0u16; 1000])) as ArrayRef],
+    )
+    .unwrap();
+    let mut decoder = OtapDecoder::new(Signal::Logs);
+    let err = decoder
+        .decode(&bar(vec![payload(
+            PayloadType::Logs,
+            "0",
+            ipc(&logs, None),
+        )]))
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidIds { .. }), "{err}");
+}
+
+/// Scenario: OTLP encoding under a byte budget smaller than the batch.
+/// Guarantees: refused once the budget is passed, instead of growing without bound.
+#[test]
+fn otlp_output_is_bounded() {
+    let batch = json::decode(Signal::Logs, &DataGen::new(1).logs(500).encode_to_vec())
+        .unwrap()
+        .remove(0);
+    let err = penstock_engine::otlp::encode::encode_with_limit(&batch, 10_000).unwrap_err();
+    assert!(matches!(err, Error::LimitExceeded(_)), "{err}");
+    assert!(penstock_engine::otlp::encode::encode_with_limit(&batch, 10 << 20).is_ok());
+}
+
 /// Scenario: a 160 MB column of zeros compressed with zstd into a few kilobytes.
 /// Guarantees: refused before inflating when it declares more than the decoder's limit.
 #[test]
@@ -223,12 +255,43 @@ fn compression_bombs_are_refused_before_inflating() {
     );
     let limits = DecodeLimits {
         max_payload_decompressed_bytes: 16 << 20,
+        max_rows: u64::MAX,
     };
     let mut decoder = OtapDecoder::with_limits(Signal::Logs, limits);
     let err = decoder
         .decode(&bar(vec![payload(PayloadType::Logs, "0", record)]))
         .unwrap_err();
     assert!(err.to_string().contains("decompressed"), "{err}");
+}
+
+/// Scenario: a table that declares more rows than the decoder's limit (here an empty struct
+/// column, which costs nothing to declare).
+/// Guarantees: refused before any per-row work.
+#[test]
+fn row_counts_are_bounded() {
+    let rows = RecordBatch::try_new_with_options(
+        Arc::new(Schema::new(vec![Field::new(
+            "resource",
+            DataType::Struct(Default::default()),
+            true,
+        )])),
+        vec![Arc::new(arrow::array::StructArray::new_empty_fields(5_000, None)) as ArrayRef],
+        &arrow::array::RecordBatchOptions::new().with_row_count(Some(5_000)),
+    )
+    .unwrap();
+    let limits = DecodeLimits {
+        max_rows: 1_000,
+        ..DecodeLimits::default()
+    };
+    let mut decoder = OtapDecoder::with_limits(Signal::Logs, limits);
+    let err = decoder
+        .decode(&bar(vec![payload(
+            PayloadType::Logs,
+            "0",
+            ipc(&rows, None),
+        )]))
+        .unwrap_err();
+    assert!(err.to_string().contains("rows"), "{err}");
 }
 
 fn valid_stream(signal: Signal) -> Vec<BatchArrowRecords> {

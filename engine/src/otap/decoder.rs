@@ -7,7 +7,7 @@ use arrow::array::RecordBatch;
 use arrow::buffer::Buffer;
 use arrow::ipc::reader::StreamDecoder;
 
-use super::ids::{Direction, transform_ids};
+use super::ids::{Direction, check_unique_ids, transform_ids};
 use super::prescan::prescan;
 use super::validate::validate;
 use crate::batch::OtapBatch;
@@ -20,12 +20,15 @@ use crate::schema::{PayloadType, Signal};
 pub struct DecodeLimits {
     /// Most decompressed bytes the compressed buffers of one payload may declare.
     pub max_payload_decompressed_bytes: u64,
+    /// Most rows one table (record batch or dictionary) may declare.
+    pub max_rows: u64,
 }
 
 impl Default for DecodeLimits {
     fn default() -> Self {
         DecodeLimits {
             max_payload_decompressed_bytes: 256 << 20,
+            max_rows: 1 << 20,
         }
     }
 }
@@ -94,6 +97,7 @@ impl OtapDecoder {
             let records = self.decode_payload(table, payload)?;
             validate(table, &records.schema())?;
             let records = transform_ids(records, table, Direction::Decode)?;
+            check_unique_ids(&records, table)?;
             batch.set(table, records)?;
         }
         Ok(batch)
@@ -109,7 +113,7 @@ impl OtapDecoder {
             schema_id: payload.schema_id.clone(),
             reason,
         };
-        if let Err(e) = prescan(&payload.record, self.limits.max_payload_decompressed_bytes) {
+        if let Err(e) = prescan(&payload.record, &self.limits) {
             self.streams.remove(&table);
             return Err(bad(e.to_string()));
         }

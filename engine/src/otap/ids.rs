@@ -195,6 +195,80 @@ fn continuation(table: &RecordBatch, kind: PayloadType) -> Result<Vec<bool>> {
     })
 }
 
+/// Checks that the non-null values of a table's `id` column are distinct (a repeated id would
+/// attach the same children to several rows).
+pub(crate) fn check_unique_ids(table: &RecordBatch, kind: PayloadType) -> Result<()> {
+    let Some(column) = table.column_by_name(consts::ID) else {
+        return Ok(());
+    };
+    let (_, ids) = read_ids(column, kind, consts::ID)?;
+    let mut seen = IdMap::with_capacity_for(ids.iter().flatten().copied());
+    for (row, id) in ids.iter().enumerate() {
+        if let Some(id) = id
+            && !seen.insert(*id, row as u32)
+        {
+            return Err(Error::ids(kind, format!("id {id} appears more than once")));
+        }
+    }
+    Ok(())
+}
+
+/// A map from old ids to new ids (or rows): a dense vector when the ids are small, a hash map
+/// otherwise.
+pub(crate) enum IdMap {
+    Dense(Vec<u32>),
+    Sparse(std::collections::HashMap<u32, u32>),
+}
+
+impl IdMap {
+    const ABSENT: u32 = u32::MAX;
+
+    /// A map sized for the given ids.
+    pub(crate) fn with_capacity_for(ids: impl Iterator<Item = u32> + Clone) -> Self {
+        let count = ids.clone().count();
+        match ids.max() {
+            Some(max) if (max as usize) <= 4 * count + 65_536 => {
+                IdMap::Dense(vec![Self::ABSENT; max as usize + 1])
+            }
+            Some(_) => IdMap::Sparse(std::collections::HashMap::with_capacity(count)),
+            None => IdMap::Dense(Vec::new()),
+        }
+    }
+
+    /// Inserts `old → new` unless `old` is present; returns whether it was inserted.
+    pub(crate) fn insert(&mut self, old: u32, new: u32) -> bool {
+        match self {
+            IdMap::Dense(slots) => match slots.get_mut(old as usize) {
+                Some(slot) if *slot == Self::ABSENT => {
+                    *slot = new;
+                    true
+                }
+                Some(_) => false,
+                None => false,
+            },
+            IdMap::Sparse(map) => match map.entry(old) {
+                std::collections::hash_map::Entry::Occupied(_) => false,
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert(new);
+                    true
+                }
+            },
+        }
+    }
+
+    /// The new id of `old`.
+    #[inline]
+    pub(crate) fn get(&self, old: u32) -> Option<u32> {
+        match self {
+            IdMap::Dense(slots) => slots
+                .get(old as usize)
+                .copied()
+                .filter(|v| *v != Self::ABSENT),
+            IdMap::Sparse(map) => map.get(&old).copied(),
+        }
+    }
+}
+
 /// Direction of an id transformation.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Direction {

@@ -16,7 +16,7 @@ use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StringArray, StructArr
 use arrow::compute::take_record_batch;
 use arrow::datatypes::{DataType, Field, FieldRef, Schema};
 
-use super::ids::{Width, read_ids};
+use super::ids::{IdMap, Width, read_ids};
 use crate::batch::OtapBatch;
 use crate::column::Col;
 use crate::error::{Error, Result};
@@ -178,7 +178,7 @@ fn regroup_attrs(
 fn remap_and_sort(
     table: &RecordBatch,
     kind: PayloadType,
-    new_of_old: &HashMap<u32, u32>,
+    new_of_old: &IdMap,
 ) -> Result<Option<RecordBatch>> {
     let column = table
         .column_by_name(consts::PARENT_ID)
@@ -187,9 +187,9 @@ fn remap_and_sort(
     let mut keep = Vec::with_capacity(old.len());
     let mut parents = Vec::with_capacity(old.len());
     for (row, p) in old.iter().enumerate() {
-        if let Some(new) = p.and_then(|p| new_of_old.get(&p)) {
+        if let Some(new) = p.and_then(|p| new_of_old.get(p)) {
             keep.push(row as u32);
-            parents.push(*new);
+            parents.push(new);
         }
     }
     if keep.is_empty() {
@@ -236,32 +236,45 @@ fn columnar_codes(table: &RecordBatch, kind: PayloadType) -> Result<Option<(Vec<
         _ => {
             let int = Col::<Int64Array>::of(table, kind, consts::INT_VALUE)?;
             let double = Col::<Float64Array>::of(table, kind, consts::DOUBLE_VALUE)?;
-            // Bit patterns: equal bits are equal values (NaN runs are split by the encoder's
-            // equality test, which then writes absolute ids).
-            Some(codes(
-                (0..n).map(|i| (int.get(i), double.get(i).map(f64::to_bits))),
-            ))
+            // Group by value as the run test compares it (IEEE ==): -0.0 with 0.0. NaN never
+            // continues a run, so its grouping does not matter.
+            let bits = |d: f64| if d == 0.0 { 0u64 } else { d.to_bits() };
+            Some(codes((0..n).map(|i| (int.get(i), double.get(i).map(bits)))))
         }
     })
 }
 
-/// Gives the rows of `table` ids `0..n` in row order; returns the new table and old → new ids.
+/// Renumbers the rows that carry an id `0, 1, 2, ...` in row order (rows without an id keep
+/// none); returns the new table and the old → new id map.
 fn renumber_ids(
     table: &RecordBatch,
     kind: PayloadType,
     width: Width,
-) -> Result<(RecordBatch, HashMap<u32, u32>)> {
-    let old = match table.column_by_name(consts::ID) {
-        Some(c) => read_ids(c, kind, consts::ID)?.1,
-        None => vec![None; table.num_rows()],
+) -> Result<(RecordBatch, IdMap)> {
+    let Some(column) = table.column_by_name(consts::ID) else {
+        return Ok((table.clone(), IdMap::Dense(Vec::new())));
     };
-    let mut map = HashMap::with_capacity(old.len());
-    for (row, id) in old.iter().enumerate() {
-        if let Some(id) = id {
-            map.entry(*id).or_insert(row as u32);
-        }
+    let (_, old) = read_ids(column, kind, consts::ID)?;
+    let mut map = IdMap::with_capacity_for(old.iter().flatten().copied());
+    let mut next = 0u32;
+    let mut new = Vec::with_capacity(old.len());
+    for id in &old {
+        new.push(match id {
+            Some(id) => {
+                if !map.insert(*id, next) {
+                    return Err(Error::ids(kind, format!("id {id} appears more than once")));
+                }
+                next += 1;
+                Some(next - 1)
+            }
+            None => None,
+        });
     }
-    let new: Vec<Option<u32>> = (0..table.num_rows() as u32).map(Some).collect();
+    if width == Width::U16 && next > 1 << 16 {
+        return Err(Error::LimitExceeded(format!(
+            "{next} {kind:?} rows carry ids; an OTAP batch addresses at most 65536"
+        )));
+    }
     Ok((with_column(table, consts::ID, width.array(new), kind)?, map))
 }
 

@@ -4,6 +4,7 @@
 
 use arrow::ipc::{RecordBatch as IpcRecordBatch, root_as_message};
 
+use super::decoder::DecodeLimits;
 use crate::error::{Error, Result};
 
 const CONTINUATION: u32 = 0xffff_ffff;
@@ -18,7 +19,13 @@ fn read_u32(bytes: &[u8], at: usize) -> Option<u32> {
 }
 
 /// Checks a record batch header against its body; returns its declared decompressed size.
-fn check_record_batch(rb: &IpcRecordBatch<'_>, body: &[u8]) -> Result<u64> {
+fn check_record_batch(rb: &IpcRecordBatch<'_>, body: &[u8], max_rows: u64) -> Result<u64> {
+    if u64::try_from(rb.length()).map_or(true, |rows| rows > max_rows) {
+        return Err(bad(format!(
+            "a table declares {} rows (at most {max_rows})",
+            rb.length()
+        )));
+    }
     let mut declared = 0u64;
     let compressed = rb.compression().is_some();
     for buffer in rb.buffers().into_iter().flatten() {
@@ -40,15 +47,13 @@ fn check_record_batch(rb: &IpcRecordBatch<'_>, body: &[u8]) -> Result<u64> {
         }
         let _ = end;
     }
-    if rb.length() < 0 {
-        return Err(bad("negative record batch length"));
-    }
     Ok(declared)
 }
 
 /// Walks the encapsulated IPC messages of one payload. Fails when the framing is inconsistent or
 /// the compressed buffers declare more than `max_decompressed` bytes in total.
-pub(crate) fn prescan(payload: &[u8], max_decompressed: u64) -> Result<()> {
+pub(crate) fn prescan(payload: &[u8], limits: &DecodeLimits) -> Result<()> {
+    let max_decompressed = limits.max_payload_decompressed_bytes;
     let mut pos = 0usize;
     let mut declared = 0u64;
     while pos < payload.len() {
@@ -81,9 +86,9 @@ pub(crate) fn prescan(payload: &[u8], max_decompressed: u64) -> Result<()> {
             as usize;
         let body = &payload[meta_end..body_end];
         if let Some(rb) = message.header_as_record_batch() {
-            declared = declared.saturating_add(check_record_batch(&rb, body)?);
+            declared = declared.saturating_add(check_record_batch(&rb, body, limits.max_rows)?);
         } else if let Some(rb) = message.header_as_dictionary_batch().and_then(|d| d.data()) {
-            declared = declared.saturating_add(check_record_batch(&rb, body)?);
+            declared = declared.saturating_add(check_record_batch(&rb, body, limits.max_rows)?);
         }
         if declared > max_decompressed {
             return Err(bad(format!(

@@ -11,14 +11,52 @@ use arrow::datatypes::{DataType, Field, FieldRef, Fields, Schema};
 use crate::error::{Error, Result};
 use crate::schema::{PayloadType, consts};
 
-/// Columns that stay even when all null (the protocol requires them).
+/// Columns OTAP requires: always sent, and without nulls (a null stands for the default, which
+/// is written out instead).
 fn required(kind: PayloadType, path: &str) -> bool {
-    match path {
-        consts::PARENT_ID => true,
-        consts::KEY | consts::TYPE => kind.is_attrs(),
-        consts::METRIC_TYPE => kind == PayloadType::UnivariateMetrics,
-        "body.type" => true,
+    use PayloadType as P;
+    match (kind, path) {
+        (_, consts::PARENT_ID | "body.type") => true,
+        (_, consts::KEY | consts::TYPE) => kind.is_attrs(),
+        (P::UnivariateMetrics, consts::ID | consts::METRIC_TYPE | consts::NAME) => true,
+        (
+            P::Spans,
+            consts::START_TIME_UNIX_NANO
+            | consts::DURATION_TIME_UNIX_NANO
+            | consts::TRACE_ID
+            | consts::SPAN_ID
+            | consts::NAME,
+        ) => true,
+        (P::SpanEvents, consts::NAME) => true,
+        (P::SpanLinks, consts::TRACE_ID | consts::SPAN_ID) => true,
+        (
+            P::NumberDpExemplars | P::HistogramDpExemplars | P::ExpHistogramDpExemplars,
+            consts::TIME_UNIX_NANO,
+        ) => true,
         _ => false,
+    }
+}
+
+/// The column with its nulls replaced by the type's default (zero, empty string, zero bytes).
+fn with_defaults(array: &ArrayRef) -> Result<ArrayRef> {
+    let array = match array.data_type() {
+        DataType::Dictionary(_, value) => {
+            cast(array, value).map_err(|e| Error::arrow("expanding a dictionary", e))?
+        }
+        _ => Arc::clone(array),
+    };
+    if array.null_count() == 0 {
+        return Ok(array);
+    }
+    // Builders and kernels leave zeroed values (empty strings, zero bytes) under nulls, so
+    // dropping the validity bitmap yields the defaults. A rebuilt array is validated.
+    let data = array.to_data().into_builder().nulls(None).build();
+    match data {
+        Ok(data) => Ok(arrow::array::make_array(data)),
+        Err(_) => Err(Error::LimitExceeded(format!(
+            "cannot write defaults into a required {} column",
+            array.data_type()
+        ))),
     }
 }
 
@@ -94,9 +132,13 @@ fn shape_column(
         let field = Field::new(field.name(), DataType::Struct(fields), true);
         return Ok(Some((Arc::new(field), Arc::new(rebuilt))));
     }
-    if array.null_count() == array.len() && !required(kind, path) {
+    let array = if required(kind, path) {
+        &with_defaults(array)?
+    } else if array.null_count() == array.len() {
         return Ok(None);
-    }
+    } else {
+        array
+    };
     let array = match dictionary_policy(kind, path) {
         Some(allow_u8) if dictionaries => dictionary(array, allow_u8),
         _ => Arc::clone(array),

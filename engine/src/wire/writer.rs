@@ -2,9 +2,18 @@
 //! guess, then the length is patched (shifting the body only when it needs more bytes).
 
 /// Writes protobuf fields into a growing buffer.
-#[derive(Default)]
 pub(crate) struct Writer {
     buf: Vec<u8>,
+    limit: usize,
+}
+
+impl Default for Writer {
+    fn default() -> Self {
+        Writer {
+            buf: Vec::new(),
+            limit: usize::MAX,
+        }
+    }
 }
 
 /// Where a nested message started (see [`Writer::begin`]).
@@ -22,6 +31,26 @@ impl Writer {
     pub(crate) fn with_capacity(capacity: usize) -> Self {
         Writer {
             buf: Vec::with_capacity(capacity),
+            limit: usize::MAX,
+        }
+    }
+
+    /// Sets the size past which [`Writer::check_limit`] fails.
+    pub(crate) fn with_limit(mut self, limit: usize) -> Self {
+        self.limit = limit;
+        self
+    }
+
+    /// Fails when more than the limit has been written.
+    #[inline]
+    pub(crate) fn check_limit(&self) -> crate::error::Result<()> {
+        if self.buf.len() > self.limit {
+            Err(crate::error::Error::LimitExceeded(format!(
+                "encoded output exceeds {} bytes",
+                self.limit
+            )))
+        } else {
+            Ok(())
         }
     }
 

@@ -104,6 +104,7 @@ impl<'a> Envelope<'a> {
                 w.end(s);
                 while i < n && self.scope_key(order[i] as usize) == key {
                     record(w, order[i] as usize)?;
+                    w.check_limit()?;
                     i += 1;
                 }
                 w.bytes_field(3, key.2.as_bytes());

@@ -16,9 +16,25 @@ use crate::error::Result;
 use crate::schema::Signal;
 use crate::wire::Writer;
 
-/// Encodes a batch as an `Export{Logs,Trace,Metrics}ServiceRequest`, by its signal.
+/// Most bytes [`encode`] writes for one batch (see [`encode_with_limit`]).
+pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 256 << 20;
+
+/// Encodes a batch as an `Export{Logs,Trace,Metrics}ServiceRequest`, by its signal, refusing
+/// output larger than [`DEFAULT_MAX_OUTPUT_BYTES`].
 pub fn encode(batch: &OtapBatch) -> Result<Vec<u8>> {
-    let mut w = Writer::with_capacity(batch.num_items() * 320 + 64);
+    encode_with_limit(batch, DEFAULT_MAX_OUTPUT_BYTES)
+}
+
+/// Encodes a batch, failing once the output passes `max_bytes` (checked after each record, so
+/// a batch whose tables expand into far more bytes than they hold cannot exhaust memory).
+pub fn encode_with_limit(batch: &OtapBatch, max_bytes: usize) -> Result<Vec<u8>> {
+    // A capacity hint only: bounded, whatever the batch claims.
+    let capacity = batch
+        .num_items()
+        .saturating_mul(320)
+        .min(64 << 20)
+        .min(max_bytes);
+    let mut w = Writer::with_capacity(capacity).with_limit(max_bytes);
     match batch.signal() {
         Signal::Logs => logs::encode(batch, &mut w)?,
         Signal::Traces => traces::encode(batch, &mut w)?,
