@@ -31,15 +31,23 @@ fn head(out: &mut Vec<u8>, major: u8, value: u64) {
     }
 }
 
+/// Appends a CBOR text string, checking that the bytes are UTF-8.
+fn text(out: &mut Vec<u8>, s: &[u8]) -> Result<()> {
+    std::str::from_utf8(s).map_err(|_| Error::MalformedProtobuf {
+        offset: 0,
+        reason: "string field is not valid UTF-8",
+    })?;
+    head(out, 3, s.len() as u64);
+    out.extend_from_slice(s);
+    Ok(())
+}
+
 /// Appends the CBOR encoding of an OTLP any-value.
 pub(crate) fn write_any(value: AnyRef<'_>, out: &mut Vec<u8>, depth: usize) -> Result<()> {
     check_depth(depth)?;
     match value {
         AnyRef::Empty => out.push(0xf6),
-        AnyRef::Str(s) => {
-            head(out, 3, s.len() as u64);
-            out.extend_from_slice(s.as_bytes());
-        }
+        AnyRef::Str(s) => text(out, s)?,
         AnyRef::Bool(b) => out.push(if b { 0xf5 } else { 0xf4 }),
         AnyRef::Int(i) if i >= 0 => head(out, 0, i as u64),
         AnyRef::Int(i) => head(out, 1, (-1 - i) as u64),
@@ -67,8 +75,7 @@ pub(crate) fn write_any(value: AnyRef<'_>, out: &mut Vec<u8>, depth: usize) -> R
             while let Some((field, wire)) = r.field()? {
                 if field == 1 {
                     let (key, value) = parse_key_value(r.message_field(wire)?)?;
-                    head(out, 3, key.len() as u64);
-                    out.extend_from_slice(key.as_bytes());
+                    text(out, key)?;
                     let value = match value {
                         Some(v) => AnyRef::parse(v)?,
                         None => AnyRef::Empty,

@@ -4,9 +4,11 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StructArray};
+use arrow::array::{
+    Array, ArrayRef, AsArray, DictionaryArray, RecordBatch, StructArray, UInt8Array,
+};
 use arrow::compute::cast;
-use arrow::datatypes::{DataType, Field, FieldRef, Fields, Schema};
+use arrow::datatypes::{DataType, Field, FieldRef, Fields, Schema, UInt8Type, UInt16Type};
 
 use crate::error::{Error, Result};
 use crate::schema::{PayloadType, consts};
@@ -39,6 +41,9 @@ fn required(kind: PayloadType, path: &str) -> bool {
 
 /// The column with its nulls replaced by the type's default (zero, empty string, zero bytes).
 fn with_defaults(array: &ArrayRef) -> Result<ArrayRef> {
+    if array.null_count() == 0 {
+        return Ok(Arc::clone(array));
+    }
     let array = match array.data_type() {
         DataType::Dictionary(_, value) => {
             cast(array, value).map_err(|e| Error::arrow("expanding a dictionary", e))?
@@ -81,6 +86,18 @@ fn dictionary_policy(kind: PayloadType, path: &str) -> Option<bool> {
 
 /// Dictionary-encodes a string column when few distinct values repeat.
 fn dictionary(array: &ArrayRef, allow_u8: bool) -> ArrayRef {
+    if let Some(dict) = array.as_dictionary_opt::<UInt16Type>() {
+        // Already a dictionary (keys decoded from OTLP): narrow the keys when they fit.
+        if allow_u8 && dict.values().len() <= usize::from(u8::MAX) {
+            let keys: UInt8Array = dict.keys().unary(|k| k as u8);
+            if let Ok(narrow) =
+                DictionaryArray::<UInt8Type>::try_new(keys, Arc::clone(dict.values()))
+            {
+                return Arc::new(narrow);
+            }
+        }
+        return Arc::clone(array);
+    }
     if array.data_type() != &DataType::Utf8 || array.is_empty() {
         return Arc::clone(array);
     }

@@ -9,7 +9,8 @@ pub(crate) const MAX_DEPTH: usize = 64;
 /// A borrowed OTLP `AnyValue`.
 pub(crate) enum AnyRef<'a> {
     Empty,
-    Str(&'a str),
+    /// String bytes, not yet validated as UTF-8 (validated where they are stored).
+    Str(&'a [u8]),
     Bool(bool),
     Int(i64),
     Double(f64),
@@ -26,7 +27,7 @@ impl<'a> AnyRef<'a> {
         let mut value = AnyRef::Empty;
         while let Some((field, wire)) = r.field()? {
             value = match field {
-                1 => AnyRef::Str(r.string_field(wire)?),
+                1 => AnyRef::Str(r.bytes_field(wire)?),
                 2 => AnyRef::Bool(r.varint32(wire)? != 0),
                 3 => {
                     r.expect(wire, WireType::Varint)?;
@@ -46,18 +47,55 @@ impl<'a> AnyRef<'a> {
     }
 }
 
-/// Parses a `KeyValue` message into its key and value reader.
-pub(crate) fn parse_key_value<'a>(mut r: Reader<'a>) -> Result<(&'a str, Option<Reader<'a>>)> {
-    let mut key = "";
+/// Parses a `KeyValue` message into its key (bytes, not yet validated as UTF-8) and value
+/// reader.
+pub(crate) fn parse_key_value<'a>(mut r: Reader<'a>) -> Result<(&'a [u8], Option<Reader<'a>>)> {
+    let mut key: &[u8] = &[];
     let mut value = None;
     while let Some((field, wire)) = r.field()? {
         match field {
-            1 => key = r.string_field(wire)?,
+            1 => key = r.bytes_field(wire)?,
             2 => value = Some(r.message_field(wire)?),
             _ => r.skip(wire)?,
         }
     }
     Ok((key, value))
+}
+
+/// The common encoding of a scalar `KeyValue`, parsed without the general field loop: a key
+/// under 128 bytes, then a value message under 128 bytes holding exactly one string, int,
+/// double or bool. Any other layout returns None and takes the general path.
+#[inline]
+pub(crate) fn fast_key_value(bytes: &[u8]) -> Option<(&[u8], AnyRef<'_>)> {
+    let [0x0a, key_len, rest @ ..] = bytes else {
+        return None;
+    };
+    let key_len = usize::from(*key_len);
+    if key_len >= 0x80 || rest.len() < key_len {
+        return None;
+    }
+    let (key, rest) = rest.split_at(key_len);
+    let [0x12, value_len, value @ ..] = rest else {
+        return None;
+    };
+    if usize::from(*value_len) != value.len() {
+        return None;
+    }
+    let value = match value {
+        [0x0a, len, s @ ..] if usize::from(*len) == s.len() && *len < 0x80 => AnyRef::Str(s),
+        [0x10, b @ (0 | 1)] => AnyRef::Bool(*b == 1),
+        [0x21, d @ ..] => AnyRef::Double(f64::from_le_bytes(d.try_into().ok()?)),
+        [0x18, v @ ..] => {
+            let mut r = Reader::new(v);
+            let i = r.varint().ok()?;
+            if !r.is_done() {
+                return None;
+            }
+            AnyRef::Int(i as i64)
+        }
+        _ => return None,
+    };
+    Some((key, value))
 }
 
 /// Checks the nesting depth.
@@ -66,5 +104,61 @@ pub(crate) fn check_depth(depth: usize) -> Result<()> {
         Err(Error::TooDeep { max: MAX_DEPTH })
     } else {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn general(bytes: &[u8]) -> (Vec<u8>, String) {
+        let (key, value) = parse_key_value(Reader::new(bytes)).unwrap();
+        let value = value
+            .map(|v| AnyRef::parse(v).unwrap())
+            .unwrap_or(AnyRef::Empty);
+        (key.to_vec(), describe(&value))
+    }
+
+    fn describe(value: &AnyRef<'_>) -> String {
+        match value {
+            AnyRef::Str(s) => format!("str {s:?}"),
+            AnyRef::Int(i) => format!("int {i}"),
+            AnyRef::Double(d) => format!("double {}", d.to_bits()),
+            AnyRef::Bool(b) => format!("bool {b}"),
+            _ => "other".into(),
+        }
+    }
+
+    /// The fast path agrees with the general parser wherever it answers.
+    #[test]
+    fn fast_key_value_agrees_with_the_general_parser() {
+        let cases: Vec<Vec<u8>> = vec![
+            vec![0x0a, 1, b'k', 0x12, 3, 0x0a, 1, b'v'],
+            vec![0x0a, 1, b'k', 0x12, 2, 0x18, 0x05],
+            vec![
+                0x0a, 1, b'k', 0x12, 11, 0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                0xff, 0x01,
+            ],
+            vec![0x0a, 1, b'k', 0x12, 9, 0x21, 0, 0, 0, 0, 0, 0, 0xf8, 0x3f],
+            vec![0x0a, 1, b'k', 0x12, 2, 0x10, 1],
+            vec![0x0a, 0, 0x12, 2, 0x10, 0],
+        ];
+        for bytes in cases {
+            let (key, value) = fast_key_value(&bytes).expect("fast path");
+            assert_eq!(
+                (key.to_vec(), describe(&value)),
+                general(&bytes),
+                "{bytes:?}"
+            );
+        }
+        // Layouts the fast path leaves to the general parser.
+        for bytes in [
+            vec![0x12, 2, 0x10, 1, 0x0a, 1, b'k'],
+            vec![0x0a, 1, b'k', 0x12, 4, 0x10, 1, 0x10, 0],
+            vec![0x0a, 1, b'k', 0x12, 2, 0x10, 2],
+            vec![0x0a, 1, b'k'],
+        ] {
+            assert!(fast_key_value(&bytes).is_none(), "{bytes:?}");
+        }
     }
 }

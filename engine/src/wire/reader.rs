@@ -54,6 +54,17 @@ impl<'a> Reader<'a> {
 
     #[inline]
     pub(crate) fn varint(&mut self) -> Result<u64> {
+        // Tags and most lengths fit in one byte.
+        if let Some(&byte) = self.buf.get(self.pos)
+            && byte < 0x80
+        {
+            self.pos += 1;
+            return Ok(u64::from(byte));
+        }
+        self.varint_slow()
+    }
+
+    fn varint_slow(&mut self) -> Result<u64> {
         let mut value = 0u64;
         for i in 0..10 {
             let Some(&byte) = self.buf.get(self.pos) else {

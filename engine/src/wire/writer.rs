@@ -16,9 +16,13 @@ impl Default for Writer {
     }
 }
 
-/// Where a nested message started (see [`Writer::begin`]).
+/// Where a nested message started and how many bytes its length may take in place (see
+/// [`Writer::begin`] and [`Writer::begin_sized`]).
 #[must_use]
-pub(crate) struct Nested(usize);
+pub(crate) struct Nested {
+    start: usize,
+    reserved: usize,
+}
 
 #[inline]
 fn varint_len(value: u64) -> usize {
@@ -148,27 +152,50 @@ impl Writer {
         self.buf.extend_from_slice(bytes);
     }
 
-    /// Starts an embedded message field; finish it with [`Writer::end`].
+    /// Starts an embedded message field expected to be short (under 128 bytes); finish it with
+    /// [`Writer::end`].
     #[inline]
     pub(crate) fn begin(&mut self, field: u32) -> Nested {
+        self.begin_sized(field, 1)
+    }
+
+    /// Starts an embedded message field, reserving `reserved` bytes (1 to 5) for its length. A
+    /// length that fits is written there as a padded varint (valid protobuf: continuation bits
+    /// over zero groups), so the body is never moved; a longer one shifts the body.
+    #[inline]
+    pub(crate) fn begin_sized(&mut self, field: u32, reserved: usize) -> Nested {
         self.key(field, 2);
-        self.buf.push(0);
-        Nested(self.buf.len())
+        self.buf.resize(self.buf.len() + reserved, 0);
+        Nested {
+            start: self.buf.len(),
+            reserved,
+        }
     }
 
     /// Finishes an embedded message, writing its length.
     #[inline]
     pub(crate) fn end(&mut self, nested: Nested) {
-        let start = nested.0;
+        let Nested { start, reserved } = nested;
         let len = self.buf.len() - start;
-        if len < 0x80 {
+        if len < 0x80 && reserved == 1 {
             self.buf[start - 1] = len as u8;
             return;
         }
-        let extra = varint_len(len as u64) - 1;
+        if varint_len(len as u64) <= reserved {
+            let mut value = len as u64;
+            let at = start - reserved;
+            for i in 0..reserved {
+                let more = if i + 1 < reserved { 0x80 } else { 0 };
+                self.buf[at + i] = (value & 0x7f) as u8 | more;
+                value >>= 7;
+            }
+            return;
+        }
+        // The length needs more bytes than reserved: move the body right.
+        let extra = varint_len(len as u64) - reserved;
         self.buf.resize(self.buf.len() + extra, 0);
         self.buf.copy_within(start..start + len, start + extra);
-        let mut at = start - 1;
+        let mut at = start - reserved;
         let mut value = len as u64;
         while value >= 0x80 {
             self.buf[at] = (value as u8) | 0x80;
@@ -194,6 +221,30 @@ mod tests {
             let mut r = crate::wire::Reader::new(&bytes);
             let (field, wire) = r.field().unwrap().unwrap();
             assert_eq!((field, wire), (1, crate::wire::WireType::Len));
+            let (body, _) = r.bytes().unwrap();
+            assert_eq!(body.len(), len);
+            assert!(r.is_done());
+        }
+    }
+
+    #[test]
+    fn padded_lengths_decode() {
+        for (len, reserved) in [
+            (0usize, 2usize),
+            (5, 2),
+            (200, 2),
+            (16_383, 2),
+            (16_384, 2),
+            (70_000, 4),
+            (3, 4),
+        ] {
+            let mut w = Writer::default();
+            let n = w.begin_sized(1, reserved);
+            w.raw(&vec![7u8; len]);
+            w.end(n);
+            let bytes = w.into_bytes();
+            let mut r = crate::wire::Reader::new(&bytes);
+            r.field().unwrap().unwrap();
             let (body, _) = r.bytes().unwrap();
             assert_eq!(body.len(), len);
             assert!(r.is_done());

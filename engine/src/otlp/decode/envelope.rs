@@ -5,12 +5,16 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, RecordBatch, StringArray, StructArray, UInt16Array, UInt32Array};
+use arrow::array::{
+    Array, ArrayRef, DictionaryArray, RecordBatch, StringArray, StructArray, UInt16Array,
+    UInt32Array,
+};
+use arrow::datatypes::{Field, UInt16Type};
 
 use super::values::AttrsBuilder;
 use crate::error::{Error, Result};
 use crate::schema::PayloadType;
-use crate::schema::tables::{resource_fields, scope_fields};
+use crate::schema::consts;
 use crate::wire::Reader;
 
 /// An embedded message's bytes and absolute offset (None when the field is absent).
@@ -39,6 +43,8 @@ pub(crate) struct Context<'a> {
     message: Embedded<'a>,
     schema_url: &'a str,
     id: Option<(u32, u16)>,
+    /// Code of `schema_url` in the current batch (scopes only).
+    url: Option<(u32, Option<u16>)>,
 }
 
 impl<'a> Context<'a> {
@@ -47,6 +53,7 @@ impl<'a> Context<'a> {
             message,
             schema_url,
             id: None,
+            url: None,
         }
     }
 
@@ -62,12 +69,34 @@ struct ScopeInfo<'a> {
     dropped: u32,
 }
 
-fn non_empty(s: &str) -> Option<&str> {
-    (!s.is_empty()).then_some(s)
-}
-
 fn non_zero(v: u32) -> Option<u32> {
     (v != 0).then_some(v)
+}
+
+/// A string column as a dictionary: the values per id, and each row's id as key (null where
+/// the value is empty).
+fn by_id<'s>(row_ids: &[u16], values: impl Iterator<Item = &'s str>) -> Result<ArrayRef> {
+    let values = StringArray::from_iter_values(values);
+    let keys = UInt16Array::from_iter(
+        row_ids
+            .iter()
+            .map(|id| (!values.value(*id as usize).is_empty()).then_some(*id)),
+    );
+    DictionaryArray::<UInt16Type>::try_new(keys, Arc::new(values))
+        .map(|d| Arc::new(d) as ArrayRef)
+        .map_err(|e| Error::arrow("building a resource or scope column", e))
+}
+
+/// A struct column from named children.
+fn struct_of(children: Vec<(&str, ArrayRef)>) -> Result<ArrayRef> {
+    let fields: Vec<Field> = children
+        .iter()
+        .map(|(name, a)| Field::new(*name, a.data_type().clone(), true))
+        .collect();
+    let arrays = children.into_iter().map(|(_, a)| a).collect();
+    StructArray::try_new(fields.into(), arrays, None)
+        .map(|s| Arc::new(s) as ArrayRef)
+        .map_err(|e| Error::arrow("building resource and scope columns", e))
 }
 
 /// Resource and scope state of the batch being built.
@@ -81,7 +110,9 @@ pub(crate) struct Envelope<'a> {
     scope_attrs: AttrsBuilder,
     row_resource: Vec<u16>,
     row_scope: Vec<u16>,
-    row_schema_url: Vec<&'a str>,
+    row_schema_url: Vec<Option<u16>>,
+    urls: HashMap<&'a str, u16>,
+    url_values: Vec<&'a str>,
 }
 
 /// The columns produced by [`Envelope::finish`].
@@ -106,6 +137,8 @@ impl<'a> Envelope<'a> {
             row_resource: Vec::new(),
             row_scope: Vec::new(),
             row_schema_url: Vec::new(),
+            urls: HashMap::new(),
+            url_values: Vec::new(),
         }
     }
 
@@ -184,51 +217,71 @@ impl<'a> Envelope<'a> {
         let s = self.scope_id(scope)?;
         self.row_resource.push(r);
         self.row_scope.push(s);
-        self.row_schema_url.push(scope.schema_url);
+        let url = match scope.url {
+            Some((generation, code)) if generation == self.generation => code,
+            _ => {
+                let code = (!scope.schema_url.is_empty()).then(|| {
+                    let next = self.url_values.len() as u16;
+                    *self.urls.entry(scope.schema_url).or_insert_with(|| {
+                        self.url_values.push(scope.schema_url);
+                        next
+                    })
+                });
+                scope.url = Some((self.generation, code));
+                code
+            }
+        };
+        self.row_schema_url.push(url);
         Ok(row)
     }
 
-    /// Finishes the envelope columns of the batch, then resets for the next batch.
+    /// Finishes the envelope columns of the batch, then resets for the next batch. String
+    /// columns are dictionaries keyed by resource or scope id: no per-row copies.
     pub(crate) fn finish(&mut self) -> Result<EnvelopeColumns> {
         let rows_r = std::mem::take(&mut self.row_resource);
         let rows_s = std::mem::take(&mut self.row_scope);
         let urls = std::mem::take(&mut self.row_schema_url);
         let res = &self.resource_info;
         let scopes = &self.scope_info;
-        let resource_columns: Vec<ArrayRef> = vec![
-            Arc::new(StringArray::from_iter(
-                rows_r.iter().map(|r| non_empty(res[*r as usize].0)),
-            )),
-            Arc::new(UInt32Array::from_iter(
-                rows_r.iter().map(|r| non_zero(res[*r as usize].1)),
-            )),
-        ];
-        let scope_columns: Vec<ArrayRef> = vec![
-            Arc::new(StringArray::from_iter(
-                rows_s.iter().map(|s| non_empty(scopes[*s as usize].name)),
-            )),
-            Arc::new(StringArray::from_iter(
-                rows_s
-                    .iter()
-                    .map(|s| non_empty(scopes[*s as usize].version)),
-            )),
-            Arc::new(UInt32Array::from_iter(
-                rows_s.iter().map(|s| non_zero(scopes[*s as usize].dropped)),
-            )),
-        ];
-        let mut resource = vec![Arc::new(UInt16Array::from(rows_r)) as ArrayRef];
-        resource.extend(resource_columns);
-        let mut scope = vec![Arc::new(UInt16Array::from(rows_s)) as ArrayRef];
-        scope.extend(scope_columns);
-        let build = |fields, columns| {
-            StructArray::try_new(fields, columns, None)
-                .map(|s| Arc::new(s) as ArrayRef)
-                .map_err(|e| Error::arrow("building resource and scope columns", e))
-        };
+        let resource = struct_of(vec![
+            (
+                consts::ID,
+                Arc::new(UInt16Array::from(rows_r.clone())) as ArrayRef,
+            ),
+            (consts::SCHEMA_URL, by_id(&rows_r, res.iter().map(|r| r.0))?),
+            (
+                consts::DROPPED_ATTRIBUTES_COUNT,
+                Arc::new(UInt32Array::from_iter(
+                    rows_r.iter().map(|r| non_zero(res[*r as usize].1)),
+                )),
+            ),
+        ])?;
+        let scope = struct_of(vec![
+            (
+                consts::ID,
+                Arc::new(UInt16Array::from(rows_s.clone())) as ArrayRef,
+            ),
+            (consts::NAME, by_id(&rows_s, scopes.iter().map(|s| s.name))?),
+            (
+                consts::VERSION,
+                by_id(&rows_s, scopes.iter().map(|s| s.version))?,
+            ),
+            (
+                consts::DROPPED_ATTRIBUTES_COUNT,
+                Arc::new(UInt32Array::from_iter(
+                    rows_s.iter().map(|s| non_zero(scopes[*s as usize].dropped)),
+                )),
+            ),
+        ])?;
+        let url_values = StringArray::from_iter_values(self.url_values.drain(..));
+        let schema_url =
+            DictionaryArray::<UInt16Type>::try_new(UInt16Array::from(urls), Arc::new(url_values))
+                .map_err(|e| Error::arrow("building schema_url", e))?;
+        self.urls.clear();
         let columns = EnvelopeColumns {
-            resource: build(resource_fields(), resource)?,
-            scope: build(scope_fields(), scope)?,
-            schema_url: Arc::new(StringArray::from_iter(urls.iter().map(|u| non_empty(u)))),
+            resource,
+            scope,
+            schema_url: Arc::new(schema_url),
             resource_attrs: self.resource_attrs.finish()?,
             scope_attrs: self.scope_attrs.finish()?,
         };

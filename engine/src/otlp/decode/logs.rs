@@ -14,7 +14,7 @@ use crate::batch::OtapBatch;
 use crate::error::{Error, Result};
 use crate::otlp::any_value::AnyRef;
 use crate::schema::tables::any_value_fields;
-use crate::schema::{PayloadType, Signal, canonical_schema};
+use crate::schema::{PayloadType, Signal};
 use crate::wire::Reader;
 
 pub(crate) struct LogsBuilder {
@@ -101,7 +101,7 @@ impl RootBuilder for LogsBuilder {
         let rows = std::mem::take(&mut self.rows);
         let body = StructArray::try_new(
             any_value_fields(),
-            self.body.finish().to_vec(),
+            self.body.finish()?.to_vec(),
             nulls_from(&std::mem::take(&mut self.body_valid)),
         )
         .map_err(|e| Error::arrow("building log body", e))?;
@@ -121,7 +121,7 @@ impl RootBuilder for LogsBuilder {
             Arc::new(self.flags.finish()),
             Arc::new(self.event_name.finish()),
         ];
-        let logs = RecordBatch::try_new(canonical_schema(PayloadType::Logs), columns)
+        let logs = RecordBatch::try_new(super::table_schema(PayloadType::Logs, &columns), columns)
             .map_err(|e| Error::arrow("building LOGS", e))?;
         let mut batch = OtapBatch::new(Signal::Logs);
         batch.set(PayloadType::Logs, logs)?;

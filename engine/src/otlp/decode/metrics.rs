@@ -221,7 +221,7 @@ impl Number {
 }
 
 fn set_table(batch: &mut OtapBatch, table: PayloadType, columns: Vec<ArrayRef>) -> Result<()> {
-    let rb = RecordBatch::try_new(canonical_schema(table), columns)
+    let rb = RecordBatch::try_new(super::table_schema(table, &columns), columns)
         .map_err(|e| Error::arrow(format!("building {table:?}"), e))?;
     batch.set(table, rb)
 }

@@ -151,6 +151,32 @@ pub(crate) fn append_id(
     }
 }
 
+/// The schema of a table built by the decoder: the canonical column names and nullability, with
+/// each column's actual type (some columns are built dictionary-encoded).
+pub(crate) fn table_schema(
+    table: crate::schema::PayloadType,
+    columns: &[arrow::array::ArrayRef],
+) -> arrow::datatypes::SchemaRef {
+    let canonical = crate::schema::canonical_schema(table);
+    let same = canonical
+        .fields()
+        .iter()
+        .zip(columns)
+        .all(|(f, c)| f.data_type() == c.data_type());
+    if same {
+        return canonical;
+    }
+    let fields: Vec<arrow::datatypes::Field> = canonical
+        .fields()
+        .iter()
+        .zip(columns)
+        .map(|(f, c)| {
+            arrow::datatypes::Field::new(f.name(), c.data_type().clone(), f.is_nullable())
+        })
+        .collect();
+    std::sync::Arc::new(arrow::datatypes::Schema::new(fields))
+}
+
 /// Finishes a timestamp column in the canonical time zone.
 pub(crate) fn finish_ts(
     builder: &mut PrimitiveBuilder<TimestampNanosecondType>,

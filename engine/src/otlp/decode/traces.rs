@@ -237,7 +237,8 @@ impl RootBuilder for SpansBuilder {
             Arc::new(status),
         ];
         let spans =
-            RecordBatch::try_new(schema, columns).map_err(|e| Error::arrow("building SPANS", e))?;
+            RecordBatch::try_new(super::table_schema(PayloadType::Spans, &columns), columns)
+                .map_err(|e| Error::arrow("building SPANS", e))?;
         let mut batch = OtapBatch::new(Signal::Traces);
         batch.set(PayloadType::Spans, spans)?;
         super::set_envelope_attrs(&mut batch, envelope.resource_attrs, envelope.scope_attrs)?;
@@ -256,8 +257,11 @@ impl RootBuilder for SpansBuilder {
                 Arc::new(e.name.finish()),
                 Arc::new(e.dropped.finish()),
             ];
-            let table = RecordBatch::try_new(canonical_schema(PayloadType::SpanEvents), columns)
-                .map_err(|e| Error::arrow("building SPAN_EVENTS", e))?;
+            let table = RecordBatch::try_new(
+                super::table_schema(PayloadType::SpanEvents, &columns),
+                columns,
+            )
+            .map_err(|e| Error::arrow("building SPAN_EVENTS", e))?;
             batch.set(PayloadType::SpanEvents, table)?;
         }
         let links = self.links.parent_id.len();
@@ -272,8 +276,11 @@ impl RootBuilder for SpansBuilder {
                 Arc::new(l.flags.finish()),
                 Arc::new(l.dropped.finish()),
             ];
-            let table = RecordBatch::try_new(canonical_schema(PayloadType::SpanLinks), columns)
-                .map_err(|e| Error::arrow("building SPAN_LINKS", e))?;
+            let table = RecordBatch::try_new(
+                super::table_schema(PayloadType::SpanLinks, &columns),
+                columns,
+            )
+            .map_err(|e| Error::arrow("building SPAN_LINKS", e))?;
             batch.set(PayloadType::SpanLinks, table)?;
         }
         if let Some(attrs) = self.event_attrs.finish()? {

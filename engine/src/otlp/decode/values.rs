@@ -1,101 +1,243 @@
-//! Arrow builders for any-values (the `type` + value columns shared by attribute tables and the
+//! Column buffers for any-values (the `type` + value columns shared by attribute tables and the
 //! log body) and for attribute tables.
+//!
+//! Values go into plain vectors, one slot per row in every column (a default where the row's
+//! value is of another type); validity comes from the `type` column when the arrays are built.
+//! String bytes are validated as UTF-8 once per column, in bulk. Attribute keys are
+//! dictionary-encoded as they arrive: a repeated key costs one hash lookup.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{
-    ArrayRef, BinaryBuilder, BooleanBuilder, Float64Builder, Int64Builder, RecordBatch,
-    StringBuilder, UInt8Builder, UInt16Array, UInt32Array,
+    ArrayRef, BinaryArray, BooleanArray, DictionaryArray, Float64Array, Int64Array, RecordBatch,
+    StringArray, UInt8Array, UInt16Array, UInt32Array,
 };
-use arrow::buffer::NullBuffer;
+use arrow::buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
+use arrow::datatypes::{Field, Schema, UInt16Type};
 
 use crate::cbor;
 use crate::error::{Error, Result};
-use crate::otlp::any_value::{AnyRef, parse_key_value};
-use crate::schema::consts::value_type;
+use crate::otlp::any_value::{AnyRef, fast_key_value, parse_key_value};
+use crate::schema::consts::{self, value_type};
 use crate::schema::{PayloadType, canonical_schema};
 use crate::wire::Reader;
+
+fn invalid_utf8() -> Error {
+    Error::MalformedProtobuf {
+        offset: 0,
+        reason: "string field is not valid UTF-8",
+    }
+}
+
+/// Variable-length values (strings or bytes) with one offset per row.
+struct VarColumn {
+    offsets: Vec<i32>,
+    data: Vec<u8>,
+}
+
+impl Default for VarColumn {
+    fn default() -> Self {
+        VarColumn {
+            offsets: vec![0],
+            data: Vec::new(),
+        }
+    }
+}
+
+impl VarColumn {
+    #[inline]
+    fn push(&mut self, value: &[u8]) {
+        self.data.extend_from_slice(value);
+        self.offsets.push(self.data.len() as i32);
+    }
+
+    #[inline]
+    fn skip(&mut self) {
+        self.offsets.push(self.data.len() as i32);
+    }
+
+    fn take(&mut self) -> Result<(OffsetBuffer<i32>, Buffer)> {
+        if i32::try_from(self.data.len()).is_err() {
+            return Err(Error::LimitExceeded(
+                "more than 2 GiB of values in one column".into(),
+            ));
+        }
+        let offsets = std::mem::replace(&mut self.offsets, vec![0]);
+        let data = std::mem::take(&mut self.data);
+        Ok((
+            OffsetBuffer::new(ScalarBuffer::from(offsets)),
+            Buffer::from_vec(data),
+        ))
+    }
+
+    fn finish_str(&mut self, nulls: Option<NullBuffer>) -> Result<ArrayRef> {
+        let (offsets, data) = self.take()?;
+        // Validates the bytes as UTF-8 and every offset as a character boundary.
+        let array = StringArray::try_new(offsets, data, nulls).map_err(|_| invalid_utf8())?;
+        Ok(Arc::new(array))
+    }
+
+    fn finish_binary(&mut self, nulls: Option<NullBuffer>) -> Result<ArrayRef> {
+        let (offsets, data) = self.take()?;
+        BinaryArray::try_new(offsets, data, nulls)
+            .map(|a| Arc::new(a) as ArrayRef)
+            .map_err(|e| Error::arrow("building a binary column", e))
+    }
+}
 
 /// The `type`, `str`, `int`, `double`, `bool`, `bytes` and `ser` columns.
 #[derive(Default)]
 pub(crate) struct ValueColumns {
-    ty: UInt8Builder,
-    str: StringBuilder,
-    int: Int64Builder,
-    double: Float64Builder,
-    bool: BooleanBuilder,
-    bytes: BinaryBuilder,
-    ser: BinaryBuilder,
-    scratch: Vec<u8>,
+    ty: Vec<u8>,
+    str: VarColumn,
+    int: Vec<i64>,
+    double: Vec<f64>,
+    bool: Vec<bool>,
+    bytes: VarColumn,
+    ser: VarColumn,
 }
 
 impl ValueColumns {
     /// Appends a value; returns its `AttributeValueType`.
+    #[inline]
     pub(crate) fn append(&mut self, value: AnyRef<'_>) -> Result<u8> {
         let ty = match value {
             AnyRef::Empty => value_type::EMPTY,
-            AnyRef::Str(_) => value_type::STR,
+            AnyRef::Str(s) => {
+                self.str.push(s);
+                value_type::STR
+            }
             AnyRef::Int(_) => value_type::INT,
             AnyRef::Double(_) => value_type::DOUBLE,
             AnyRef::Bool(_) => value_type::BOOL,
             AnyRef::Kvlist(_) => value_type::MAP,
             AnyRef::Array(_) => value_type::SLICE,
-            AnyRef::Bytes(_) => value_type::BYTES,
-        };
-        self.ty.append_value(ty);
-        match value {
-            AnyRef::Str(s) => self.str.append_value(s),
-            _ => self.str.append_null(),
-        }
-        match value {
-            AnyRef::Int(i) => self.int.append_value(i),
-            _ => self.int.append_null(),
-        }
-        match value {
-            AnyRef::Double(d) => self.double.append_value(d),
-            _ => self.double.append_null(),
-        }
-        match value {
-            AnyRef::Bool(b) => self.bool.append_value(b),
-            _ => self.bool.append_null(),
-        }
-        match value {
-            AnyRef::Bytes(b) => self.bytes.append_value(b),
-            _ => self.bytes.append_null(),
-        }
-        match value {
-            AnyRef::Kvlist(_) | AnyRef::Array(_) => {
-                self.scratch.clear();
-                cbor::write_any(value, &mut self.scratch, 0)?;
-                self.ser.append_value(&self.scratch);
+            AnyRef::Bytes(b) => {
+                self.bytes.push(b);
+                value_type::BYTES
             }
-            _ => self.ser.append_null(),
+        };
+        if ty != value_type::STR {
+            self.str.skip();
         }
+        if ty != value_type::BYTES {
+            self.bytes.skip();
+        }
+        self.int
+            .push(if let AnyRef::Int(i) = value { i } else { 0 });
+        self.double.push(if let AnyRef::Double(d) = value {
+            d
+        } else {
+            0.0
+        });
+        self.bool.push(matches!(value, AnyRef::Bool(true)));
+        if matches!(value, AnyRef::Kvlist(_) | AnyRef::Array(_)) {
+            cbor::write_any(value, &mut self.ser.data, 0)?;
+        }
+        self.ser.skip();
+        self.ty.push(ty);
         Ok(ty)
     }
 
     /// Appends a row with no value (inside a null struct row).
     pub(crate) fn append_null(&mut self) {
-        self.ty.append_value(value_type::EMPTY);
-        self.str.append_null();
-        self.int.append_null();
-        self.double.append_null();
-        self.bool.append_null();
-        self.bytes.append_null();
-        self.ser.append_null();
+        self.ty.push(value_type::EMPTY);
+        self.str.skip();
+        self.int.push(0);
+        self.double.push(0.0);
+        self.bool.push(false);
+        self.bytes.skip();
+        self.ser.skip();
     }
 
     /// The seven columns, in canonical order.
-    pub(crate) fn finish(&mut self) -> [ArrayRef; 7] {
-        [
-            Arc::new(self.ty.finish()),
-            Arc::new(self.str.finish()),
-            Arc::new(self.int.finish()),
-            Arc::new(self.double.finish()),
-            Arc::new(self.bool.finish()),
-            Arc::new(self.bytes.finish()),
-            Arc::new(self.ser.finish()),
-        ]
+    pub(crate) fn finish(&mut self) -> Result<[ArrayRef; 7]> {
+        let ty = std::mem::take(&mut self.ty);
+        let valid = |wanted: &[u8]| -> Option<NullBuffer> {
+            let bits = BooleanBuffer::collect_bool(ty.len(), |i| wanted.contains(&ty[i]));
+            Some(NullBuffer::new(bits))
+        };
+        let int = Int64Array::new(
+            ScalarBuffer::from(std::mem::take(&mut self.int)),
+            valid(&[value_type::INT]),
+        );
+        let double = Float64Array::new(
+            ScalarBuffer::from(std::mem::take(&mut self.double)),
+            valid(&[value_type::DOUBLE]),
+        );
+        let bools = BooleanBuffer::from(std::mem::take(&mut self.bool));
+        let bool = BooleanArray::new(bools, valid(&[value_type::BOOL]));
+        Ok([
+            Arc::new(UInt8Array::from(ty.clone())),
+            self.str.finish_str(valid(&[value_type::STR]))?,
+            Arc::new(int),
+            Arc::new(double),
+            Arc::new(bool),
+            self.bytes.finish_binary(valid(&[value_type::BYTES]))?,
+            self.ser
+                .finish_binary(valid(&[value_type::MAP, value_type::SLICE]))?,
+        ])
+    }
+}
+
+/// Attribute keys, dictionary-encoded as they are appended (plain strings past 65,536 distinct
+/// keys in one table).
+#[derive(Default)]
+struct KeyColumn {
+    index: HashMap<Box<[u8]>, u16, ahash::RandomState>,
+    values: VarColumn,
+    keys: Vec<u16>,
+    /// Keys stored plainly once the dictionary is full.
+    plain: Option<VarColumn>,
+}
+
+impl KeyColumn {
+    #[inline]
+    fn append(&mut self, key: &[u8]) -> Result<()> {
+        if let Some(plain) = &mut self.plain {
+            plain.push(key);
+            return Ok(());
+        }
+        if let Some(k) = self.index.get(key) {
+            self.keys.push(*k);
+            return Ok(());
+        }
+        std::str::from_utf8(key).map_err(|_| invalid_utf8())?;
+        match u16::try_from(self.index.len()) {
+            Ok(k) => {
+                self.index.insert(key.into(), k);
+                self.values.push(key);
+                self.keys.push(k);
+            }
+            Err(_) => {
+                let mut plain = VarColumn::default();
+                let values = &self.values;
+                for k in &self.keys {
+                    let (start, end) =
+                        (values.offsets[*k as usize], values.offsets[*k as usize + 1]);
+                    plain.push(&values.data[start as usize..end as usize]);
+                }
+                plain.push(key);
+                self.plain = Some(plain);
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<ArrayRef> {
+        if let Some(mut plain) = self.plain.take() {
+            self.index.clear();
+            self.values = VarColumn::default();
+            self.keys.clear();
+            return plain.finish_str(None);
+        }
+        self.index.clear();
+        let values = self.values.finish_str(None)?;
+        let keys = UInt16Array::from(std::mem::take(&mut self.keys));
+        DictionaryArray::<UInt16Type>::try_new(keys, values)
+            .map(|d| Arc::new(d) as ArrayRef)
+            .map_err(|e| Error::arrow("building attribute keys", e))
     }
 }
 
@@ -103,7 +245,7 @@ impl ValueColumns {
 pub(crate) struct AttrsBuilder {
     table: PayloadType,
     parent_id: Vec<u32>,
-    key: StringBuilder,
+    key: KeyColumn,
     values: ValueColumns,
 }
 
@@ -112,7 +254,7 @@ impl AttrsBuilder {
         AttrsBuilder {
             table,
             parent_id: Vec::new(),
-            key: StringBuilder::new(),
+            key: KeyColumn::default(),
             values: ValueColumns::default(),
         }
     }
@@ -120,13 +262,18 @@ impl AttrsBuilder {
     /// Appends one attribute from an OTLP `KeyValue` message.
     #[inline]
     pub(crate) fn append_key_value(&mut self, parent: u32, kv: Reader<'_>) -> Result<()> {
-        let (key, value) = parse_key_value(kv)?;
-        let value = match value {
-            Some(v) => AnyRef::parse(v)?,
-            None => AnyRef::Empty,
+        let (key, value) = match fast_key_value(kv.rest()) {
+            Some(parsed) => parsed,
+            None => {
+                let (key, value) = parse_key_value(kv)?;
+                match value {
+                    Some(v) => (key, AnyRef::parse(v)?),
+                    None => (key, AnyRef::Empty),
+                }
+            }
         };
         self.parent_id.push(parent);
-        self.key.append_value(key);
+        self.key.append(key)?;
         self.values.append(value)?;
         Ok(())
     }
@@ -144,9 +291,22 @@ impl AttrsBuilder {
         } else {
             Arc::new(UInt32Array::from(parent_ids))
         };
-        let mut columns = vec![parent, Arc::new(self.key.finish()) as ArrayRef];
-        columns.extend(self.values.finish());
-        RecordBatch::try_new(canonical_schema(self.table), columns)
+        let key = self.key.finish()?;
+        let canonical = canonical_schema(self.table);
+        let fields: Vec<Field> = canonical
+            .fields()
+            .iter()
+            .map(|f| {
+                if f.name() == consts::KEY {
+                    Field::new(consts::KEY, key.data_type().clone(), false)
+                } else {
+                    f.as_ref().clone()
+                }
+            })
+            .collect();
+        let mut columns = vec![parent, key];
+        columns.extend(self.values.finish()?);
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
             .map(Some)
             .map_err(|e| Error::arrow(format!("building {:?}", self.table), e))
     }

@@ -1,7 +1,7 @@
 //! Groups root rows by resource and scope and writes the `Resource*` / `Scope*` envelopes
 //! around each group's records.
 
-use arrow::array::{RecordBatch, StringArray, UInt32Array};
+use arrow::array::{Array, RecordBatch, StringArray, UInt32Array};
 
 use super::index::struct_ids;
 use super::values::AttrsView;
@@ -12,10 +12,39 @@ use crate::schema::PayloadType;
 use crate::schema::consts;
 use crate::wire::Writer;
 
+/// Integer codes for a string column's values (equal codes, equal strings): dictionary keys
+/// when it is a dictionary, else assigned by hashing. Null and absent values share one code.
+fn codes(column: &Col<'_, StringArray>, rows: usize) -> Vec<u32> {
+    const NULL: u32 = u32::MAX;
+    let keys = |valid: &dyn Fn(usize) -> Option<u32>| {
+        (0..rows).map(|i| valid(i).unwrap_or(NULL)).collect()
+    };
+    match column {
+        Col::Absent => vec![NULL; rows],
+        Col::Dict8(k, _) => keys(&|i| k.is_valid(i).then(|| u32::from(k.value(i)))),
+        Col::Dict16(k, _) => keys(&|i| k.is_valid(i).then(|| u32::from(k.value(i)))),
+        Col::Plain(_) => {
+            let mut seen: std::collections::HashMap<&str, u32, ahash::RandomState> =
+                Default::default();
+            (0..rows)
+                .map(|i| match column.get(i) {
+                    None => NULL,
+                    Some(s) => {
+                        let next = seen.len() as u32;
+                        *seen.entry(s).or_insert(next)
+                    }
+                })
+                .collect()
+        }
+    }
+}
+
 pub(crate) struct Envelope<'a> {
     resource_ids: Vec<Option<u32>>,
     scope_ids: Vec<Option<u32>>,
     schema_url: Col<'a, StringArray>,
+    /// Per row, a code for `schema_url`: rows with equal codes have equal URLs.
+    url_codes: Vec<u32>,
     resource_schema_url: Col<'a, StringArray>,
     resource_dropped: Col<'a, UInt32Array>,
     scope_name: Col<'a, StringArray>,
@@ -33,10 +62,13 @@ impl<'a> Envelope<'a> {
     ) -> Result<Self> {
         let resource = struct_col(root, kind, consts::RESOURCE)?;
         let scope = struct_col(root, kind, consts::SCOPE)?;
+        let schema_url = Col::of(root, kind, consts::SCHEMA_URL)?;
+        let url_codes = codes(&schema_url, root.num_rows());
         Ok(Envelope {
+            url_codes,
             resource_ids: struct_ids(root, kind, consts::RESOURCE)?,
             scope_ids: struct_ids(root, kind, consts::SCOPE)?,
-            schema_url: Col::of(root, kind, consts::SCHEMA_URL)?,
+            schema_url,
             resource_schema_url: Col::child(resource, kind, consts::SCHEMA_URL)?,
             resource_dropped: Col::child(resource, kind, consts::DROPPED_ATTRIBUTES_COUNT)?,
             scope_name: Col::child(scope, kind, consts::NAME)?,
@@ -53,11 +85,11 @@ impl<'a> Envelope<'a> {
         })
     }
 
-    fn scope_key(&self, row: usize) -> (Option<u32>, Option<u32>, &str) {
+    fn scope_key(&self, row: usize) -> (Option<u32>, Option<u32>, u32) {
         (
             self.resource_ids[row],
             self.scope_ids[row],
-            self.schema_url.get(row).unwrap_or(""),
+            self.url_codes[row],
         )
     }
 
@@ -87,16 +119,16 @@ impl<'a> Envelope<'a> {
         while i < n {
             let first = order[i] as usize;
             let resource = self.resource_ids[first];
-            let resource_msg = w.begin(1);
-            let r = w.begin(1);
+            let resource_msg = w.begin_sized(1, 4);
+            let r = w.begin_sized(1, 2);
             self.resource_attrs.write(w, 1, resource)?;
             w.varint_field(2, u64::from(self.resource_dropped.get(first).unwrap_or(0)));
             w.end(r);
             while i < n && self.resource_ids[order[i] as usize] == resource {
                 let first = order[i] as usize;
                 let key = self.scope_key(first);
-                let scope_msg = w.begin(2);
-                let s = w.begin(1);
+                let scope_msg = w.begin_sized(2, 4);
+                let s = w.begin_sized(1, 2);
                 w.bytes_field(1, self.scope_name.get(first).unwrap_or("").as_bytes());
                 w.bytes_field(2, self.scope_version.get(first).unwrap_or("").as_bytes());
                 self.scope_attrs.write(w, 3, key.1)?;
@@ -107,7 +139,7 @@ impl<'a> Envelope<'a> {
                     w.check_limit()?;
                     i += 1;
                 }
-                w.bytes_field(3, key.2.as_bytes());
+                w.bytes_field(3, self.schema_url.get(first).unwrap_or("").as_bytes());
                 w.end(scope_msg);
             }
             w.bytes_field(

@@ -34,7 +34,7 @@ pub(crate) fn encode(batch: &OtapBatch, w: &mut Writer) -> Result<()> {
     let span_id = Col::<FixedSizeBinaryArray>::of(root, T, SPAN_ID)?;
     let event_name = Col::<StringArray>::of(root, T, EVENT_NAME)?;
     envelope.write(w, |w, row| {
-        let record = w.begin(2);
+        let record = w.begin_sized(2, 2);
         w.fixed64_field(1, time.get(row).unwrap_or(0) as u64);
         w.int32_field(2, severity.get(row).unwrap_or(0));
         w.bytes_field(3, severity_text.get(row).unwrap_or("").as_bytes());

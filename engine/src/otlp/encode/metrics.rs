@@ -218,7 +218,7 @@ pub(crate) fn encode(batch: &OtapBatch, w: &mut Writer) -> Result<()> {
         .transpose()?;
 
     envelope.write(w, |w, row| {
-        let metric = w.begin(2);
+        let metric = w.begin_sized(2, 2);
         w.bytes_field(1, name.get(row).unwrap_or("").as_bytes());
         w.bytes_field(2, description.get(row).unwrap_or("").as_bytes());
         w.bytes_field(3, unit.get(row).unwrap_or("").as_bytes());
@@ -289,7 +289,7 @@ impl<'a> NumberWriter<'a> {
 
     fn write(&self, w: &mut Writer, p: usize) -> Result<()> {
         let id = self.points.ids[p];
-        let m = w.begin(1);
+        let m = w.begin_sized(1, 2);
         self.points.attrs.write(w, 7, id)?;
         self.points.times(w, p);
         if let Some(i) = self.int_value.get(p) {
@@ -335,7 +335,7 @@ impl<'a> SummaryWriter<'a> {
     }
 
     fn write(&self, w: &mut Writer, p: usize) -> Result<()> {
-        let m = w.begin(1);
+        let m = w.begin_sized(1, 2);
         self.points.attrs.write(w, 7, self.points.ids[p])?;
         self.points.times(w, p);
         w.fixed64_field(4, self.count.get(p).unwrap_or(0));
@@ -395,7 +395,7 @@ impl<'a> HistogramWriter<'a> {
 
     fn write(&self, w: &mut Writer, p: usize) -> Result<()> {
         let id = self.points.ids[p];
-        let m = w.begin(1);
+        let m = w.begin_sized(1, 2);
         self.points.attrs.write(w, 9, id)?;
         self.points.times(w, p);
         w.fixed64_field(4, self.count.get(p).unwrap_or(0));
@@ -454,7 +454,7 @@ impl<'a> Buckets<'a> {
         w.sint32_field(1, self.offset.get(p).unwrap_or(0));
         let counts = list_values::<UInt64Type>(self.counts, p);
         if !counts.is_empty() {
-            let n = w.begin(2);
+            let n = w.begin_sized(2, 2);
             for c in counts {
                 w.varint(*c);
             }
@@ -497,7 +497,7 @@ impl<'a> ExpWriter<'a> {
 
     fn write(&self, w: &mut Writer, p: usize) -> Result<()> {
         let id = self.points.ids[p];
-        let m = w.begin(1);
+        let m = w.begin_sized(1, 2);
         self.points.attrs.write(w, 1, id)?;
         self.points.times(w, p);
         w.fixed64_field(4, self.count.get(p).unwrap_or(0));

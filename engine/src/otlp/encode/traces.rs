@@ -91,7 +91,7 @@ pub(crate) fn encode(batch: &OtapBatch, w: &mut Writer) -> Result<()> {
     };
 
     envelope.write(w, |w, row| {
-        let span = w.begin(2);
+        let span = w.begin_sized(2, 2);
         w.id_field(1, trace_id.get(row).unwrap_or(&[]));
         w.id_field(2, span_id.get(row).unwrap_or(&[]));
         w.bytes_field(3, trace_state.get(row).unwrap_or("").as_bytes());

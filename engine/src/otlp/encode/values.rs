@@ -1,6 +1,6 @@
 //! Writing attribute tables as OTLP `KeyValue` fields.
 
-use arrow::array::{RecordBatch, StringArray};
+use arrow::array::{Array, RecordBatch, StringArray, UInt8Array, UInt16Array};
 
 use super::index::ChildIndex;
 use crate::column::Col;
@@ -13,8 +13,57 @@ use crate::wire::Writer;
 /// An attribute table indexed by parent id.
 pub(crate) struct AttrsView<'a> {
     index: ChildIndex,
-    key: Col<'a, StringArray>,
+    key: KeyWriter<'a>,
     values: Option<ValueView<'a>>,
+}
+
+/// Writes the `key` field of `KeyValue`s. Each distinct key of a dictionary column is encoded
+/// once per batch, then copied.
+enum KeyWriter<'a> {
+    Dict8(&'a UInt8Array, Vec<Vec<u8>>),
+    Dict16(&'a UInt16Array, Vec<Vec<u8>>),
+    Plain(Col<'a, StringArray>),
+}
+
+fn encode_keys(values: &StringArray) -> Vec<Vec<u8>> {
+    (0..values.len())
+        .map(|i| {
+            let mut w = Writer::default();
+            if values.is_valid(i) {
+                w.bytes_field(1, values.value(i).as_bytes());
+            }
+            w.into_bytes()
+        })
+        .collect()
+}
+
+impl<'a> KeyWriter<'a> {
+    fn new(column: Col<'a, StringArray>) -> Self {
+        match column {
+            Col::Dict8(keys, values) => KeyWriter::Dict8(keys, encode_keys(values)),
+            Col::Dict16(keys, values) => KeyWriter::Dict16(keys, encode_keys(values)),
+            other => KeyWriter::Plain(other),
+        }
+    }
+
+    #[inline]
+    fn write(&self, w: &mut Writer, row: usize) {
+        let encoded = match self {
+            KeyWriter::Dict8(keys, encoded) => keys
+                .is_valid(row)
+                .then(|| encoded.get(keys.value(row) as usize)),
+            KeyWriter::Dict16(keys, encoded) => keys
+                .is_valid(row)
+                .then(|| encoded.get(keys.value(row) as usize)),
+            KeyWriter::Plain(column) => {
+                w.bytes_field(1, column.get(row).unwrap_or("").as_bytes());
+                return;
+            }
+        };
+        if let Some(Some(bytes)) = encoded {
+            w.raw(bytes);
+        }
+    }
 }
 
 impl<'a> AttrsView<'a> {
@@ -24,12 +73,12 @@ impl<'a> AttrsView<'a> {
         Ok(match table {
             Some(t) => AttrsView {
                 index,
-                key: Col::of(t, kind, consts::KEY)?,
+                key: KeyWriter::new(Col::of(t, kind, consts::KEY)?),
                 values: Some(ValueView::of_table(t, kind)?),
             },
             None => AttrsView {
                 index,
-                key: Col::Absent,
+                key: KeyWriter::Plain(Col::Absent),
                 values: None,
             },
         })
@@ -43,7 +92,7 @@ impl<'a> AttrsView<'a> {
         };
         self.index.for_each(parent, |row| {
             let kv = w.begin(field);
-            w.bytes_field(1, self.key.get(row).unwrap_or("").as_bytes());
+            self.key.write(w, row);
             let value = w.begin(2);
             values.write(w, row)?;
             w.end(value);
