@@ -294,6 +294,38 @@ fn row_counts_are_bounded() {
     assert!(err.to_string().contains("rows"), "{err}");
 }
 
+/// Scenario: inputs found by fuzzing (`tests/data/fuzz/`): an OTAP stream (first byte: signal,
+/// then length-prefixed `BatchArrowRecords`) whose IPC validity buffer is shorter than its
+/// column, which makes the Arrow IPC reader panic.
+/// Guarantees: the decoder returns an error, and a fresh stream still decodes afterwards.
+#[test]
+fn fuzz_findings_are_errors() {
+    let data = include_bytes!("data/fuzz/otap-short-validity-buffer.bin");
+    let signal = Signal::ALL[usize::from(data[0]) % 3];
+    let mut decoder = OtapDecoder::new(signal);
+    let mut rest = &data[1..];
+    let mut failed = false;
+    while rest.len() >= 4 {
+        let len = u32::from_le_bytes(rest[..4].try_into().unwrap()) as usize;
+        let Some(message) = rest.get(4..4 + len) else {
+            break;
+        };
+        rest = &rest[4 + len..];
+        let Ok(bar) = BatchArrowRecords::decode(message) else {
+            break;
+        };
+        if decoder.decode(&bar).is_err() {
+            failed = true;
+            break;
+        }
+    }
+    assert!(failed, "the malformed stream should be refused");
+    let mut fresh = OtapDecoder::new(signal);
+    for bar in valid_stream(signal) {
+        fresh.decode(&bar).unwrap();
+    }
+}
+
 fn valid_stream(signal: Signal) -> Vec<BatchArrowRecords> {
     let mut data = DataGen::new(4);
     let mut encoder = OtapEncoder::new(signal, EncodeOptions::default()).unwrap();

@@ -43,7 +43,7 @@ fn counting_sort(order: &mut Vec<u32>, keys: &[u32], bound: usize) {
 
 /// Dense codes for the distinct values of a column, in order of first appearance.
 fn codes<T: std::hash::Hash + Eq>(values: impl Iterator<Item = T>) -> (Vec<u32>, usize) {
-    let mut seen: HashMap<T, u32> = HashMap::new();
+    let mut seen: HashMap<T, u32, ahash::RandomState> = HashMap::default();
     let codes = values
         .map(|v| {
             let next = seen.len() as u32;
@@ -51,6 +51,43 @@ fn codes<T: std::hash::Hash + Eq>(values: impl Iterator<Item = T>) -> (Vec<u32>,
         })
         .collect();
     (codes, seen.len())
+}
+
+/// Codes for a string column: its dictionary keys when it is a dictionary of distinct values
+/// (no per-row hashing), else assigned by hashing the strings.
+fn string_codes(column: &Col<'_, StringArray>, rows: usize) -> (Vec<u32>, usize) {
+    fn distinct(values: &StringArray) -> bool {
+        let mut seen = std::collections::HashSet::with_capacity_and_hasher(
+            values.len(),
+            ahash::RandomState::new(),
+        );
+        (0..values.len()).all(|i| values.is_valid(i) && seen.insert(values.value(i)))
+    }
+    match column {
+        Col::Dict8(keys, values) if distinct(values) => {
+            let null = values.len() as u32;
+            let codes = (0..rows).map(|i| {
+                if keys.is_valid(i) {
+                    u32::from(keys.value(i))
+                } else {
+                    null
+                }
+            });
+            (codes.collect(), values.len() + 1)
+        }
+        Col::Dict16(keys, values) if distinct(values) => {
+            let null = values.len() as u32;
+            let codes = (0..rows).map(|i| {
+                if keys.is_valid(i) {
+                    u32::from(keys.value(i))
+                } else {
+                    null
+                }
+            });
+            (codes.collect(), values.len() + 1)
+        }
+        _ => codes((0..rows).map(|i| column.get(i).unwrap_or(""))),
+    }
 }
 
 fn is_identity(order: &[u32]) -> bool {
@@ -202,8 +239,7 @@ fn remap_and_sort(
     match kind.parent_kind() {
         Some(ParentKind::Attributes) => {
             let key = Col::<StringArray>::of(&table, kind, consts::KEY)?;
-            let (key_codes, distinct) =
-                codes((0..table.num_rows()).map(|i| key.get(i).unwrap_or("")));
+            let (key_codes, distinct) = string_codes(&key, table.num_rows());
             counting_sort(&mut order, &key_codes, distinct);
         }
         Some(ParentKind::Columnar) => {
@@ -363,7 +399,7 @@ fn sort_attrs(table: RecordBatch) -> Result<RecordBatch> {
     let bound = parents.iter().max().map_or(0, |m| *m as usize + 1);
     counting_sort(&mut order, &parents, bound);
     let key = Col::<StringArray>::of(&table, kind, consts::KEY)?;
-    let (key_codes, distinct) = codes((0..table.num_rows()).map(|i| key.get(i).unwrap_or("")));
+    let (key_codes, distinct) = string_codes(&key, table.num_rows());
     counting_sort(&mut order, &key_codes, distinct);
     take(&table, &order, kind)
 }

@@ -54,14 +54,18 @@ impl<'a> Reader<'a> {
 
     #[inline]
     pub(crate) fn varint(&mut self) -> Result<u64> {
-        // Tags and most lengths fit in one byte.
-        if let Some(&byte) = self.buf.get(self.pos)
-            && byte < 0x80
-        {
-            self.pos += 1;
-            return Ok(u64::from(byte));
+        // Tags and most lengths fit in one or two bytes.
+        match self.buf.get(self.pos..self.pos + 2) {
+            Some(&[b0, _]) if b0 < 0x80 => {
+                self.pos += 1;
+                Ok(u64::from(b0))
+            }
+            Some(&[b0, b1]) if b1 < 0x80 => {
+                self.pos += 2;
+                Ok(u64::from(b0 & 0x7f) | u64::from(b1) << 7)
+            }
+            _ => self.varint_slow(),
         }
-        self.varint_slow()
     }
 
     fn varint_slow(&mut self) -> Result<u64> {

@@ -155,7 +155,11 @@ impl ValueColumns {
     pub(crate) fn finish(&mut self) -> Result<[ArrayRef; 7]> {
         let ty = std::mem::take(&mut self.ty);
         let valid = |wanted: &[u8]| -> Option<NullBuffer> {
-            let bits = BooleanBuffer::collect_bool(ty.len(), |i| wanted.contains(&ty[i]));
+            let bits = match *wanted {
+                [one] => BooleanBuffer::collect_bool(ty.len(), |i| ty[i] == one),
+                [a, b] => BooleanBuffer::collect_bool(ty.len(), |i| ty[i] == a || ty[i] == b),
+                _ => BooleanBuffer::collect_bool(ty.len(), |i| wanted.contains(&ty[i])),
+            };
             Some(NullBuffer::new(bits))
         };
         let int = Int64Array::new(
