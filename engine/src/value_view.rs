@@ -95,7 +95,54 @@ impl<'a> ValueView<'a> {
     }
 }
 
+/// The fields of an `AnyValue` holding a scalar, whose encoded length is known before writing.
+pub(crate) enum ScalarField<'a> {
+    Str(&'a [u8]),
+    Int(i64),
+    Double(f64),
+    Bool(bool),
+}
+
+impl ScalarField<'_> {
+    /// Bytes of the `AnyValue` message body.
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            ScalarField::Str(s) => 1 + crate::wire::varint_len(s.len() as u64) + s.len(),
+            ScalarField::Int(i) => 1 + crate::wire::varint_len(*i as u64),
+            ScalarField::Double(_) => 9,
+            ScalarField::Bool(_) => 2,
+        }
+    }
+
+    /// Writes the `AnyValue` message body.
+    #[inline]
+    pub(crate) fn write(&self, w: &mut Writer) {
+        match self {
+            ScalarField::Str(s) => w.bytes_always(1, s),
+            ScalarField::Int(i) => {
+                w.raw(&[3 << 3]);
+                w.varint(*i as u64);
+            }
+            ScalarField::Double(d) => w.fixed64_always(4, d.to_bits()),
+            ScalarField::Bool(b) => w.raw(&[2 << 3, u8::from(*b)]),
+        }
+    }
+}
+
 impl ValueView<'_> {
+    /// Row `i` as a scalar `AnyValue` body, when it is a string, int, double or bool.
+    #[inline]
+    pub(crate) fn scalar_field(&self, i: usize) -> Option<ScalarField<'_>> {
+        Some(match self.value_type(i) {
+            value_type::STR => ScalarField::Str(self.str.get(i).unwrap_or("").as_bytes()),
+            value_type::INT => ScalarField::Int(self.int.get(i).unwrap_or(0)),
+            value_type::DOUBLE => ScalarField::Double(self.double.get(i).unwrap_or(0.0)),
+            value_type::BOOL => ScalarField::Bool(self.bool.get(i).unwrap_or(false)),
+            _ => return None,
+        })
+    }
+
     /// The scalar value of row `i` (None for empty, map, slice, or a null active column).
     #[inline]
     pub(crate) fn scalar(&self, i: usize) -> Option<Scalar<'_>> {

@@ -5,4 +5,4 @@ mod reader;
 mod writer;
 
 pub(crate) use reader::{Reader, WireType};
-pub(crate) use writer::Writer;
+pub(crate) use writer::{Writer, varint_len};

@@ -25,7 +25,7 @@ pub(crate) struct Nested {
 }
 
 #[inline]
-fn varint_len(value: u64) -> usize {
+pub(crate) fn varint_len(value: u64) -> usize {
     // 1 byte per 7 bits, at least one.
     (64 - (value | 1).leading_zeros() as usize).div_ceil(7)
 }
@@ -136,6 +136,13 @@ impl Writer {
         if value.iter().any(|b| *b != 0) {
             self.bytes_always(field, value);
         }
+    }
+
+    /// The key and length of a length-delimited field whose body follows.
+    #[inline]
+    pub(crate) fn key_len(&mut self, field: u32, len: usize) {
+        self.key(field, 2);
+        self.varint(len as u64);
     }
 
     /// A `bytes`/`string` field written even when empty (oneof members).

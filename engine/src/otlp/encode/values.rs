@@ -8,7 +8,7 @@ use crate::error::Result;
 use crate::schema::PayloadType;
 use crate::schema::consts;
 pub(crate) use crate::value_view::ValueView;
-use crate::wire::Writer;
+use crate::wire::{Writer, varint_len};
 
 /// An attribute table indexed by parent id.
 pub(crate) struct AttrsView<'a> {
@@ -44,6 +44,25 @@ impl<'a> KeyWriter<'a> {
             Col::Dict16(keys, values) => KeyWriter::Dict16(keys, encode_keys(values)),
             other => KeyWriter::Plain(other),
         }
+    }
+
+    /// The encoded `key` field of row `row` when the column is a dictionary (None: plain).
+    #[inline]
+    fn encoded(&self, row: usize) -> Option<&[u8]> {
+        let (valid, key, encoded) = match self {
+            KeyWriter::Dict8(keys, encoded) => {
+                (keys.is_valid(row), usize::from(keys.value(row)), encoded)
+            }
+            KeyWriter::Dict16(keys, encoded) => {
+                (keys.is_valid(row), usize::from(keys.value(row)), encoded)
+            }
+            KeyWriter::Plain(_) => return None,
+        };
+        Some(if valid {
+            encoded.get(key).map_or(&[], Vec::as_slice)
+        } else {
+            &[]
+        })
     }
 
     #[inline]
@@ -91,6 +110,16 @@ impl<'a> AttrsView<'a> {
             return Ok(());
         };
         self.index.for_each(parent, |row| {
+            // Scalars with a dictionary key: both lengths are known, nothing is patched.
+            if let (Some(key), Some(value)) = (self.key.encoded(row), values.scalar_field(row)) {
+                let value_len = value.len();
+                let kv_len = key.len() + 1 + varint_len(value_len as u64) + value_len;
+                w.key_len(field, kv_len);
+                w.raw(key);
+                w.key_len(2, value_len);
+                value.write(w);
+                return Ok(());
+            }
             let kv = w.begin(field);
             self.key.write(w, row);
             let value = w.begin(2);
