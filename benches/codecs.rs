@@ -35,29 +35,44 @@ fn request(signal: Signal) -> Vec<u8> {
     }
 }
 
+/// Wire bytes per item over one stream of four different batches, counting batches 2-4 (after
+/// the first has sent schemas and dictionaries).
 fn print_wire_sizes() {
-    println!("wire bytes per item, {ITEMS} items per batch (steady state of a stream):");
+    println!("wire bytes per item, {ITEMS} items per batch (batches 2-4 of one stream):");
     for signal in Signal::ALL {
-        let bytes = request(signal);
-        let batch = json::decode(signal, &bytes).unwrap().remove(0);
-        let otlp_zstd = zstd::bulk::compress(&bytes, 3).unwrap().len();
+        let mut data = DataGen::new(3);
+        let requests: Vec<Vec<u8>> = (0..4)
+            .map(|_| match signal {
+                Signal::Logs => data.logs(ITEMS).encode_to_vec(),
+                Signal::Traces => data.traces(ITEMS).encode_to_vec(),
+                Signal::Metrics => data.metrics(ITEMS).encode_to_vec(),
+            })
+            .collect();
         let mut ipc_zstd = OtapEncoder::new(signal, EncodeOptions::default()).unwrap();
-        ipc_zstd.encode(&batch).unwrap();
-        let otap = ipc_zstd.encode(&batch).unwrap().encoded_len();
         let plain = EncodeOptions {
             zstd: false,
             ..EncodeOptions::default()
         };
         let mut message = OtapEncoder::new(signal, plain).unwrap();
-        message.encode(&batch).unwrap();
-        let otap_msg = zstd::bulk::compress(&message.encode(&batch).unwrap().encode_to_vec(), 3)
-            .unwrap()
-            .len();
-        let per = |n: usize| n as f64 / ITEMS as f64;
+        let (mut otlp, mut otlp_zstd, mut otap, mut otap_msg) = (0, 0, 0, 0);
+        for (i, bytes) in requests.iter().enumerate() {
+            let batch = json::decode(signal, bytes).unwrap().remove(0);
+            let a = ipc_zstd.encode(&batch).unwrap().encoded_len();
+            let b = zstd::bulk::compress(&message.encode(&batch).unwrap().encode_to_vec(), 3)
+                .unwrap()
+                .len();
+            if i > 0 {
+                otlp += bytes.len();
+                otlp_zstd += zstd::bulk::compress(bytes, 3).unwrap().len();
+                otap += a;
+                otap_msg += b;
+            }
+        }
+        let per = |n: usize| n as f64 / (3 * ITEMS) as f64;
         println!(
             "  {:<8} OTLP {:>6.1}  OTLP+zstd {:>6.1}  OTAP(IPC zstd) {:>6.1}  OTAP+zstd(msg) {:>6.1}",
             signal.name(),
-            per(bytes.len()),
+            per(otlp),
             per(otlp_zstd),
             per(otap),
             per(otap_msg)

@@ -86,3 +86,58 @@ fn large_batches_without_ids_encode() {
     let decoded = OtapDecoder::new(Signal::Logs).decode(&bar).unwrap();
     assert_eq!(decoded.num_items(), rows as usize);
 }
+
+/// Scenario: the same batch of realistic logs encoded twice on one stream.
+/// Guarantees: the second message carries no schema and no repeated dictionary values, so it
+/// is much smaller; both decode to the same data.
+#[test]
+fn dictionaries_persist_across_batches() {
+    let request = penstock_engine::datagen::DataGen::new(6)
+        .logs(1000)
+        .encode_to_vec();
+    let batch = json::decode(Signal::Logs, &request).unwrap().remove(0);
+    let mut encoder = OtapEncoder::new(Signal::Logs, EncodeOptions::default()).unwrap();
+    let first = encoder.encode(&batch).unwrap();
+    let second = encoder.encode(&batch).unwrap();
+    assert!(
+        second.encoded_len() * 10 < first.encoded_len() * 8,
+        "second batch {} bytes, first {}",
+        second.encoded_len(),
+        first.encoded_len()
+    );
+    let mut decoder = OtapDecoder::new(Signal::Logs);
+    let a = penstock_engine::otlp::encode::encode(&decoder.decode(&first).unwrap()).unwrap();
+    let b = penstock_engine::otlp::encode::encode(&decoder.decode(&second).unwrap()).unwrap();
+    assert_eq!(a, b);
+}
+
+/// Scenario: 40 batches whose `severity_text` values repeat within a batch but are new in
+/// every batch, so the stream's dictionary passes 65,535 values and starts afresh.
+/// Guarantees: every batch decodes to exactly the values sent.
+#[test]
+fn dictionaries_start_afresh_when_full() {
+    use arrow::array::{AsArray, StringArray};
+    let mut encoder = OtapEncoder::new(Signal::Logs, EncodeOptions::default()).unwrap();
+    let mut decoder = OtapDecoder::new(Signal::Logs);
+    for round in 0..40 {
+        let values: Vec<String> = (0..4096).map(|i| format!("v{round}-{}", i / 2)).collect();
+        let schema = Schema::new(vec![Field::new("severity_text", DataType::Utf8, true)]);
+        let column = Arc::new(StringArray::from_iter_values(&values)) as ArrayRef;
+        let logs = RecordBatch::try_new(Arc::new(schema), vec![column]).unwrap();
+        let mut batch = OtapBatch::new(Signal::Logs);
+        batch.set(PayloadType::Logs, logs).unwrap();
+        let decoded = decoder.decode(&encoder.encode(&batch).unwrap()).unwrap();
+        let column = decoded
+            .root()
+            .unwrap()
+            .column_by_name("severity_text")
+            .unwrap();
+        let plain = arrow::compute::cast(column, &DataType::Utf8).unwrap();
+        let got: Vec<&str> = plain
+            .as_string::<i32>()
+            .iter()
+            .map(|v| v.unwrap())
+            .collect();
+        assert_eq!(got, values, "round {round}");
+    }
+}

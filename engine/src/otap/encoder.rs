@@ -8,9 +8,10 @@ use arrow::ipc::writer::{DictionaryHandling, IpcWriteOptions, StreamEncoder};
 use arrow::ipc::{CompressionType, MetadataVersion};
 use bytes::Bytes;
 
+use super::dictionaries::Dictionaries;
 use super::ids::{Direction, transform_ids};
 use super::optimize::optimize;
-use super::shape::shape;
+use super::shape::{SentColumns, shape};
 use crate::batch::OtapBatch;
 use crate::error::{Error, Result};
 use crate::proto::{ArrowPayload, BatchArrowRecords};
@@ -56,6 +57,8 @@ pub struct OtapEncoder {
     next_schema_id: u64,
     next_batch_id: i64,
     streams: HashMap<PayloadType, PayloadStream>,
+    dictionaries: Dictionaries,
+    sent_columns: SentColumns,
 }
 
 impl OtapEncoder {
@@ -73,6 +76,8 @@ impl OtapEncoder {
             next_schema_id: 0,
             next_batch_id: 0,
             streams: HashMap::new(),
+            dictionaries: Dictionaries::default(),
+            sent_columns: SentColumns::default(),
         })
     }
 
@@ -91,7 +96,8 @@ impl OtapEncoder {
             {
                 continue;
             }
-            let table = shape(kind, &table, self.options.dictionaries)?;
+            let dictionaries = self.options.dictionaries.then_some(&mut self.dictionaries);
+            let table = shape(kind, &table, dictionaries, &mut self.sent_columns)?;
             let table = transform_ids(table, kind, Direction::Encode)?;
             payloads.push(self.payload(kind, &table)?);
         }

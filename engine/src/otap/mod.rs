@@ -2,6 +2,7 @@
 //! and encoding back.
 
 mod decoder;
+mod dictionaries;
 mod encoder;
 pub(crate) mod ids;
 mod optimize;

@@ -1,15 +1,15 @@
-//! The physical shape of outgoing tables, as the reference producer sends them: columns that
-//! hold only nulls (defaults) are omitted, and low-cardinality string columns are
-//! dictionary-encoded (`UInt8` keys where OTAP allows them and they suffice, else `UInt16`).
+//! The physical shape of outgoing tables: optional columns that hold only nulls (defaults) are
+//! omitted until the stream has sent them once, required columns carry defaults instead of
+//! nulls, and low-cardinality string columns are dictionary-encoded with the stream's
+//! dictionaries.
 
 use std::sync::Arc;
 
-use arrow::array::{
-    Array, ArrayRef, AsArray, DictionaryArray, RecordBatch, StructArray, UInt8Array,
-};
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StructArray};
 use arrow::compute::cast;
-use arrow::datatypes::{DataType, Field, FieldRef, Fields, Schema, UInt8Type, UInt16Type};
+use arrow::datatypes::{DataType, Field, FieldRef, Fields, Schema};
 
+use super::dictionaries::Dictionaries;
 use crate::error::{Error, Result};
 use crate::schema::{PayloadType, consts};
 
@@ -84,39 +84,10 @@ fn dictionary_policy(kind: PayloadType, path: &str) -> Option<bool> {
     }
 }
 
-/// Dictionary-encodes a string column when few distinct values repeat.
-fn dictionary(array: &ArrayRef, allow_u8: bool) -> ArrayRef {
-    if let Some(dict) = array.as_dictionary_opt::<UInt16Type>() {
-        // Already a dictionary (keys decoded from OTLP): narrow the keys when they fit.
-        if allow_u8 && dict.values().len() <= usize::from(u8::MAX) {
-            let keys: UInt8Array = dict.keys().unary(|k| k as u8);
-            if let Ok(narrow) =
-                DictionaryArray::<UInt8Type>::try_new(keys, Arc::clone(dict.values()))
-            {
-                return Arc::new(narrow);
-            }
-        }
-        return Arc::clone(array);
-    }
-    if array.data_type() != &DataType::Utf8 || array.is_empty() {
-        return Arc::clone(array);
-    }
-    let u16_type = DataType::Dictionary(Box::new(DataType::UInt16), Box::new(DataType::Utf8));
-    let Ok(encoded) = cast(array, &u16_type) else {
-        return Arc::clone(array);
-    };
-    let distinct = encoded.as_any_dictionary().values().len();
-    if array.len() > 16 && distinct * 2 > array.len() {
-        return Arc::clone(array);
-    }
-    if allow_u8 && distinct <= usize::from(u8::MAX) {
-        let u8_type = DataType::Dictionary(Box::new(DataType::UInt8), Box::new(DataType::Utf8));
-        if let Ok(narrow) = cast(&encoded, &u8_type) {
-            return narrow;
-        }
-    }
-    encoded
-}
+/// Columns (by table and path) already sent on the stream: they keep being sent even when a
+/// batch holds only nulls in them, so the schema, and with it the IPC stream and its
+/// dictionaries, does not restart every time an optional column comes and goes.
+pub(crate) type SentColumns = std::collections::HashSet<(PayloadType, String)>;
 
 /// Shapes one column (recursing into structs); None drops it.
 fn shape_column(
@@ -124,8 +95,10 @@ fn shape_column(
     path: &str,
     field: &Field,
     array: &ArrayRef,
-    dictionaries: bool,
+    dictionaries: &mut Option<&mut Dictionaries>,
+    sent: &mut SentColumns,
 ) -> Result<Option<(FieldRef, ArrayRef)>> {
+    let was_sent = sent.contains(&(kind, path.to_string()));
     if let Some(s) = array.as_struct_opt() {
         let DataType::Struct(fields) = field.data_type() else {
             return Err(Error::schema(kind, format!("{path} should be a struct")));
@@ -134,15 +107,17 @@ fn shape_column(
         let mut kept = Vec::new();
         for (child_field, child) in fields.iter().zip(s.columns()) {
             let child_path = format!("{path}.{}", child_field.name());
-            if let Some((f, a)) = shape_column(kind, &child_path, child_field, child, dictionaries)?
+            if let Some((f, a)) =
+                shape_column(kind, &child_path, child_field, child, dictionaries, sent)?
             {
                 kept_fields.push(f);
                 kept.push(a);
             }
         }
-        if kept.is_empty() || s.null_count() == s.len() {
+        if kept.is_empty() || (s.null_count() == s.len() && !was_sent) {
             return Ok(None);
         }
+        sent.insert((kind, path.to_string()));
         let fields = Fields::from(kept_fields);
         let rebuilt = StructArray::try_new(fields.clone(), kept, s.nulls().cloned())
             .map_err(|e| Error::arrow(format!("shaping {kind:?}.{path}"), e))?;
@@ -151,15 +126,19 @@ fn shape_column(
     }
     let array = if required(kind, path) {
         &with_defaults(array)?
-    } else if array.null_count() == array.len() {
+    } else if array.null_count() == array.len() && !was_sent {
         return Ok(None);
     } else {
         array
     };
     let array = match dictionary_policy(kind, path) {
-        Some(allow_u8) if dictionaries => dictionary(array, allow_u8),
+        Some(allow_u8) => match dictionaries {
+            Some(d) => d.encode(kind, path, array, allow_u8),
+            None => Arc::clone(array),
+        },
         _ => Arc::clone(array),
     };
+    sent.insert((kind, path.to_string()));
     let field = Field::new(
         field.name(),
         array.data_type().clone(),
@@ -172,13 +151,16 @@ fn shape_column(
 pub(crate) fn shape(
     kind: PayloadType,
     table: &RecordBatch,
-    dictionaries: bool,
+    mut dictionaries: Option<&mut Dictionaries>,
+    sent: &mut SentColumns,
 ) -> Result<RecordBatch> {
     let schema = table.schema();
     let mut fields = Vec::new();
     let mut columns = Vec::new();
     for (field, array) in schema.fields().iter().zip(table.columns()) {
-        if let Some((f, a)) = shape_column(kind, field.name(), field, array, dictionaries)? {
+        if let Some((f, a)) =
+            shape_column(kind, field.name(), field, array, &mut dictionaries, sent)?
+        {
             fields.push(f);
             columns.push(a);
         }
