@@ -22,6 +22,7 @@ use crate::column::Col;
 use crate::error::{Error, Result};
 use crate::otlp::encode::index::{ChildIndex, struct_ids};
 use crate::schema::{ParentKind, PayloadType, consts};
+use crate::value_view::{Scalar, ValueView};
 
 /// Stable counting sort of `order` by `keys[row]` (keys below `bound`).
 fn counting_sort(order: &mut Vec<u32>, keys: &[u32], bound: usize) {
@@ -237,11 +238,7 @@ fn remap_and_sort(
     let bound = parents.iter().max().map_or(0, |m| *m as usize + 1);
     counting_sort(&mut order, &parents, bound);
     match kind.parent_kind() {
-        Some(ParentKind::Attributes) => {
-            let key = Col::<StringArray>::of(&table, kind, consts::KEY)?;
-            let (key_codes, distinct) = string_codes(&key, table.num_rows());
-            counting_sort(&mut order, &key_codes, distinct);
-        }
+        Some(ParentKind::Attributes) => sort_by_key_and_value(&table, kind, &mut order)?,
         Some(ParentKind::Columnar) => {
             let eq_codes = columnar_codes(&table, kind)?;
             if let Some((c, distinct)) = eq_codes {
@@ -398,10 +395,45 @@ fn sort_attrs(table: RecordBatch) -> Result<RecordBatch> {
     let mut order: Vec<u32> = (0..table.num_rows() as u32).collect();
     let bound = parents.iter().max().map_or(0, |m| *m as usize + 1);
     counting_sort(&mut order, &parents, bound);
-    let key = Col::<StringArray>::of(&table, kind, consts::KEY)?;
-    let (key_codes, distinct) = string_codes(&key, table.num_rows());
-    counting_sort(&mut order, &key_codes, distinct);
+    sort_by_key_and_value(&table, kind, &mut order)?;
     take(&table, &order, kind)
+}
+
+/// A hashable form of an attribute's value, for grouping equal values (doubles by bits, with
+/// -0.0 as 0.0 since the run test compares with IEEE equality).
+#[derive(Hash, PartialEq, Eq)]
+enum ValueKey<'a> {
+    Str(&'a str),
+    Int(i64),
+    Double(u64),
+    Bool(bool),
+    Bytes(&'a [u8]),
+    /// Empty, map and slice values never continue a run: one group for all.
+    Other,
+}
+
+/// Stably sorts `order` (already by parent id) by key, then type and value: equal attributes
+/// become adjacent, so their parent ids travel as small deltas and their values as runs.
+fn sort_by_key_and_value(
+    table: &RecordBatch,
+    kind: PayloadType,
+    order: &mut Vec<u32>,
+) -> Result<()> {
+    let rows = table.num_rows();
+    let values = ValueView::of_table(table, kind)?;
+    let (value_codes, distinct_values) = codes((0..rows).map(|i| match values.scalar(i) {
+        Some(Scalar::Str(s)) => ValueKey::Str(s),
+        Some(Scalar::Int(v)) => ValueKey::Int(v),
+        Some(Scalar::Double(d)) => ValueKey::Double(if d == 0.0 { 0 } else { d.to_bits() }),
+        Some(Scalar::Bool(b)) => ValueKey::Bool(b),
+        Some(Scalar::Bytes(b)) => ValueKey::Bytes(b),
+        None => ValueKey::Other,
+    }));
+    counting_sort(order, &value_codes, distinct_values);
+    let key = Col::<StringArray>::of(table, kind, consts::KEY)?;
+    let (key_codes, distinct_keys) = string_codes(&key, rows);
+    counting_sort(order, &key_codes, distinct_keys);
+    Ok(())
 }
 
 #[cfg(test)]
