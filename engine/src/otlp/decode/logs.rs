@@ -97,6 +97,11 @@ impl RootBuilder for LogsBuilder {
         Ok(())
     }
 
+    fn reserve(&mut self, bytes: usize) {
+        // About 30 bytes of OTLP per attribute; the hint is capped by the request size.
+        self.attrs.reserve(bytes / 32);
+    }
+
     fn finish(&mut self, envelope: EnvelopeColumns) -> Result<OtapBatch> {
         let rows = std::mem::take(&mut self.rows);
         let body = StructArray::try_new(

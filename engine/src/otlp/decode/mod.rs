@@ -49,6 +49,8 @@ pub(crate) trait RootBuilder {
     fn append(&mut self, row: u16, record: Reader<'_>) -> Result<()>;
     /// Finishes all tables into a batch and resets.
     fn finish(&mut self, envelope: EnvelopeColumns) -> Result<OtapBatch>;
+    /// Reserves room for a request of `bytes` bytes (a hint: avoids regrowing buffers).
+    fn reserve(&mut self, _bytes: usize) {}
 }
 
 /// Finds the embedded message of field 1 and the string of field 3 (the layout shared by
@@ -68,6 +70,7 @@ fn scan_header<'a>(mut r: Reader<'a>) -> Result<(Embedded<'a>, &'a str)> {
 
 fn walk<B: RootBuilder>(bytes: &[u8], mut builder: B, max_rows: usize) -> Result<Vec<OtapBatch>> {
     let mut envelope = Envelope::new();
+    builder.reserve(bytes.len());
     let mut out = Vec::new();
     let mut request = Reader::new(bytes);
     while let Some((field, wire)) = request.field()? {

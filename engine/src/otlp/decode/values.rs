@@ -140,6 +140,18 @@ impl ValueColumns {
         Ok(ty)
     }
 
+    /// Reserves room for `rows` more values.
+    pub(crate) fn reserve(&mut self, rows: usize) {
+        self.ty.reserve(rows);
+        self.int.reserve(rows);
+        self.double.reserve(rows);
+        self.bool.reserve(rows);
+        for column in [&mut self.str, &mut self.bytes, &mut self.ser] {
+            column.offsets.reserve(rows);
+        }
+        self.str.data.reserve(rows * 12);
+    }
+
     /// Appends a row with no value (inside a null struct row).
     pub(crate) fn append_null(&mut self) {
         self.ty.push(value_type::EMPTY);
@@ -187,8 +199,13 @@ impl ValueColumns {
 
 /// Attribute keys, dictionary-encoded as they are appended (plain strings past 65,536 distinct
 /// keys in one table).
+/// Slots of the key cache (a power of two).
+const KEY_CACHE_SLOTS: usize = 64;
+
 #[derive(Default)]
 struct KeyColumn {
+    /// Recently seen keys by a cheap fingerprint: dictionary key + 1 (0: empty slot).
+    cache: KeyCache,
     index: HashMap<Box<[u8]>, u16, ahash::RandomState>,
     values: VarColumn,
     keys: Vec<u16>,
@@ -196,14 +213,50 @@ struct KeyColumn {
     plain: Option<VarColumn>,
 }
 
+struct KeyCache([u32; KEY_CACHE_SLOTS]);
+
+impl Default for KeyCache {
+    fn default() -> Self {
+        KeyCache([0; KEY_CACHE_SLOTS])
+    }
+}
+
+#[inline]
+fn fingerprint(key: &[u8]) -> usize {
+    let (first, last) = (
+        key.first().copied().unwrap_or(0),
+        key.last().copied().unwrap_or(0),
+    );
+    (key.len().wrapping_mul(31) ^ usize::from(first).wrapping_mul(7) ^ usize::from(last))
+        % KEY_CACHE_SLOTS
+}
+
 impl KeyColumn {
+    /// The dictionary value of key `k`.
+    #[inline]
+    fn value(&self, k: u16) -> &[u8] {
+        let offsets = &self.values.offsets;
+        let (start, end) = (
+            offsets[usize::from(k)] as usize,
+            offsets[usize::from(k) + 1] as usize,
+        );
+        &self.values.data[start..end]
+    }
+
     #[inline]
     fn append(&mut self, key: &[u8]) -> Result<()> {
         if let Some(plain) = &mut self.plain {
             plain.push(key);
             return Ok(());
         }
+        let slot = fingerprint(key);
+        let cached = self.cache.0[slot];
+        if cached != 0 && self.value((cached - 1) as u16) == key {
+            self.keys.push((cached - 1) as u16);
+            return Ok(());
+        }
         if let Some(k) = self.index.get(key) {
+            self.cache.0[slot] = u32::from(*k) + 1;
             self.keys.push(*k);
             return Ok(());
         }
@@ -230,6 +283,7 @@ impl KeyColumn {
     }
 
     fn finish(&mut self) -> Result<ArrayRef> {
+        self.cache = KeyCache::default();
         if let Some(mut plain) = self.plain.take() {
             self.index.clear();
             self.values = VarColumn::default();
@@ -261,6 +315,13 @@ impl AttrsBuilder {
             key: KeyColumn::default(),
             values: ValueColumns::default(),
         }
+    }
+
+    /// Reserves room for `rows` more attributes.
+    pub(crate) fn reserve(&mut self, rows: usize) {
+        self.parent_id.reserve(rows);
+        self.key.keys.reserve(rows);
+        self.values.reserve(rows);
     }
 
     /// Appends one attribute from an OTLP `KeyValue` message.

@@ -13,6 +13,8 @@ pub(crate) enum ChildIndex {
     Empty,
     /// Dense ids: children of `p` are `rows[starts[p]..starts[p + 1]]`.
     Dense { starts: Vec<u32>, rows: Vec<u32> },
+    /// Rows already ordered by parent id: children of `p` are rows `starts[p]..starts[p + 1]`.
+    Ordered { starts: Vec<u32> },
     /// Sparse ids: `(parent, row)` pairs sorted by parent.
     Sparse(Vec<(u32, u32)>),
 }
@@ -53,7 +55,45 @@ impl ChildIndex {
                 format!("missing column {parent_column}"),
             ));
         };
+        if let Some(ordered) = Self::ordered(column) {
+            return Ok(ordered);
+        }
         Ok(Self::from_ids(&id_values(column, kind, parent_column)?))
+    }
+
+    /// The index of a `UInt16`/`UInt32` parent column without nulls whose values never
+    /// decrease (as the OTLP decoder builds them), or None.
+    fn ordered(column: &ArrayRef) -> Option<Self> {
+        fn build<T: Copy + Into<u32>>(values: &[T]) -> Option<ChildIndex> {
+            let mut previous = 0u32;
+            for v in values {
+                let v: u32 = (*v).into();
+                if v < previous {
+                    return None;
+                }
+                previous = v;
+            }
+            let max = values.last().map_or(0, |v| (*v).into()) as usize;
+            if max > 2 * values.len() + 65_536 {
+                return None;
+            }
+            let mut starts = vec![0u32; max + 2];
+            for v in values {
+                starts[(*v).into() as usize + 1] += 1;
+            }
+            for i in 1..starts.len() {
+                starts[i] += starts[i - 1];
+            }
+            Some(ChildIndex::Ordered { starts })
+        }
+        if column.null_count() > 0 {
+            return None;
+        }
+        match column.data_type() {
+            DataType::UInt16 => build(column.as_primitive::<UInt16Type>().values()),
+            DataType::UInt32 => build(column.as_primitive::<UInt32Type>().values()),
+            _ => None,
+        }
     }
 
     /// Indexes rows by the given parent ids (null parents have no parent).
@@ -109,6 +149,14 @@ impl ChildIndex {
                     }
                 }
             }
+            ChildIndex::Ordered { starts } => {
+                let p = parent as usize;
+                if p + 1 < starts.len() {
+                    for row in starts[p] as usize..starts[p + 1] as usize {
+                        f(row)?;
+                    }
+                }
+            }
             ChildIndex::Sparse(pairs) => {
                 let first = pairs.partition_point(|(id, _)| *id < parent);
                 for (_, row) in pairs[first..].iter().take_while(|(id, _)| *id == parent) {
@@ -156,4 +204,47 @@ pub(crate) fn struct_ids(
         }
     }
     Ok(values)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::UInt32Array;
+
+    use super::*;
+
+    fn children(index: &ChildIndex, parent: u32) -> Vec<usize> {
+        let mut rows = Vec::new();
+        index
+            .for_each(Some(parent), |r| {
+                rows.push(r);
+                Ok(())
+            })
+            .unwrap();
+        rows
+    }
+
+    /// Ordered, dense and sparse indexes list the same children, in row order.
+    #[test]
+    fn every_index_form_finds_the_same_children() {
+        let ordered: ArrayRef = Arc::new(UInt32Array::from(vec![0, 0, 1, 3, 3]));
+        let index = ChildIndex::ordered(&ordered).unwrap();
+        assert!(matches!(index, ChildIndex::Ordered { .. }));
+        assert_eq!(children(&index, 0), vec![0, 1]);
+        assert_eq!(children(&index, 2), Vec::<usize>::new());
+        assert_eq!(children(&index, 3), vec![3, 4]);
+        assert_eq!(children(&index, 9), Vec::<usize>::new());
+
+        let unordered: ArrayRef = Arc::new(UInt32Array::from(vec![3, 0, 1, 0]));
+        assert!(ChildIndex::ordered(&unordered).is_none());
+        let dense = ChildIndex::from_ids(&[Some(3), Some(0), Some(1), Some(0)]);
+        assert_eq!(children(&dense, 0), vec![1, 3]);
+        assert_eq!(children(&dense, 3), vec![0]);
+
+        let sparse = ChildIndex::from_ids(&[Some(4_000_000_000), Some(7), Some(4_000_000_000)]);
+        assert!(matches!(sparse, ChildIndex::Sparse(_)));
+        assert_eq!(children(&sparse, 4_000_000_000), vec![0, 2]);
+        assert_eq!(children(&sparse, 7), vec![1]);
+    }
 }
