@@ -52,7 +52,7 @@ impl<'a> Reader<'a> {
         self.pos >= self.buf.len()
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn varint(&mut self) -> Result<u64> {
         // Tags and most lengths fit in one or two bytes.
         match self.buf.get(self.pos..self.pos + 2) {

@@ -2,34 +2,34 @@
 
 use std::sync::Arc;
 
-use arrow::array::{
-    ArrayRef, FixedSizeBinaryBuilder, Int32Builder, RecordBatch, StringBuilder, StructArray,
-    TimestampNanosecondBuilder, UInt16Array, UInt32Builder,
-};
+use arrow::array::{ArrayRef, RecordBatch, StructArray, UInt16Array};
+use arrow::datatypes::{Int32Type, TimestampNanosecondType, UInt32Type};
 
+use super::columns::{IdColumn, NumColumn, StrColumn};
 use super::envelope::EnvelopeColumns;
 use super::values::nulls_from;
-use super::{AttrsBuilder, RootBuilder, ValueColumns, append_id, append_nz, append_str, finish_ts};
+use super::{AttrsBuilder, RootBuilder, ValueColumns};
 use crate::batch::OtapBatch;
 use crate::error::{Error, Result};
 use crate::otlp::any_value::AnyRef;
+use crate::schema::consts::UTC;
 use crate::schema::tables::any_value_fields;
 use crate::schema::{PayloadType, Signal};
 use crate::wire::Reader;
 
 pub(crate) struct LogsBuilder {
     rows: u16,
-    time: TimestampNanosecondBuilder,
-    observed: TimestampNanosecondBuilder,
-    trace_id: FixedSizeBinaryBuilder,
-    span_id: FixedSizeBinaryBuilder,
-    severity_number: Int32Builder,
-    severity_text: StringBuilder,
+    time: NumColumn<TimestampNanosecondType>,
+    observed: NumColumn<TimestampNanosecondType>,
+    trace_id: IdColumn,
+    span_id: IdColumn,
+    severity_number: NumColumn<Int32Type>,
+    severity_text: StrColumn,
     body: ValueColumns,
     body_valid: Vec<bool>,
-    dropped: UInt32Builder,
-    flags: UInt32Builder,
-    event_name: StringBuilder,
+    dropped: NumColumn<UInt32Type>,
+    flags: NumColumn<UInt32Type>,
+    event_name: StrColumn,
     attrs: AttrsBuilder,
 }
 
@@ -37,17 +37,17 @@ impl Default for LogsBuilder {
     fn default() -> Self {
         LogsBuilder {
             rows: 0,
-            time: Default::default(),
-            observed: Default::default(),
-            trace_id: FixedSizeBinaryBuilder::new(16),
-            span_id: FixedSizeBinaryBuilder::new(8),
-            severity_number: Default::default(),
-            severity_text: Default::default(),
-            body: Default::default(),
+            time: NumColumn::default(),
+            observed: NumColumn::default(),
+            trace_id: IdColumn::new(16),
+            span_id: IdColumn::new(8),
+            severity_number: NumColumn::default(),
+            severity_text: StrColumn::default(),
+            body: ValueColumns::default(),
             body_valid: Vec::new(),
-            dropped: Default::default(),
-            flags: Default::default(),
-            event_name: Default::default(),
+            dropped: NumColumn::default(),
+            flags: NumColumn::default(),
+            event_name: StrColumn::default(),
             attrs: AttrsBuilder::new(PayloadType::LogAttrs),
         }
     }
@@ -56,7 +56,7 @@ impl Default for LogsBuilder {
 impl RootBuilder for LogsBuilder {
     fn append(&mut self, row: u16, mut r: Reader<'_>) -> Result<()> {
         let (mut time, mut observed, mut severity, mut dropped, mut flags) = (0, 0, 0, 0, 0);
-        let (mut severity_text, mut event_name) = ("", "");
+        let (mut severity_text, mut event_name): (&[u8], &[u8]) = (&[], &[]);
         let (mut trace_id, mut span_id): (&[u8], &[u8]) = (&[], &[]);
         let mut body = AnyRef::Empty;
         while let Some((field, wire)) = r.field()? {
@@ -64,7 +64,7 @@ impl RootBuilder for LogsBuilder {
                 1 => time = r.fixed64_field(wire)?,
                 11 => observed = r.fixed64_field(wire)?,
                 2 => severity = r.varint32(wire)? as i32,
-                3 => severity_text = r.string_field(wire)?,
+                3 => severity_text = r.bytes_field(wire)?,
                 5 => body = AnyRef::parse(r.message_field(wire)?)?,
                 6 => self
                     .attrs
@@ -73,16 +73,16 @@ impl RootBuilder for LogsBuilder {
                 8 => flags = r.fixed32_field(wire)?,
                 9 => trace_id = r.bytes_field(wire)?,
                 10 => span_id = r.bytes_field(wire)?,
-                12 => event_name = r.string_field(wire)?,
+                12 => event_name = r.bytes_field(wire)?,
                 _ => r.skip(wire)?,
             }
         }
-        append_nz(&mut self.time, time as i64);
-        append_nz(&mut self.observed, observed as i64);
-        append_id(&mut self.trace_id, trace_id, &r)?;
-        append_id(&mut self.span_id, span_id, &r)?;
-        append_nz(&mut self.severity_number, severity);
-        append_str(&mut self.severity_text, severity_text);
+        self.time.push(time as i64);
+        self.observed.push(observed as i64);
+        self.trace_id.push(trace_id, &r)?;
+        self.span_id.push(span_id, &r)?;
+        self.severity_number.push(severity);
+        self.severity_text.push(severity_text);
         if matches!(body, AnyRef::Empty) {
             self.body.append_null();
             self.body_valid.push(false);
@@ -90,9 +90,9 @@ impl RootBuilder for LogsBuilder {
             self.body.append(body)?;
             self.body_valid.push(true);
         }
-        append_nz(&mut self.dropped, dropped);
-        append_nz(&mut self.flags, flags);
-        append_str(&mut self.event_name, event_name);
+        self.dropped.push(dropped);
+        self.flags.push(flags);
+        self.event_name.push(event_name);
         self.rows = row.wrapping_add(1);
         Ok(())
     }
@@ -115,16 +115,16 @@ impl RootBuilder for LogsBuilder {
             envelope.resource,
             envelope.scope,
             envelope.schema_url,
-            Arc::new(finish_ts(&mut self.time)),
-            Arc::new(finish_ts(&mut self.observed)),
-            Arc::new(self.trace_id.finish()),
-            Arc::new(self.span_id.finish()),
+            Arc::new(self.time.finish().with_timezone(UTC)),
+            Arc::new(self.observed.finish().with_timezone(UTC)),
+            self.trace_id.finish()?,
+            self.span_id.finish()?,
             Arc::new(self.severity_number.finish()),
-            Arc::new(self.severity_text.finish()),
+            self.severity_text.finish()?,
             Arc::new(body),
             Arc::new(self.dropped.finish()),
             Arc::new(self.flags.finish()),
-            Arc::new(self.event_name.finish()),
+            self.event_name.finish()?,
         ];
         let logs = RecordBatch::try_new(super::table_schema(PayloadType::Logs, &columns), columns)
             .map_err(|e| Error::arrow("building LOGS", e))?;

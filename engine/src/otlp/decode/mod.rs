@@ -5,6 +5,7 @@
 //! A request with more root records than a batch can hold (ids are 16-bit) is split into
 //! several batches.
 
+mod columns;
 mod envelope;
 mod logs;
 mod metrics;

@@ -10,81 +10,19 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{
-    ArrayRef, BinaryArray, BooleanArray, DictionaryArray, Float64Array, Int64Array, RecordBatch,
-    StringArray, UInt8Array, UInt16Array, UInt32Array,
+    ArrayRef, BooleanArray, DictionaryArray, Float64Array, Int64Array, RecordBatch, UInt8Array,
+    UInt16Array, UInt32Array,
 };
-use arrow::buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
+use arrow::buffer::{BooleanBuffer, NullBuffer, ScalarBuffer};
 use arrow::datatypes::{Field, Schema, UInt16Type};
 
+use super::columns::{VarColumn, invalid_utf8};
 use crate::cbor;
 use crate::error::{Error, Result};
 use crate::otlp::any_value::{AnyRef, fast_key_value, parse_key_value};
 use crate::schema::consts::{self, value_type};
 use crate::schema::{PayloadType, canonical_schema};
 use crate::wire::Reader;
-
-fn invalid_utf8() -> Error {
-    Error::MalformedProtobuf {
-        offset: 0,
-        reason: "string field is not valid UTF-8",
-    }
-}
-
-/// Variable-length values (strings or bytes) with one offset per row.
-struct VarColumn {
-    offsets: Vec<i32>,
-    data: Vec<u8>,
-}
-
-impl Default for VarColumn {
-    fn default() -> Self {
-        VarColumn {
-            offsets: vec![0],
-            data: Vec::new(),
-        }
-    }
-}
-
-impl VarColumn {
-    #[inline]
-    fn push(&mut self, value: &[u8]) {
-        self.data.extend_from_slice(value);
-        self.offsets.push(self.data.len() as i32);
-    }
-
-    #[inline]
-    fn skip(&mut self) {
-        self.offsets.push(self.data.len() as i32);
-    }
-
-    fn take(&mut self) -> Result<(OffsetBuffer<i32>, Buffer)> {
-        if i32::try_from(self.data.len()).is_err() {
-            return Err(Error::LimitExceeded(
-                "more than 2 GiB of values in one column".into(),
-            ));
-        }
-        let offsets = std::mem::replace(&mut self.offsets, vec![0]);
-        let data = std::mem::take(&mut self.data);
-        Ok((
-            OffsetBuffer::new(ScalarBuffer::from(offsets)),
-            Buffer::from_vec(data),
-        ))
-    }
-
-    fn finish_str(&mut self, nulls: Option<NullBuffer>) -> Result<ArrayRef> {
-        let (offsets, data) = self.take()?;
-        // Validates the bytes as UTF-8 and every offset as a character boundary.
-        let array = StringArray::try_new(offsets, data, nulls).map_err(|_| invalid_utf8())?;
-        Ok(Arc::new(array))
-    }
-
-    fn finish_binary(&mut self, nulls: Option<NullBuffer>) -> Result<ArrayRef> {
-        let (offsets, data) = self.take()?;
-        BinaryArray::try_new(offsets, data, nulls)
-            .map(|a| Arc::new(a) as ArrayRef)
-            .map_err(|e| Error::arrow("building a binary column", e))
-    }
-}
 
 /// The `type`, `str`, `int`, `double`, `bool`, `bytes` and `ser` columns.
 #[derive(Default)]

@@ -31,7 +31,7 @@ pub fn encode_with_limit(batch: &OtapBatch, max_bytes: usize) -> Result<Vec<u8>>
     // A capacity hint only: bounded, whatever the batch claims.
     let capacity = batch
         .num_items()
-        .saturating_mul(320)
+        .saturating_mul(512)
         .min(64 << 20)
         .min(max_bytes);
     let mut w = Writer::with_capacity(capacity).with_limit(max_bytes);
