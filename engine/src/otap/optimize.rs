@@ -12,8 +12,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use arrow::array::PrimitiveArray;
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StringArray, StructArray, UInt32Array};
 use arrow::compute::take_record_batch;
+use arrow::datatypes::{ArrowNativeType, ArrowPrimitiveType};
 use arrow::datatypes::{DataType, Field, FieldRef, Schema};
 
 use super::ids::{IdMap, Width, read_ids};
@@ -57,38 +59,36 @@ fn codes<T: std::hash::Hash + Eq>(values: impl Iterator<Item = T>) -> (Vec<u32>,
 /// Codes for a string column: its dictionary keys when it is a dictionary of distinct values
 /// (no per-row hashing), else assigned by hashing the strings.
 fn string_codes(column: &Col<'_, StringArray>, rows: usize) -> (Vec<u32>, usize) {
-    fn distinct(values: &StringArray) -> bool {
-        let mut seen = std::collections::HashSet::with_capacity_and_hasher(
-            values.len(),
-            ahash::RandomState::new(),
-        );
-        (0..values.len()).all(|i| values.is_valid(i) && seen.insert(values.value(i)))
+    let from_keys = match column {
+        Col::Dict8(keys, values) => key_codes(keys, values, rows),
+        Col::Dict16(keys, values) => key_codes(keys, values, rows),
+        _ => None,
+    };
+    from_keys.unwrap_or_else(|| codes((0..rows).map(|i| column.get(i).unwrap_or(""))))
+}
+
+/// Dictionary keys as codes (null rows get their own code), when the values are distinct.
+fn key_codes<K: ArrowPrimitiveType>(
+    keys: &PrimitiveArray<K>,
+    values: &StringArray,
+    rows: usize,
+) -> Option<(Vec<u32>, usize)> {
+    let mut seen = std::collections::HashSet::with_capacity_and_hasher(
+        values.len(),
+        ahash::RandomState::new(),
+    );
+    if !(0..values.len()).all(|i| values.is_valid(i) && seen.insert(values.value(i))) {
+        return None;
     }
-    match column {
-        Col::Dict8(keys, values) if distinct(values) => {
-            let null = values.len() as u32;
-            let codes = (0..rows).map(|i| {
-                if keys.is_valid(i) {
-                    u32::from(keys.value(i))
-                } else {
-                    null
-                }
-            });
-            (codes.collect(), values.len() + 1)
+    let null = values.len() as u32;
+    let codes = (0..rows).map(|i| {
+        if keys.is_valid(i) {
+            keys.value(i).as_usize() as u32
+        } else {
+            null
         }
-        Col::Dict16(keys, values) if distinct(values) => {
-            let null = values.len() as u32;
-            let codes = (0..rows).map(|i| {
-                if keys.is_valid(i) {
-                    u32::from(keys.value(i))
-                } else {
-                    null
-                }
-            });
-            (codes.collect(), values.len() + 1)
-        }
-        _ => codes((0..rows).map(|i| column.get(i).unwrap_or(""))),
-    }
+    });
+    Some((codes.collect(), values.len() + 1))
 }
 
 fn is_identity(order: &[u32]) -> bool {
