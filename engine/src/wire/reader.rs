@@ -12,6 +12,7 @@ pub(crate) enum WireType {
 }
 
 /// Reads protobuf fields from a message's bytes.
+#[derive(Clone, Copy)]
 pub(crate) struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,

@@ -57,6 +57,12 @@ impl<'a> Context<'a> {
         }
     }
 
+    /// Replaces the schema URL (for rows appended from now on).
+    pub(crate) fn set_schema_url(&mut self, schema_url: &'a str) {
+        self.schema_url = schema_url;
+        self.url = None;
+    }
+
     fn cached(&self, generation: u32) -> Option<u16> {
         self.id.filter(|(g, _)| *g == generation).map(|(_, id)| id)
     }
@@ -220,19 +226,33 @@ impl<'a> Envelope<'a> {
         let url = match scope.url {
             Some((generation, code)) if generation == self.generation => code,
             _ => {
-                let code = (!scope.schema_url.is_empty()).then(|| {
-                    let next = self.url_values.len() as u16;
-                    *self.urls.entry(scope.schema_url).or_insert_with(|| {
-                        self.url_values.push(scope.schema_url);
-                        next
-                    })
-                });
+                let code = self.url_code(scope.schema_url);
                 scope.url = Some((self.generation, code));
                 code
             }
         };
         self.row_schema_url.push(url);
         Ok(row)
+    }
+
+    /// The code of a schema URL in the current batch (None for the empty URL).
+    fn url_code(&mut self, url: &'a str) -> Option<u16> {
+        (!url.is_empty()).then(|| {
+            let next = self.url_values.len() as u16;
+            *self.urls.entry(url).or_insert_with(|| {
+                self.url_values.push(url);
+                next
+            })
+        })
+    }
+
+    /// Sets the schema URL of the rows from `first_row` on (the rows of a scope whose URL
+    /// arrived after its records).
+    pub(crate) fn patch_schema_url(&mut self, first_row: usize, url: &'a str) {
+        let code = self.url_code(url);
+        if let Some(rows) = self.row_schema_url.get_mut(first_row..) {
+            rows.fill(code);
+        }
     }
 
     /// Finishes the envelope columns of the batch, then resets for the next batch. String

@@ -20,7 +20,7 @@ use arrow::datatypes::TimestampNanosecondType;
 use crate::batch::OtapBatch;
 use crate::error::Result;
 use crate::schema::consts::UTC;
-use crate::wire::Reader;
+use crate::wire::{Reader, WireType};
 use envelope::{Context, Embedded, Envelope, EnvelopeColumns};
 
 pub(crate) use values::{AttrsBuilder, ValueColumns};
@@ -54,19 +54,140 @@ pub(crate) trait RootBuilder {
     fn reserve(&mut self, _bytes: usize) {}
 }
 
-/// Finds the embedded message of field 1 and the string of field 3 (the layout shared by
-/// `Resource*` and `Scope*` messages).
+/// Finds the embedded message of field 1 (the first, if repeated) and the string of field 3
+/// (the last): the layout shared by `Resource*` and `Scope*` messages.
 fn scan_header<'a>(mut r: Reader<'a>) -> Result<(Embedded<'a>, &'a str)> {
-    let mut message = Embedded::default();
+    let mut message = None;
     let mut schema_url = "";
     while let Some((field, wire)) = r.field()? {
         match field {
-            1 => message = Embedded::of(&r.message_field(wire)?),
+            1 => {
+                let m = Embedded::of(&r.message_field(wire)?);
+                message.get_or_insert(m);
+            }
             3 => schema_url = r.string_field(wire)?,
             _ => r.skip(wire)?,
         }
     }
-    Ok((message, schema_url))
+    Ok((message.unwrap_or_default(), schema_url))
+}
+
+/// Where decoded records go: the envelope and builder of the batch being built, and the
+/// batches finished so far.
+struct Batching<'e, 'a, B> {
+    envelope: &'e mut Envelope<'a>,
+    builder: &'e mut B,
+    out: &'e mut Vec<OtapBatch>,
+    max_rows: usize,
+}
+
+impl<'a, B: RootBuilder> Batching<'_, 'a, B> {
+    /// Whether the batch is full; if so, `before_flush` runs, then the batch is finished.
+    fn flush_if_full(
+        &mut self,
+        before_flush: impl FnOnce(&mut Envelope<'a>) -> Result<()>,
+    ) -> Result<bool> {
+        if self.envelope.rows() < self.max_rows {
+            return Ok(false);
+        }
+        before_flush(self.envelope)?;
+        self.out.push(self.builder.finish(self.envelope.finish()?)?);
+        Ok(true)
+    }
+
+    fn append(
+        &mut self,
+        resource: &mut Context<'a>,
+        scope: &mut Context<'a>,
+        record: Reader<'_>,
+    ) -> Result<()> {
+        let row = self.envelope.push_row(resource, scope)?;
+        self.builder.append(row, record)
+    }
+}
+
+/// The last schema URL (field 3) among the remaining fields of a `Scope*` message.
+fn last_schema_url<'a>(mut rest: Reader<'a>) -> Result<&'a str> {
+    let mut url = "";
+    while let Some((field, wire)) = rest.field()? {
+        match field {
+            3 => url = rest.string_field(wire)?,
+            _ => rest.skip(wire)?,
+        }
+    }
+    Ok(url)
+}
+
+/// Decodes a `Scope*` message that starts with its scope, in one pass: its schema URL, which
+/// encoders write after the records, is set on the scope's rows when it arrives (or looked up
+/// in the rest of the message when the batch fills up first).
+fn scope_in_one_pass<'a, B: RootBuilder>(
+    scope_msg: Reader<'a>,
+    resource: &mut Context<'a>,
+    batch: &mut Batching<'_, 'a, B>,
+) -> Result<()> {
+    let mut s = scope_msg;
+    let mut scope: Option<Context<'a>> = None;
+    let mut first_row = batch.envelope.rows();
+    let mut url_known = false;
+    while let Some((field, wire)) = s.field()? {
+        match field {
+            1 if scope.is_none() => {
+                scope = Some(Context::new(Embedded::of(&s.message_field(wire)?), ""))
+            }
+            2 => {
+                let record = s.message_field(wire)?;
+                let Some(ctx) = scope.as_mut() else {
+                    return s.err("scope missing");
+                };
+                let flushed = batch.flush_if_full(|envelope| {
+                    if !url_known {
+                        let url = last_schema_url(s)?;
+                        envelope.patch_schema_url(first_row, url);
+                        ctx.set_schema_url(url);
+                        url_known = true;
+                    }
+                    Ok(())
+                })?;
+                if flushed {
+                    first_row = 0;
+                }
+                batch.append(resource, ctx, record)?;
+            }
+            3 => {
+                let url = s.string_field(wire)?;
+                batch.envelope.patch_schema_url(first_row, url);
+                if let Some(ctx) = scope.as_mut() {
+                    ctx.set_schema_url(url);
+                }
+                url_known = true;
+            }
+            _ => s.skip(wire)?,
+        }
+    }
+    Ok(())
+}
+
+/// Decodes a `Scope*` message in any field order: its scope and schema URL first, then its
+/// records.
+fn scope_in_two_passes<'a, B: RootBuilder>(
+    scope_msg: Reader<'a>,
+    resource: &mut Context<'a>,
+    batch: &mut Batching<'_, 'a, B>,
+) -> Result<()> {
+    let (scope, schema_url) = scan_header(scope_msg)?;
+    let mut scope = Context::new(scope, schema_url);
+    let mut s = scope_msg;
+    while let Some((field, wire)) = s.field()? {
+        if field != 2 {
+            s.skip(wire)?;
+            continue;
+        }
+        let record = s.message_field(wire)?;
+        batch.flush_if_full(|_| Ok(()))?;
+        batch.append(resource, &mut scope, record)?;
+    }
+    Ok(())
 }
 
 fn walk<B: RootBuilder>(bytes: &[u8], mut builder: B, max_rows: usize) -> Result<Vec<OtapBatch>> {
@@ -90,21 +211,16 @@ fn walk<B: RootBuilder>(bytes: &[u8], mut builder: B, max_rows: usize) -> Result
                 continue;
             }
             let scope_msg = r.message_field(wire)?;
-            let (scope, schema_url) =
-                scan_header(Reader::nested(scope_msg.rest(), scope_msg.offset()))?;
-            let mut scope = Context::new(scope, schema_url);
-            let mut s = scope_msg;
-            while let Some((field, wire)) = s.field()? {
-                if field != 2 {
-                    s.skip(wire)?;
-                    continue;
-                }
-                let record = s.message_field(wire)?;
-                if envelope.rows() >= max_rows {
-                    out.push(builder.finish(envelope.finish()?)?);
-                }
-                let row = envelope.push_row(&mut resource, &mut scope)?;
-                builder.append(row, record)?;
+            let mut batch = Batching {
+                envelope: &mut envelope,
+                builder: &mut builder,
+                out: &mut out,
+                max_rows,
+            };
+            if matches!(scope_msg.clone().field()?, Some((1, WireType::Len))) {
+                scope_in_one_pass(scope_msg, &mut resource, &mut batch)?;
+            } else {
+                scope_in_two_passes(scope_msg, &mut resource, &mut batch)?;
             }
         }
     }
