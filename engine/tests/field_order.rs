@@ -36,19 +36,6 @@ fn request(records: usize) -> ExportLogsServiceRequest {
     }
 }
 
-/// Length-delimited field `number` holding `body`.
-fn field(number: u8, body: &[u8]) -> Vec<u8> {
-    let mut out = vec![number << 3 | 2];
-    let mut len = body.len();
-    while len >= 0x80 {
-        out.push((len as u8) | 0x80);
-        len >>= 7;
-    }
-    out.push(len as u8);
-    out.extend_from_slice(body);
-    out
-}
-
 /// Scenario: 70,000 records in one scope whose schema URL is written after them, so the
 /// request splits into two batches before the URL is read.
 /// Guarantees: every record of both batches carries the scope's URL.
@@ -72,12 +59,12 @@ fn field_order_does_not_matter() {
     let request = request(5);
     let expected = common::canonical(Signal::Logs, &request.encode_to_vec());
     let scope_logs = &request.resource_logs[0].scope_logs[0];
-    let scope = field(1, &scope_logs.scope.as_ref().unwrap().encode_to_vec());
-    let url = field(3, scope_logs.schema_url.as_bytes());
+    let scope = common::field(1, &scope_logs.scope.as_ref().unwrap().encode_to_vec());
+    let url = common::field(3, scope_logs.schema_url.as_bytes());
     let records: Vec<Vec<u8>> = scope_logs
         .log_records
         .iter()
-        .map(|r| field(2, &r.encode_to_vec()))
+        .map(|r| common::field(2, &r.encode_to_vec()))
         .collect();
     let orders: Vec<Vec<&[u8]>> = vec![
         [&url[..], &scope[..]]
@@ -106,7 +93,7 @@ fn field_order_does_not_matter() {
     ];
     for (i, parts) in orders.iter().enumerate() {
         let scope_logs: Vec<u8> = parts.concat();
-        let bytes = field(1, &field(2, &scope_logs));
+        let bytes = common::field(1, &common::field(2, &scope_logs));
         let batches = json::decode(Signal::Logs, &bytes).unwrap();
         assert_eq!(common::otlp_lines(&batches), expected, "order {i}");
     }

@@ -3,6 +3,8 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray, UInt8Array, UInt16Array};
@@ -59,19 +61,10 @@ fn invalid_strings_and_ids_are_errors() {
 
 /// Wraps `inner` in length-delimited fields, outermost first.
 fn nest(fields: &[u8], inner: &[u8]) -> Vec<u8> {
-    let mut bytes = inner.to_vec();
-    for field in fields.iter().rev() {
-        let mut outer = vec![field << 3 | 2];
-        let mut len = bytes.len();
-        while len >= 0x80 {
-            outer.push((len as u8) | 0x80);
-            len >>= 7;
-        }
-        outer.push(len as u8);
-        outer.extend(bytes);
-        bytes = outer;
-    }
-    bytes
+    fields
+        .iter()
+        .rev()
+        .fold(inner.to_vec(), |body, number| common::field(*number, &body))
 }
 
 /// Scenario: a log body nested 100,000 levels deep.

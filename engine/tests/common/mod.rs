@@ -75,3 +75,16 @@ pub fn round_trip(
     }
     Ok(())
 }
+
+/// A length-delimited protobuf field `number` holding `body`.
+pub fn field(number: u8, body: &[u8]) -> Vec<u8> {
+    let mut out = vec![number << 3 | 2];
+    let mut len = body.len();
+    while len >= 0x80 {
+        out.push((len as u8) | 0x80);
+        len >>= 7;
+    }
+    out.push(len as u8);
+    out.extend_from_slice(body);
+    out
+}
