@@ -1,0 +1,427 @@
+//! The syntax tree of a pipeline file. Every node prints back as SQL that parses to the same
+//! tree (locations aside).
+
+use std::fmt;
+
+use sqlparser::ast::{Expr, Ident, Query};
+
+use crate::error::Location;
+use crate::model::AttrScope;
+
+/// A parsed pipeline file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct File {
+    /// Its statements, in order.
+    pub statements: Vec<Statement>,
+}
+
+/// A top-level statement.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Statement {
+    /// `CREATE SOURCE`.
+    Source(CreateSource),
+    /// `CREATE SINK`.
+    Sink(CreateSink),
+    /// `CREATE PIPELINE`.
+    Pipeline(CreatePipeline),
+}
+
+/// Where telemetry comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SourceKind {
+    /// OTLP/gRPC and OTAP on one listener.
+    Grpc,
+    /// OTLP/HTTP.
+    Http,
+    /// Synthetic telemetry.
+    Generator,
+    /// OTLP JSON lines from a file.
+    File,
+}
+
+impl SourceKind {
+    /// All kinds.
+    pub const ALL: [SourceKind; 4] = [
+        SourceKind::Grpc,
+        SourceKind::Http,
+        SourceKind::Generator,
+        SourceKind::File,
+    ];
+
+    /// The keyword naming the kind.
+    pub fn keyword(self) -> &'static str {
+        match self {
+            SourceKind::Grpc => "GRPC",
+            SourceKind::Http => "HTTP",
+            SourceKind::Generator => "GENERATOR",
+            SourceKind::File => "FILE",
+        }
+    }
+}
+
+/// Where telemetry goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SinkKind {
+    /// An OTAP gRPC exporter.
+    Otap,
+    /// An OTLP gRPC exporter.
+    Otlp,
+    /// OTLP JSON lines into a file.
+    File,
+    /// A readable sample on standard output.
+    Console,
+}
+
+impl SinkKind {
+    /// All kinds.
+    pub const ALL: [SinkKind; 4] = [
+        SinkKind::Otap,
+        SinkKind::Otlp,
+        SinkKind::File,
+        SinkKind::Console,
+    ];
+
+    /// The keyword naming the kind.
+    pub fn keyword(self) -> &'static str {
+        match self {
+            SinkKind::Otap => "OTAP",
+            SinkKind::Otlp => "OTLP",
+            SinkKind::File => "FILE",
+            SinkKind::Console => "CONSOLE",
+        }
+    }
+}
+
+/// One `key = value` of a `WITH (...)` list.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OptionEntry {
+    /// The option's name.
+    pub key: Ident,
+    /// Its value (a literal).
+    pub value: Expr,
+}
+
+/// `CREATE SOURCE name FROM kind [WITH (...)]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreateSource {
+    /// Where the statement starts.
+    pub location: Location,
+    /// The source's name.
+    pub name: Ident,
+    /// What kind of source.
+    pub kind: SourceKind,
+    /// Its options.
+    pub options: Vec<OptionEntry>,
+}
+
+/// `CREATE SINK name TO kind [WITH (...)]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreateSink {
+    /// Where the statement starts.
+    pub location: Location,
+    /// The sink's name.
+    pub name: Ident,
+    /// What kind of sink.
+    pub kind: SinkKind,
+    /// Its options.
+    pub options: Vec<OptionEntry>,
+}
+
+/// `CREATE PIPELINE name FROM source AS BEGIN ... END`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreatePipeline {
+    /// Where the statement starts.
+    pub location: Location,
+    /// The pipeline's name.
+    pub name: Ident,
+    /// The source whose batches it transforms.
+    pub source: Ident,
+    /// Its statements, applied in order to every batch.
+    pub body: Vec<PipelineStatement>,
+}
+
+/// A statement inside a pipeline.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PipelineStatement {
+    /// `ALTER TABLE t RENAME|DROP [RESOURCE|SCOPE] ATTRIBUTE ...`.
+    Alter(AlterAttributes),
+    /// `UPDATE t SET ... [WHERE p]`.
+    Update(Update),
+    /// `DELETE FROM t [WHERE p]`.
+    Delete(Delete),
+    /// `INSERT INTO sink SELECT ... FROM t ...`.
+    Insert(Insert),
+}
+
+impl PipelineStatement {
+    /// Where the statement starts.
+    pub fn location(&self) -> Location {
+        match self {
+            PipelineStatement::Alter(s) => s.location,
+            PipelineStatement::Update(s) => s.location,
+            PipelineStatement::Delete(s) => s.location,
+            PipelineStatement::Insert(s) => s.location,
+        }
+    }
+}
+
+/// A string literal and where it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StringLit {
+    /// The string.
+    pub value: String,
+    /// Where the literal starts.
+    pub location: Location,
+}
+
+/// `ALTER TABLE t RENAME|DROP [RESOURCE|SCOPE] ATTRIBUTE ...`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AlterAttributes {
+    /// Where the statement starts.
+    pub location: Location,
+    /// The table.
+    pub table: Ident,
+    /// Whose attributes.
+    pub scope: AttrScope,
+    /// What happens to them.
+    pub action: AttrAction,
+}
+
+/// Renames or drops.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AttrAction {
+    /// `'from' TO 'to'` pairs.
+    Rename(Vec<(StringLit, StringLit)>),
+    /// Keys to drop.
+    Drop(Vec<StringLit>),
+}
+
+/// What an `UPDATE` assignment sets.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Target {
+    /// A column, possibly dotted (`status.code`).
+    Field(Vec<Ident>),
+    /// One attribute of a map.
+    Attr {
+        /// Whose attributes.
+        scope: AttrScope,
+        /// The key.
+        key: StringLit,
+    },
+}
+
+/// `target = value`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Assignment {
+    /// Where the assignment starts.
+    pub location: Location,
+    /// What is set.
+    pub target: Target,
+    /// The new value.
+    pub value: Expr,
+}
+
+/// `UPDATE t SET a = e [, ...] [WHERE p]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Update {
+    /// Where the statement starts.
+    pub location: Location,
+    /// The table.
+    pub table: Ident,
+    /// The assignments.
+    pub assignments: Vec<Assignment>,
+    /// Which rows (all when absent).
+    pub selection: Option<Expr>,
+}
+
+/// `DELETE FROM t [WHERE p]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Delete {
+    /// Where the statement starts.
+    pub location: Location,
+    /// The table.
+    pub table: Ident,
+    /// Which rows (all when absent).
+    pub selection: Option<Expr>,
+}
+
+/// `INSERT INTO sink SELECT ...`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Insert {
+    /// Where the statement starts.
+    pub location: Location,
+    /// The sink.
+    pub sink: Ident,
+    /// The query whose rows go to the sink.
+    pub query: Box<Query>,
+}
+
+/// Writes `value` as a SQL string literal.
+pub(crate) fn write_string(f: &mut fmt::Formatter<'_>, value: &str) -> fmt::Result {
+    write!(f, "'{}'", value.replace('\'', "''"))
+}
+
+fn write_options(f: &mut fmt::Formatter<'_>, options: &[OptionEntry]) -> fmt::Result {
+    if options.is_empty() {
+        return Ok(());
+    }
+    f.write_str(" WITH (")?;
+    for (i, o) in options.iter().enumerate() {
+        if i > 0 {
+            f.write_str(", ")?;
+        }
+        write!(f, "{} = {}", o.key, o.value)?;
+    }
+    f.write_str(")")
+}
+
+impl fmt::Display for File {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for s in &self.statements {
+            writeln!(f, "{s};")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Statement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Statement::Source(s) => s.fmt(f),
+            Statement::Sink(s) => s.fmt(f),
+            Statement::Pipeline(p) => p.fmt(f),
+        }
+    }
+}
+
+impl fmt::Display for CreateSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "CREATE SOURCE {} FROM {}",
+            self.name,
+            self.kind.keyword()
+        )?;
+        write_options(f, &self.options)
+    }
+}
+
+impl fmt::Display for CreateSink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CREATE SINK {} TO {}", self.name, self.kind.keyword())?;
+        write_options(f, &self.options)
+    }
+}
+
+impl fmt::Display for CreatePipeline {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "CREATE PIPELINE {} FROM {} AS BEGIN",
+            self.name, self.source
+        )?;
+        for s in &self.body {
+            writeln!(f, "  {s};")?;
+        }
+        f.write_str("END")
+    }
+}
+
+impl fmt::Display for PipelineStatement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PipelineStatement::Alter(s) => s.fmt(f),
+            PipelineStatement::Update(s) => s.fmt(f),
+            PipelineStatement::Delete(s) => s.fmt(f),
+            PipelineStatement::Insert(s) => s.fmt(f),
+        }
+    }
+}
+
+impl fmt::Display for AlterAttributes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let verb = match self.action {
+            AttrAction::Rename(_) => "RENAME",
+            AttrAction::Drop(_) => "DROP",
+        };
+        write!(f, "ALTER TABLE {} {verb} ", self.table)?;
+        if let Some(keyword) = self.scope.keyword() {
+            write!(f, "{keyword} ")?;
+        }
+        f.write_str("ATTRIBUTE ")?;
+        match &self.action {
+            AttrAction::Rename(pairs) => {
+                for (i, (from, to)) in pairs.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write_string(f, &from.value)?;
+                    f.write_str(" TO ")?;
+                    write_string(f, &to.value)?;
+                }
+            }
+            AttrAction::Drop(keys) => {
+                for (i, key) in keys.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write_string(f, &key.value)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Field(parts) => {
+                for (i, p) in parts.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(".")?;
+                    }
+                    write!(f, "{p}")?;
+                }
+                Ok(())
+            }
+            Target::Attr { scope, key } => {
+                write!(f, "{}[", scope.map_name())?;
+                write_string(f, &key.value)?;
+                f.write_str("]")
+            }
+        }
+    }
+}
+
+impl fmt::Display for Update {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "UPDATE {} SET ", self.table)?;
+        for (i, a) in self.assignments.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{} = {}", a.target, a.value)?;
+        }
+        if let Some(p) = &self.selection {
+            write!(f, " WHERE {p}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Delete {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "DELETE FROM {}", self.table)?;
+        if let Some(p) = &self.selection {
+            write!(f, " WHERE {p}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Insert {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "INSERT INTO {} {}", self.sink, self.query)
+    }
+}

@@ -1,0 +1,489 @@
+//! Checking parsed files into a [`Program`]: names resolve (sources, sinks, tables, columns),
+//! options are known and typed, queries have a shape the engine runs.
+
+use sqlparser::ast::{
+    Expr, FunctionArguments, GroupByExpr, Ident, Query, SelectItem, SetExpr, Spanned, TableFactor,
+    Visit, Visitor,
+};
+use std::ops::ControlFlow;
+
+use crate::ast::{self, AttrAction, PipelineStatement, Target};
+use crate::error::{DialectError, Located, Location};
+use crate::exprs::{ResolvedExpr, resolve};
+use crate::model::{ColumnRef, Table};
+use crate::options;
+use crate::program::*;
+
+type Result<T> = std::result::Result<T, Located>;
+
+/// Checks the statements of several files as one program (a pipeline may use a source or sink
+/// defined in another file).
+pub(crate) fn check_files(
+    files: &[(String, ast::File)],
+) -> std::result::Result<Program, DialectError> {
+    let mut program = Program {
+        sources: Vec::new(),
+        sinks: Vec::new(),
+        pipelines: Vec::new(),
+    };
+    // Sources and sinks first, so pipelines may come before the definitions they use.
+    for (file, parsed) in files {
+        for statement in &parsed.statements {
+            define(&mut program, file, statement).map_err(|e| e.in_file(file))?;
+        }
+    }
+    for (file, parsed) in files {
+        for statement in &parsed.statements {
+            if let ast::Statement::Pipeline(p) = statement {
+                let pipeline = pipeline(&program, file, p).map_err(|e| e.in_file(file))?;
+                program.pipelines.push(pipeline);
+            }
+        }
+    }
+    Ok(program)
+}
+
+/// Checks one file.
+pub(crate) fn check(file: &str, parsed: &ast::File) -> std::result::Result<Program, DialectError> {
+    check_files(&[(file.to_string(), parsed.clone())])
+}
+
+fn origin(file: &str, location: Location) -> Origin {
+    Origin {
+        file: file.to_string(),
+        location,
+    }
+}
+
+fn define(program: &mut Program, file: &str, statement: &ast::Statement) -> Result<()> {
+    match statement {
+        ast::Statement::Source(s) => {
+            let name = s.name.value.clone();
+            if let Some(other) = program.source(&name) {
+                return Err(Located::at(
+                    s.name.span,
+                    format!("source '{name}' is already defined at {}", other.origin),
+                ));
+            }
+            let what = format!("{} source", s.kind.keyword());
+            let options = options::validate(
+                &s.options,
+                &options::source_options(s.kind),
+                &what,
+                s.location,
+            )?;
+            program.sources.push(Source {
+                name,
+                kind: s.kind,
+                options,
+                origin: origin(file, s.location),
+            });
+        }
+        ast::Statement::Sink(s) => {
+            let name = s.name.value.clone();
+            if let Some(other) = program.sink(&name) {
+                return Err(Located::at(
+                    s.name.span,
+                    format!("sink '{name}' is already defined at {}", other.origin),
+                ));
+            }
+            let what = format!("{} sink", s.kind.keyword());
+            let options = options::validate(
+                &s.options,
+                &options::sink_options(s.kind),
+                &what,
+                s.location,
+            )?;
+            program.sinks.push(Sink {
+                name,
+                kind: s.kind,
+                options,
+                origin: origin(file, s.location),
+            });
+        }
+        ast::Statement::Pipeline(_) => {}
+    }
+    Ok(())
+}
+
+fn pipeline(program: &Program, file: &str, p: &ast::CreatePipeline) -> Result<Pipeline> {
+    let name = p.name.value.clone();
+    if let Some(other) = program.pipelines.iter().find(|o| o.name == name) {
+        return Err(Located::at(
+            p.name.span,
+            format!("pipeline '{name}' is already defined at {}", other.origin),
+        ));
+    }
+    if program.source(&p.source.value).is_none() {
+        return Err(Located::at(
+            p.source.span,
+            format!(
+                "unknown source '{}'; defined sources: {}",
+                p.source.value,
+                names(program.sources.iter().map(|s| s.name.as_str()))
+            ),
+        ));
+    }
+    let steps = p
+        .body
+        .iter()
+        .map(|s| step(program, file, s))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Pipeline {
+        name,
+        source: p.source.value.clone(),
+        steps,
+        origin: origin(file, p.location),
+    })
+}
+
+fn names<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    let list: Vec<&str> = names.collect();
+    if list.is_empty() {
+        "none".to_string()
+    } else {
+        list.join(", ")
+    }
+}
+
+fn table(ident: &Ident) -> Result<Table> {
+    Table::parse(&ident.value).ok_or_else(|| {
+        Located::at(
+            ident.span,
+            format!(
+                "unknown table '{}'; tables are logs, spans and metrics",
+                ident.value
+            ),
+        )
+    })
+}
+
+fn sink(program: &Program, ident: &Ident) -> Result<String> {
+    match program.sink(&ident.value) {
+        Some(s) => Ok(s.name.clone()),
+        None => Err(Located::at(
+            ident.span,
+            format!(
+                "unknown sink '{}'; defined sinks: {}",
+                ident.value,
+                names(program.sinks.iter().map(|s| s.name.as_str()))
+            ),
+        )),
+    }
+}
+
+fn filter(table: Table, selection: &Option<Expr>) -> Result<Option<ResolvedExpr>> {
+    selection
+        .as_ref()
+        .map(|e| resolve(table, e, &[]))
+        .transpose()
+}
+
+fn nonempty_key(key: &ast::StringLit) -> Result<String> {
+    if key.value.is_empty() {
+        Err(Located::new(key.location, "attribute keys are not empty"))
+    } else {
+        Ok(key.value.clone())
+    }
+}
+
+fn step(program: &Program, file: &str, statement: &PipelineStatement) -> Result<Step> {
+    let (table, kind) = match statement {
+        PipelineStatement::Alter(a) => {
+            let table = table(&a.table)?;
+            let kind = match &a.action {
+                AttrAction::Rename(pairs) => StepKind::Rename {
+                    scope: a.scope,
+                    renames: pairs
+                        .iter()
+                        .map(|(from, to)| Ok((nonempty_key(from)?, nonempty_key(to)?)))
+                        .collect::<Result<_>>()?,
+                },
+                AttrAction::Drop(keys) => StepKind::Drop {
+                    scope: a.scope,
+                    keys: keys.iter().map(nonempty_key).collect::<Result<_>>()?,
+                },
+            };
+            (table, kind)
+        }
+        PipelineStatement::Update(u) => {
+            let table = table(&u.table)?;
+            let mut assignments = Vec::new();
+            for a in &u.assignments {
+                let target = match &a.target {
+                    Target::Attr { scope, key } => SetTarget::Attr {
+                        scope: *scope,
+                        key: nonempty_key(key)?,
+                    },
+                    Target::Field(parts) => {
+                        let name: Vec<String> =
+                            parts.iter().map(|p| p.value.to_lowercase()).collect();
+                        let name = name.join(".");
+                        match table.field(&name) {
+                            Some(f) if f.writable => SetTarget::Field(f),
+                            Some(f) => {
+                                let writable: Vec<&str> = table
+                                    .fields()
+                                    .iter()
+                                    .filter(|f| f.writable)
+                                    .map(|f| f.name)
+                                    .collect();
+                                return Err(Located::new(
+                                    a.location,
+                                    format!(
+                                        "column '{}' of {table} cannot be set; settable: {}, and attributes['key'], resource.attributes['key'], scope.attributes['key']",
+                                        f.name,
+                                        writable.join(", ")
+                                    ),
+                                ));
+                            }
+                            None => {
+                                return Err(Located::new(
+                                    a.location,
+                                    format!(
+                                        "unknown column '{name}' in {table}; columns are {}",
+                                        table.field_names().join(", ")
+                                    ),
+                                ));
+                            }
+                        }
+                    }
+                };
+                if assignments.iter().any(|s: &SetStep| s.target == target) {
+                    return Err(Located::new(
+                        a.location,
+                        format!("{} is set twice", a.target),
+                    ));
+                }
+                assignments.push(SetStep {
+                    target,
+                    value: resolve(table, &a.value, &[])?,
+                });
+            }
+            (
+                table,
+                StepKind::Update {
+                    assignments,
+                    filter: filter(table, &u.selection)?,
+                },
+            )
+        }
+        PipelineStatement::Delete(d) => {
+            let table = table(&d.table)?;
+            (
+                table,
+                StepKind::Delete {
+                    filter: filter(table, &d.selection)?,
+                },
+            )
+        }
+        PipelineStatement::Insert(i) => {
+            let sink = sink(program, &i.sink)?;
+            insert(sink, &i.query)?
+        }
+    };
+    Ok(Step {
+        sql: statement.to_string(),
+        origin: origin(file, statement.location()),
+        table,
+        kind,
+    })
+}
+
+/// Whether an expression calls an aggregate function (by name; the engine checks further).
+fn has_aggregate(expr: &Expr) -> bool {
+    struct Finder(bool);
+    impl Visitor for Finder {
+        type Break = ();
+        fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<()> {
+            if let Expr::Function(f) = expr {
+                let name = f.name.to_string().to_lowercase();
+                let aggregate = AGGREGATES.contains(&name.as_str())
+                    || matches!(f.args, FunctionArguments::List(ref l) if l.args.is_empty() && name == "count");
+                if aggregate && f.over.is_none() {
+                    self.0 = true;
+                    return ControlFlow::Break(());
+                }
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let mut finder = Finder(false);
+    let _ = expr.visit(&mut finder);
+    finder.0
+}
+
+/// Aggregate functions recognised when deciding whether an `INSERT ... SELECT` aggregates.
+const AGGREGATES: &[&str] = &[
+    "count",
+    "sum",
+    "avg",
+    "mean",
+    "min",
+    "max",
+    "approx_distinct",
+    "approx_percentile_cont",
+    "approx_median",
+    "median",
+    "stddev",
+    "var",
+    "first_value",
+    "last_value",
+    "bit_and",
+    "bit_or",
+    "bool_and",
+    "bool_or",
+    "array_agg",
+    "string_agg",
+];
+
+fn insert(sink: String, query: &Query) -> Result<(Table, StepKind)> {
+    let unsupported = |what: &str, at: sqlparser::tokenizer::Span| {
+        Err(Located::at(
+            at,
+            format!(
+                "{what} is not supported in INSERT INTO sink SELECT ...; write SELECT ... FROM logs|spans|metrics [WHERE ...] [GROUP BY ...]"
+            ),
+        ))
+    };
+    if query.with.is_some() {
+        return unsupported("WITH", query.span());
+    }
+    if query.order_by.is_some() {
+        return unsupported("ORDER BY", query.span());
+    }
+    if query.limit_clause.is_some() {
+        return unsupported("LIMIT", query.span());
+    }
+    let SetExpr::Select(select) = query.body.as_ref() else {
+        return unsupported("a set operation or nested query", query.span());
+    };
+    let [from] = select.from.as_slice() else {
+        return unsupported("selecting from several tables", select.span());
+    };
+    if !from.joins.is_empty() {
+        return unsupported("JOIN", from.span());
+    }
+    let TableFactor::Table { name, alias, .. } = &from.relation else {
+        return unsupported("a subquery or table function", from.relation.span());
+    };
+    if alias.is_some() {
+        return unsupported("a table alias", from.relation.span());
+    }
+    let ident = match name.0.as_slice() {
+        [part] => part.as_ident().cloned(),
+        _ => None,
+    };
+    let Some(ident) = ident else {
+        return Err(Located::at(
+            name.span(),
+            format!("unknown table '{name}'; tables are logs, spans and metrics"),
+        ));
+    };
+    let table = table(&ident)?;
+    if select.having.is_some() {
+        return unsupported("HAVING", select.span());
+    }
+    if select.distinct.is_some() {
+        return unsupported("DISTINCT", select.span());
+    }
+    let group_by = match &select.group_by {
+        GroupByExpr::Expressions(exprs, modifiers) if modifiers.is_empty() => exprs.clone(),
+        GroupByExpr::Expressions(..) | GroupByExpr::All(_) => {
+            return unsupported("GROUP BY ALL and grouping modifiers", select.span());
+        }
+    };
+    let filter = filter(table, &select.selection)?;
+    let aggregates = select.projection.iter().any(|item| match item {
+        SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => has_aggregate(e),
+        _ => false,
+    });
+    if group_by.is_empty() && !aggregates {
+        let projection = projection(table, &select.projection)?;
+        return Ok((
+            table,
+            StepKind::Route {
+                sink,
+                filter,
+                projection,
+            },
+        ));
+    }
+    let mut outputs = Vec::new();
+    let aliases: Vec<String> = select
+        .projection
+        .iter()
+        .filter_map(|item| match item {
+            SelectItem::ExprWithAlias { alias, .. } => Some(alias.value.to_lowercase()),
+            _ => None,
+        })
+        .collect();
+    for item in &select.projection {
+        let (expr, name) = match item {
+            SelectItem::ExprWithAlias { expr, alias } => (expr, alias.value.clone()),
+            SelectItem::UnnamedExpr(expr) => (expr, output_name(table, expr)?),
+            other => return unsupported("* in an aggregation", other.span()),
+        };
+        outputs.push((name, resolve(table, expr, &[])?));
+    }
+    let group_by = group_by
+        .iter()
+        .map(|e| resolve(table, e, &aliases))
+        .collect::<Result<Vec<_>>>()?;
+    Ok((
+        table,
+        StepKind::Aggregate {
+            sink,
+            filter,
+            outputs,
+            group_by,
+        },
+    ))
+}
+
+/// The name of an unaliased output column: the attribute key or the column name.
+fn output_name(table: Table, expr: &Expr) -> Result<String> {
+    let resolved = resolve(table, expr, &[])?;
+    match (resolved.columns.as_slice(), &resolved.expr) {
+        ([ColumnRef::Attr { key, .. }], Expr::Identifier(_)) => Ok(key.clone()),
+        ([ColumnRef::Field(f)], Expr::Identifier(_)) => Ok(f.name.to_string()),
+        _ => Ok(expr.to_string()),
+    }
+}
+
+fn projection(table: Table, items: &[SelectItem]) -> Result<Option<Vec<ColumnRef>>> {
+    if let [SelectItem::Wildcard(options)] = items {
+        if options.opt_exclude.is_some()
+            || options.opt_except.is_some()
+            || options.opt_replace.is_some()
+            || options.opt_rename.is_some()
+            || options.opt_ilike.is_some()
+        {
+            return Err(Located::at(items[0].span(), "only a plain * is supported"));
+        }
+        return Ok(None);
+    }
+    let mut columns = Vec::new();
+    for item in items {
+        let expr = match item {
+            SelectItem::UnnamedExpr(e) => e,
+            other => {
+                return Err(Located::at(
+                    other.span(),
+                    "a routed SELECT lists * or columns and attributes (no aliases or computed values; use UPDATE to compute)",
+                ));
+            }
+        };
+        let resolved = resolve(table, expr, &[])?;
+        match (resolved.columns.as_slice(), &resolved.expr) {
+            ([column], Expr::Identifier(_)) => columns.push(column.clone()),
+            _ => {
+                return Err(Located::at(
+                    expr.span(),
+                    "a routed SELECT lists * or columns and attributes (no aliases or computed values; use UPDATE to compute)",
+                ));
+            }
+        }
+    }
+    Ok(Some(columns))
+}

@@ -1,0 +1,317 @@
+//! Expressions over a table: every column and attribute they read is resolved, typed, and
+//! replaced by a plain column reference the engine evaluates on a batch it assembles.
+
+use std::ops::ControlFlow;
+
+use sqlparser::ast::{
+    AccessExpr, BinaryOperator, CastKind, DataType, Expr, Ident, Spanned, Subscript, UnaryOperator,
+    Value, VisitMut, VisitorMut,
+};
+
+use crate::error::Located;
+use crate::model::{AttrScope, AttrType, ColumnRef, Table};
+
+/// An expression whose column references are resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResolvedExpr {
+    /// The expression as written.
+    pub original: Expr,
+    /// The expression with every reference replaced by a quoted identifier named
+    /// [`ColumnRef::column_name`].
+    pub expr: Expr,
+    /// The columns it reads, each once, in order of first use.
+    pub columns: Vec<ColumnRef>,
+}
+
+impl ResolvedExpr {
+    /// The rewritten expression as SQL.
+    pub fn sql(&self) -> String {
+        self.expr.to_string()
+    }
+}
+
+impl std::fmt::Display for ResolvedExpr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.original)
+    }
+}
+
+/// Resolves `expr` against `table`; `aliases` are names the expression may also use (output
+/// names of a query).
+pub(crate) fn resolve(
+    table: Table,
+    expr: &Expr,
+    aliases: &[String],
+) -> Result<ResolvedExpr, Located> {
+    let mut resolver = Resolver {
+        table,
+        aliases,
+        columns: Vec::new(),
+    };
+    let mut rewritten = expr.clone();
+    if let ControlFlow::Break(e) = rewritten.visit(&mut resolver) {
+        return Err(e);
+    }
+    Ok(ResolvedExpr {
+        original: expr.clone(),
+        expr: rewritten,
+        columns: resolver.columns,
+    })
+}
+
+struct Resolver<'a> {
+    table: Table,
+    aliases: &'a [String],
+    columns: Vec<ColumnRef>,
+}
+
+/// An attribute reference as written: whose map and which key.
+struct AttrAccess {
+    scope: AttrScope,
+    key: String,
+}
+
+fn lower(ident: &Ident) -> String {
+    ident.value.to_lowercase()
+}
+
+/// Recognizes `attributes['k']`, `resource.attributes['k']` and `scope.attributes['k']`.
+fn attr_access(expr: &Expr) -> Result<Option<AttrAccess>, Located> {
+    let Expr::CompoundFieldAccess { root, access_chain } = expr else {
+        return Ok(None);
+    };
+    let mut path: Vec<String> = match root.as_ref() {
+        Expr::Identifier(i) => vec![lower(i)],
+        Expr::CompoundIdentifier(parts) => parts.iter().map(lower).collect(),
+        _ => return Ok(None),
+    };
+    let mut subscripts = Vec::new();
+    for access in access_chain {
+        match access {
+            AccessExpr::Dot(Expr::Identifier(i)) if subscripts.is_empty() => path.push(lower(i)),
+            AccessExpr::Subscript(Subscript::Index { index }) => subscripts.push(index),
+            _ => return Ok(None),
+        }
+    }
+    let scope = match path
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
+        ["attributes"] => AttrScope::Record,
+        ["resource", "attributes"] => AttrScope::Resource,
+        ["scope", "attributes"] => AttrScope::Scope,
+        _ => return Ok(None),
+    };
+    let [index] = subscripts.as_slice() else {
+        return Err(Located::at(
+            expr.span(),
+            "an attribute is read as map['key'] with one key",
+        ));
+    };
+    match index {
+        Expr::Value(v) => match &v.value {
+            Value::SingleQuotedString(key) => Ok(Some(AttrAccess {
+                scope,
+                key: key.clone(),
+            })),
+            _ => Err(Located::at(v.span, "attribute keys are 'string' literals")),
+        },
+        other => Err(Located::at(
+            other.span(),
+            "attribute keys are 'string' literals",
+        )),
+    }
+}
+
+/// The attribute type a literal compares as.
+fn literal_type(expr: &Expr) -> Option<AttrType> {
+    match expr {
+        Expr::Value(v) => match &v.value {
+            Value::Number(n, _) => Some(if n.to_string().parse::<i64>().is_ok() {
+                AttrType::Int
+            } else {
+                AttrType::Double
+            }),
+            Value::SingleQuotedString(_) | Value::DoubleQuotedString(_) => Some(AttrType::Str),
+            Value::Boolean(_) => Some(AttrType::Bool),
+            _ => None,
+        },
+        Expr::UnaryOp {
+            op: UnaryOperator::Minus | UnaryOperator::Plus,
+            expr,
+        } => literal_type(expr),
+        _ => None,
+    }
+}
+
+/// The attribute type of a cast's target type.
+fn cast_type(data_type: &DataType, at: &Expr) -> Result<AttrType, Located> {
+    use DataType as D;
+    Ok(match data_type {
+        D::BigInt(_)
+        | D::Int(_)
+        | D::Integer(_)
+        | D::Int64
+        | D::SmallInt(_)
+        | D::TinyInt(_)
+        | D::Int8(_)
+        | D::Int16
+        | D::Int32
+        | D::Signed
+        | D::SignedInteger => AttrType::Int,
+        D::Double(_)
+        | D::DoublePrecision
+        | D::Float(_)
+        | D::Float64
+        | D::Real
+        | D::Float4
+        | D::Float8
+        | D::Decimal(_)
+        | D::Numeric(_) => AttrType::Double,
+        D::Boolean | D::Bool => AttrType::Bool,
+        D::String(_)
+        | D::Text
+        | D::Varchar(_)
+        | D::Char(_)
+        | D::CharVarying(_)
+        | D::Character(_)
+        | D::CharacterVarying(_)
+        | D::Nvarchar(_) => AttrType::Str,
+        D::Bytea | D::Binary(_) | D::Varbinary(_) | D::Blob(_) | D::Bytes(_) => AttrType::Bytes,
+        other => {
+            return Err(Located::at(
+                at.span(),
+                format!(
+                    "unknown attribute type {other}; attributes are read as STRING, BIGINT, DOUBLE, BOOLEAN or BYTEA"
+                ),
+            ));
+        }
+    })
+}
+
+fn is_comparison(op: &BinaryOperator) -> bool {
+    use BinaryOperator as B;
+    matches!(op, B::Eq | B::NotEq | B::Lt | B::LtEq | B::Gt | B::GtEq)
+}
+
+impl Resolver<'_> {
+    fn column(&mut self, column: ColumnRef) -> Expr {
+        let name = column.column_name();
+        if !self.columns.contains(&column) {
+            self.columns.push(column);
+        }
+        Expr::Identifier(Ident::with_quote('"', name))
+    }
+
+    /// Replaces `slot` with a typed attribute column if it is an attribute reference.
+    fn typed_attr(&mut self, slot: &mut Expr, ty: AttrType) -> Result<(), Located> {
+        if let Some(AttrAccess { scope, key }) = attr_access(slot)? {
+            *slot = self.column(ColumnRef::Attr { scope, key, ty });
+        }
+        Ok(())
+    }
+
+    fn field(&mut self, parts: &[Ident], expr: &Expr) -> Result<Expr, Located> {
+        let mut names: Vec<String> = parts.iter().map(lower).collect();
+        if names.len() > 1 && names[0] == self.table.name() {
+            names.remove(0);
+        }
+        let name = names.join(".");
+        if let Some(field) = self.table.field(&name) {
+            return Ok(self.column(ColumnRef::Field(field)));
+        }
+        if names.len() == 1 && self.aliases.contains(&name) {
+            return Ok(expr.clone());
+        }
+        let message = match name.as_str() {
+            "attributes" | "resource.attributes" | "scope.attributes" => {
+                format!("{name} is a map: read one attribute as {name}['key']")
+            }
+            _ => format!(
+                "unknown column '{name}' in {}; columns are {}, and attributes['key'], resource.attributes['key'], scope.attributes['key']",
+                self.table,
+                self.table.field_names().join(", ")
+            ),
+        };
+        Err(Located::at(expr.span(), message))
+    }
+
+    fn rewrite(&mut self, expr: &mut Expr) -> Result<(), Located> {
+        match expr {
+            Expr::BinaryOp { left, op, right } if is_comparison(op) => {
+                if let Some(ty) = literal_type(right) {
+                    self.typed_attr(left, ty)?;
+                }
+                if let Some(ty) = literal_type(left) {
+                    self.typed_attr(right, ty)?;
+                }
+            }
+            Expr::InList {
+                expr: inner, list, ..
+            } => {
+                let types: Vec<Option<AttrType>> = list.iter().map(literal_type).collect();
+                if let Some(Some(first)) = types.first()
+                    && types.iter().all(|t| *t == Some(*first))
+                {
+                    self.typed_attr(inner, *first)?;
+                }
+            }
+            Expr::Between {
+                expr: inner, low, ..
+            } => {
+                if let Some(ty) = literal_type(low) {
+                    self.typed_attr(inner, ty)?;
+                }
+            }
+            Expr::Cast {
+                kind:
+                    CastKind::Cast | CastKind::DoubleColon | CastKind::TryCast | CastKind::SafeCast,
+                expr: inner,
+                data_type,
+                ..
+            } if matches!(attr_access(inner), Ok(Some(_))) => {
+                let ty = cast_type(data_type, inner)?;
+                self.typed_attr(inner, ty)?;
+            }
+            Expr::CompoundFieldAccess { .. } => {
+                if let Some(AttrAccess { scope, key }) = attr_access(expr)? {
+                    *expr = self.column(ColumnRef::Attr {
+                        scope,
+                        key,
+                        ty: AttrType::Str,
+                    });
+                }
+            }
+            Expr::Identifier(ident) => {
+                // Columns already resolved are quoted identifiers naming a resolved column.
+                if ident.quote_style == Some('"')
+                    && self.columns.iter().any(|c| c.column_name() == ident.value)
+                {
+                    return Ok(());
+                }
+                let ident = ident.clone();
+                let original = expr.clone();
+                *expr = self.field(std::slice::from_ref(&ident), &original)?;
+            }
+            Expr::CompoundIdentifier(parts) => {
+                let replacement = self.field(&parts.clone(), &expr.clone())?;
+                *expr = replacement;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+impl VisitorMut for Resolver<'_> {
+    type Break = Located;
+
+    fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<Located> {
+        match self.rewrite(expr) {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(e) => ControlFlow::Break(e),
+        }
+    }
+}

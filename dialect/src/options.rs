@@ -1,0 +1,370 @@
+//! The `WITH (...)` options of sources and sinks: which exist per kind, their types, and the
+//! typed values after validation.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use sqlparser::ast::Spanned;
+use sqlparser::ast::{Expr, UnaryOperator, Value};
+
+use crate::ast::{OptionEntry, SinkKind, SourceKind};
+use crate::error::Located;
+
+/// What values an option takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OptionType {
+    /// A string.
+    Str,
+    /// A non-negative integer.
+    Count,
+    /// A duration string: `'500ms'`, `'10s'`, `'2m'`, `'1h'`.
+    Duration,
+    /// A boolean.
+    Bool,
+    /// One of these strings.
+    Choice(&'static [&'static str]),
+}
+
+/// One option a source or sink kind accepts.
+#[derive(Debug, Clone, Copy)]
+pub struct OptionSpec {
+    /// Its name.
+    pub name: &'static str,
+    /// Its type.
+    pub ty: OptionType,
+    /// Whether it must be given.
+    pub required: bool,
+    /// What it does (for `docs/dialect.md` and error messages).
+    pub doc: &'static str,
+}
+
+const fn opt(name: &'static str, ty: OptionType, required: bool, doc: &'static str) -> OptionSpec {
+    OptionSpec {
+        name,
+        ty,
+        required,
+        doc,
+    }
+}
+
+use OptionType::*;
+
+const SIGNALS: &[&str] = &["logs", "spans", "metrics"];
+
+const TLS_SERVER: [OptionSpec; 3] = [
+    opt("tls_cert", Str, false, "PEM certificate chain: serve TLS"),
+    opt("tls_key", Str, false, "PEM private key of tls_cert"),
+    opt(
+        "auth_token",
+        Str,
+        false,
+        "bearer token every request must carry",
+    ),
+];
+
+const TLS_CLIENT: [OptionSpec; 2] = [
+    opt(
+        "tls_ca",
+        Str,
+        false,
+        "PEM CA certificates to trust (https endpoints)",
+    ),
+    opt(
+        "auth_token",
+        Str,
+        false,
+        "bearer token sent with every request",
+    ),
+];
+
+/// The options of a source kind.
+pub fn source_options(kind: SourceKind) -> Vec<OptionSpec> {
+    let mut specs = match kind {
+        SourceKind::Grpc => vec![
+            opt("listen", Str, true, "address to listen on, host:port"),
+            opt(
+                "max_message_bytes",
+                Count,
+                false,
+                "largest request or OTAP message",
+            ),
+            opt(
+                "max_stream_memory_bytes",
+                Count,
+                false,
+                "OTAP decoder state per stream",
+            ),
+            opt(
+                "max_in_flight_bytes",
+                Count,
+                false,
+                "admission limit on request bytes in flight",
+            ),
+            opt(
+                "admission",
+                Choice(&["wait", "refuse"]),
+                false,
+                "past the admission limit: wait or refuse",
+            ),
+            opt("max_streams", Count, false, "concurrent OTAP streams"),
+        ],
+        SourceKind::Http => vec![
+            opt("listen", Str, true, "address to listen on, host:port"),
+            opt("max_body_bytes", Count, false, "largest request body"),
+        ],
+        SourceKind::Generator => vec![
+            opt("signal", Choice(SIGNALS), true, "what to generate"),
+            opt(
+                "rate",
+                Count,
+                false,
+                "records per second (0: as fast as possible)",
+            ),
+            opt("batch", Count, false, "records per batch"),
+            opt("records", Count, false, "stop after this many records"),
+            opt("seed", Count, false, "random seed"),
+        ],
+        SourceKind::File => vec![
+            opt("path", Str, true, "OTLP JSON lines file"),
+            opt("batch", Count, false, "most records per batch"),
+        ],
+    };
+    if matches!(kind, SourceKind::Grpc | SourceKind::Http) {
+        specs.extend(TLS_SERVER);
+    }
+    specs
+}
+
+/// The options of a sink kind.
+pub fn sink_options(kind: SinkKind) -> Vec<OptionSpec> {
+    let mut specs = match kind {
+        SinkKind::Otap => vec![
+            opt(
+                "endpoint",
+                Str,
+                true,
+                "http://host:port or https://host:port",
+            ),
+            opt(
+                "compression",
+                Choice(&["zstd", "none"]),
+                false,
+                "Arrow IPC compression",
+            ),
+            opt("streams", Count, false, "concurrent OTAP streams"),
+            opt(
+                "stream_lifetime",
+                Duration,
+                false,
+                "reopen streams after this long",
+            ),
+            opt("timeout", Duration, false, "deadline for a batch's status"),
+            opt("retries", Count, false, "retries of a failed batch"),
+            opt("batch", Count, false, "target records per batch"),
+        ],
+        SinkKind::Otlp => vec![
+            opt(
+                "endpoint",
+                Str,
+                true,
+                "http://host:port or https://host:port",
+            ),
+            opt(
+                "compression",
+                Choice(&["gzip", "zstd", "none"]),
+                false,
+                "gRPC compression",
+            ),
+            opt("timeout", Duration, false, "deadline of one export"),
+            opt("retries", Count, false, "retries of a failed export"),
+            opt("batch", Count, false, "target records per request"),
+        ],
+        SinkKind::File => vec![opt("path", Str, true, "OTLP JSON lines file to write")],
+        SinkKind::Console => vec![opt("limit", Count, false, "records shown per batch")],
+    };
+    if matches!(kind, SinkKind::Otap | SinkKind::Otlp) {
+        specs.extend(TLS_CLIENT);
+    }
+    specs
+}
+
+/// A validated option value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OptionValue {
+    /// A string (also choices).
+    Str(String),
+    /// A count.
+    Count(u64),
+    /// A duration.
+    Duration(Duration),
+    /// A boolean.
+    Bool(bool),
+}
+
+/// Validated options, by name.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Options(BTreeMap<String, OptionValue>);
+
+impl Options {
+    /// The string option `name`, if given.
+    pub fn str(&self, name: &str) -> Option<&str> {
+        match self.0.get(name) {
+            Some(OptionValue::Str(s)) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The count option `name`, if given.
+    pub fn count(&self, name: &str) -> Option<u64> {
+        match self.0.get(name) {
+            Some(OptionValue::Count(n)) => Some(*n),
+            _ => None,
+        }
+    }
+
+    /// The duration option `name`, if given.
+    pub fn duration(&self, name: &str) -> Option<Duration> {
+        match self.0.get(name) {
+            Some(OptionValue::Duration(d)) => Some(*d),
+            _ => None,
+        }
+    }
+
+    /// The boolean option `name`, if given.
+    pub fn bool(&self, name: &str) -> Option<bool> {
+        match self.0.get(name) {
+            Some(OptionValue::Bool(b)) => Some(*b),
+            _ => None,
+        }
+    }
+
+    /// All options, by name.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &OptionValue)> {
+        self.0.iter().map(|(k, v)| (k.as_str(), v))
+    }
+}
+
+/// A literal of an option value.
+enum Literal {
+    Str(String),
+    Number(String),
+    Bool(bool),
+}
+
+fn literal(expr: &Expr) -> Option<Literal> {
+    match expr {
+        Expr::Value(v) => match &v.value {
+            Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => {
+                Some(Literal::Str(s.clone()))
+            }
+            Value::Number(n, _) => Some(Literal::Number(n.to_string())),
+            Value::Boolean(b) => Some(Literal::Bool(*b)),
+            _ => None,
+        },
+        Expr::UnaryOp {
+            op: UnaryOperator::Minus,
+            expr,
+        } => match literal(expr)? {
+            Literal::Number(n) => Some(Literal::Number(format!("-{n}"))),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// Parses `'10s'`, `'250ms'`, `'2m'`, `'1h'`, `'1500us'`.
+pub fn parse_duration(text: &str) -> Option<Duration> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit() && c != '.')?;
+    let (number, unit) = text.split_at(split);
+    let number: f64 = number.parse().ok()?;
+    let seconds = match unit.trim() {
+        "ns" => number / 1e9,
+        "us" | "µs" => number / 1e6,
+        "ms" => number / 1e3,
+        "s" => number,
+        "m" => number * 60.0,
+        "h" => number * 3600.0,
+        _ => return None,
+    };
+    (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds))
+}
+
+/// Checks `entries` against `specs` (`what`: e.g. "GRPC source").
+pub(crate) fn validate(
+    entries: &[OptionEntry],
+    specs: &[OptionSpec],
+    what: &str,
+    statement: crate::error::Location,
+) -> Result<Options, Located> {
+    let mut options = BTreeMap::new();
+    for entry in entries {
+        let name = entry.key.value.to_lowercase();
+        let Some(spec) = specs.iter().find(|s| s.name == name) else {
+            let known: Vec<&str> = specs.iter().map(|s| s.name).collect();
+            return Err(Located::at(
+                entry.key.span,
+                format!(
+                    "unknown option '{}' for {what}s; expected one of: {}",
+                    entry.key.value,
+                    known.join(", ")
+                ),
+            ));
+        };
+        if options.contains_key(&name) {
+            return Err(Located::at(
+                entry.key.span,
+                format!("option '{name}' is given twice"),
+            ));
+        }
+        let at = entry.value.span();
+        let bad = |expected: &str| {
+            Located::at(
+                at,
+                format!("option '{name}' expects {expected}, found {}", entry.value),
+            )
+        };
+        let value = match (spec.ty, literal(&entry.value)) {
+            (Str, Some(Literal::Str(s))) => OptionValue::Str(s),
+            (Str, _) => return Err(bad("a 'string'")),
+            (Count, Some(Literal::Number(n))) => {
+                OptionValue::Count(n.parse().map_err(|_| bad("a non-negative integer"))?)
+            }
+            (Count, _) => return Err(bad("a non-negative integer")),
+            (Duration, Some(Literal::Str(s))) => OptionValue::Duration(
+                parse_duration(&s)
+                    .ok_or_else(|| bad("a duration such as '500ms', '10s' or '2m'"))?,
+            ),
+            (Duration, _) => return Err(bad("a duration such as '500ms', '10s' or '2m'")),
+            (Bool, Some(Literal::Bool(b))) => OptionValue::Bool(b),
+            (Bool, _) => return Err(bad("true or false")),
+            (Choice(choices), Some(Literal::Str(s))) => {
+                let lower = s.to_lowercase();
+                if !choices.contains(&lower.as_str()) {
+                    return Err(bad(&quoted_choices(choices)));
+                }
+                OptionValue::Str(lower)
+            }
+            (Choice(choices), _) => return Err(bad(&quoted_choices(choices))),
+        };
+        options.insert(name, value);
+    }
+    if let Some(missing) = specs
+        .iter()
+        .find(|s| s.required && !options.contains_key(s.name))
+    {
+        return Err(Located::new(
+            statement,
+            format!(
+                "{what}s need the option '{}' ({}): WITH ({} = ...)",
+                missing.name, missing.doc, missing.name
+            ),
+        ));
+    }
+    Ok(Options(options))
+}
+
+fn quoted_choices(choices: &[&str]) -> String {
+    let quoted: Vec<String> = choices.iter().map(|c| format!("'{c}'")).collect();
+    format!("one of {}", quoted.join(", "))
+}

@@ -1,0 +1,186 @@
+//! The checked program: what the engine compiles and runs.
+
+use crate::ast::{SinkKind, SourceKind};
+use crate::error::Location;
+use crate::exprs::ResolvedExpr;
+use crate::model::{AttrScope, ColumnRef, Field, Table};
+use crate::options::Options;
+
+/// Every source, sink and pipeline of a set of pipeline files.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Program {
+    /// Sources, in order of definition.
+    pub sources: Vec<Source>,
+    /// Sinks, in order of definition.
+    pub sinks: Vec<Sink>,
+    /// Pipelines, in order of definition.
+    pub pipelines: Vec<Pipeline>,
+}
+
+impl Program {
+    /// The source named `name`.
+    pub fn source(&self, name: &str) -> Option<&Source> {
+        self.sources.iter().find(|s| s.name == name)
+    }
+
+    /// The sink named `name`.
+    pub fn sink(&self, name: &str) -> Option<&Sink> {
+        self.sinks.iter().find(|s| s.name == name)
+    }
+}
+
+/// Where a definition is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    /// The file.
+    pub file: String,
+    /// The statement's first token.
+    pub location: Location,
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.file, self.location)
+    }
+}
+
+/// A checked `CREATE SOURCE`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Source {
+    /// Its name.
+    pub name: String,
+    /// Its kind.
+    pub kind: SourceKind,
+    /// Its options.
+    pub options: Options,
+    /// Where it is defined.
+    pub origin: Origin,
+}
+
+/// A checked `CREATE SINK`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sink {
+    /// Its name.
+    pub name: String,
+    /// Its kind.
+    pub kind: SinkKind,
+    /// Its options.
+    pub options: Options,
+    /// Where it is defined.
+    pub origin: Origin,
+}
+
+/// A checked `CREATE PIPELINE`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pipeline {
+    /// Its name.
+    pub name: String,
+    /// The source it reads.
+    pub source: String,
+    /// Its steps, in order.
+    pub steps: Vec<Step>,
+    /// Where it is defined.
+    pub origin: Origin,
+}
+
+/// One statement of a pipeline.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    /// The statement as SQL.
+    pub sql: String,
+    /// Where it is.
+    pub origin: Origin,
+    /// The table it works on.
+    pub table: Table,
+    /// What it does.
+    pub kind: StepKind,
+}
+
+/// What a step does.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StepKind {
+    /// Renames attribute keys (`from`, `to` pairs, applied in order).
+    Rename {
+        /// Whose attributes.
+        scope: AttrScope,
+        /// The renames.
+        renames: Vec<(String, String)>,
+    },
+    /// Drops attributes.
+    Drop {
+        /// Whose attributes.
+        scope: AttrScope,
+        /// The keys.
+        keys: Vec<String>,
+    },
+    /// Sets columns or attributes of the matching rows.
+    Update {
+        /// The assignments, applied together (every value sees the row before the update).
+        assignments: Vec<SetStep>,
+        /// Which rows (all when None).
+        filter: Option<ResolvedExpr>,
+    },
+    /// Removes the matching rows and their children.
+    Delete {
+        /// Which rows (all when None).
+        filter: Option<ResolvedExpr>,
+    },
+    /// Sends a copy of the matching rows to a sink.
+    Route {
+        /// The sink.
+        sink: String,
+        /// Which rows (all when None).
+        filter: Option<ResolvedExpr>,
+        /// The columns sent (all when None).
+        projection: Option<Vec<ColumnRef>>,
+    },
+    /// Aggregates rows into derived metrics sent to a sink.
+    Aggregate {
+        /// The sink.
+        sink: String,
+        /// Which rows (all when None).
+        filter: Option<ResolvedExpr>,
+        /// The output columns: grouping keys and aggregates, with their names.
+        outputs: Vec<(String, ResolvedExpr)>,
+        /// The grouping expressions.
+        group_by: Vec<ResolvedExpr>,
+    },
+}
+
+/// What an assignment sets.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SetTarget {
+    /// A writable column.
+    Field(&'static Field),
+    /// An attribute (inserted, or replaced; NULL removes it).
+    Attr {
+        /// Whose attributes.
+        scope: AttrScope,
+        /// The key.
+        key: String,
+    },
+}
+
+/// One assignment of an `UPDATE`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SetStep {
+    /// What is set.
+    pub target: SetTarget,
+    /// The value.
+    pub value: ResolvedExpr,
+}
+
+impl StepKind {
+    /// A short name of the step's kind (`rename`, `drop`, `update`, `delete`, `route`,
+    /// `aggregate`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            StepKind::Rename { .. } => "rename",
+            StepKind::Drop { .. } => "drop",
+            StepKind::Update { .. } => "update",
+            StepKind::Delete { .. } => "delete",
+            StepKind::Route { .. } => "route",
+            StepKind::Aggregate { .. } => "aggregate",
+        }
+    }
+}
