@@ -44,6 +44,8 @@ pub mod equiv;
 mod error;
 pub mod otap;
 pub mod otlp;
+#[cfg(feature = "pipeline")]
+pub mod pipeline;
 pub mod proto;
 pub mod schema;
 mod value_view;

@@ -1,0 +1,147 @@
+//! Filtering the rows of a row space, cascaded to everything that hangs off them: attributes,
+//! events, links, exemplars; metrics left without data points; resource and scope attributes
+//! no longer referenced.
+
+use std::collections::HashSet;
+
+use arrow::array::{BooleanArray, RecordBatch, UInt32Array};
+use arrow::compute::filter_record_batch;
+
+use super::attrs::rows_of_parents;
+use super::error::{PipelineError, Result};
+use super::rows::{DATA_POINTS, column_at, ids_u32};
+use crate::batch::OtapBatch;
+use crate::schema::PayloadType;
+use crate::schema::consts;
+
+/// A set of ids: a bitmap when ids are dense, a hash set otherwise.
+pub(crate) enum IdSet {
+    Dense(Vec<bool>),
+    Sparse(HashSet<u32>),
+}
+
+impl IdSet {
+    /// The non-null values of `ids`.
+    pub(crate) fn of(ids: &UInt32Array) -> Self {
+        let max = ids.iter().flatten().max().map_or(0, |m| m as usize + 1);
+        if max <= 16 * ids.len() + 65_536 {
+            let mut bits = vec![false; max];
+            for id in ids.iter().flatten() {
+                bits[id as usize] = true;
+            }
+            IdSet::Dense(bits)
+        } else {
+            IdSet::Sparse(ids.iter().flatten().collect())
+        }
+    }
+
+    #[inline]
+    pub(crate) fn contains(&self, id: u32) -> bool {
+        match self {
+            IdSet::Dense(bits) => bits.get(id as usize).copied().unwrap_or(false),
+            IdSet::Sparse(set) => set.contains(&id),
+        }
+    }
+}
+
+fn filter(table: &RecordBatch, keep: &BooleanArray) -> Result<RecordBatch> {
+    if keep.true_count() == table.num_rows() {
+        return Ok(table.clone());
+    }
+    filter_record_batch(table, keep).map_err(|e| PipelineError::arrow("filtering rows", e))
+}
+
+/// Keeps the rows of `table` in `batch` where `keep` is true, and the rows of its descendants
+/// whose parent was kept.
+fn filter_tree(batch: &mut OtapBatch, table: PayloadType, keep: &BooleanArray) -> Result<()> {
+    let Some(current) = batch.get(table) else {
+        return Ok(());
+    };
+    let kept = filter(current, keep)?;
+    let ids = IdSet::of(&ids_u32(kept.column_by_name(consts::ID).cloned(), kept.num_rows())?);
+    batch.set(table, kept)?;
+    for child in table.children() {
+        if let Some(rows) = batch.get(child) {
+            let keep_child = rows_of_parents(rows, &|p| ids.contains(p))?;
+            if keep_child.true_count() < rows.num_rows() {
+                filter_tree(batch, child, &keep_child)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `batch` with only the rows of `space` where `keep` is true (and what hangs off them).
+pub(crate) fn keep_rows(batch: &OtapBatch, space: PayloadType, keep: &BooleanArray) -> Result<OtapBatch> {
+    let mut out = batch.clone();
+    let Some(table) = batch.get(space) else {
+        return Ok(out);
+    };
+    if keep.true_count() == table.num_rows() {
+        return Ok(out);
+    }
+    let is_data_point = DATA_POINTS.contains(&space);
+    let lost_metrics = if is_data_point {
+        let parents = ids_u32(table.column_by_name(consts::PARENT_ID).cloned(), table.num_rows())?;
+        let removed: UInt32Array = parents
+            .iter()
+            .zip(keep.values().iter())
+            .filter(|(_, kept)| !kept)
+            .map(|(p, _)| p)
+            .collect();
+        Some(IdSet::of(&removed))
+    } else {
+        None
+    };
+    filter_tree(&mut out, space, keep)?;
+    if let Some(lost) = lost_metrics {
+        prune_metrics(&mut out, &lost)?;
+    }
+    prune_envelope(&mut out)?;
+    Ok(out)
+}
+
+/// Removes metrics that lost data points and have none left.
+fn prune_metrics(batch: &mut OtapBatch, lost: &IdSet) -> Result<()> {
+    let mut referenced = Vec::new();
+    for dp in DATA_POINTS {
+        if let Some(t) = batch.get(dp) {
+            referenced.extend(ids_u32(t.column_by_name(consts::PARENT_ID).cloned(), t.num_rows())?.iter().flatten());
+        }
+    }
+    let referenced = IdSet::of(&UInt32Array::from(referenced));
+    let Some(metrics) = batch.get(PayloadType::UnivariateMetrics) else {
+        return Ok(());
+    };
+    let ids = ids_u32(metrics.column_by_name(consts::ID).cloned(), metrics.num_rows())?;
+    let keep: BooleanArray = ids
+        .iter()
+        .map(|id| Some(id.is_none_or(|id| !lost.contains(id) || referenced.contains(id))))
+        .collect();
+    if keep.true_count() < metrics.num_rows() {
+        filter_tree(batch, PayloadType::UnivariateMetrics, &keep)?;
+    }
+    Ok(())
+}
+
+/// Removes resource and scope attributes whose resource or scope no row refers to any more.
+pub(crate) fn prune_envelope(batch: &mut OtapBatch) -> Result<()> {
+    let Some(root) = batch.root() else {
+        return Ok(());
+    };
+    let resources = IdSet::of(&ids_u32(column_at(root, &["resource", "id"]), root.num_rows())?);
+    let scopes = IdSet::of(&ids_u32(column_at(root, &["scope", "id"]), root.num_rows())?);
+    for (table, ids) in [
+        (PayloadType::ResourceAttrs, resources),
+        (PayloadType::ScopeAttrs, scopes),
+    ] {
+        if let Some(attrs) = batch.get(table) {
+            let keep = rows_of_parents(attrs, &|p| ids.contains(p))?;
+            if keep.true_count() < attrs.num_rows() {
+                let kept = filter(attrs, &keep)?;
+                batch.set(table, kept)?;
+            }
+        }
+    }
+    Ok(())
+}
