@@ -48,7 +48,9 @@ fn main() -> ExitCode {
     let args = Args::parse();
     let result = match args.command {
         Command::Check { files, explain } => cli::check::run(&files, explain),
-        Command::Replay { file, input, out } => cli::replay::run(&file, input.as_deref(), out.as_deref()),
+        Command::Replay { file, input, out } => {
+            cli::replay::run(&file, input.as_deref(), out.as_deref())
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

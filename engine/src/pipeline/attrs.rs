@@ -7,8 +7,8 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayRef, AsArray, BinaryArray, BooleanArray, DictionaryArray, Float64Array,
-    Int64Array, RecordBatch, StringArray, UInt8Array, UInt16Array, UInt32Array, new_null_array,
+    Array, ArrayRef, AsArray, BinaryArray, BooleanArray, DictionaryArray, Float64Array, Int64Array,
+    RecordBatch, StringArray, UInt8Array, UInt16Array, UInt32Array, new_null_array,
 };
 use arrow::buffer::BooleanBuffer;
 use arrow::compute::{cast, concat_batches, filter_record_batch, not, take};
@@ -37,13 +37,14 @@ fn key_mask_by(table: &RecordBatch, pred: impl Fn(&str) -> bool) -> Result<Boole
             .map(|i| values.is_valid(i) && pred(values.value(i)))
             .collect()
     };
-    let col = Col::<StringArray>::new(keys)
-        .ok_or_else(|| PipelineError::Execute(format!("key column of type {}", keys.data_type())))?;
+    let col = Col::<StringArray>::new(keys).ok_or_else(|| {
+        PipelineError::Execute(format!("key column of type {}", keys.data_type()))
+    })?;
     let bits = match col {
         Col::Absent => BooleanBuffer::new_unset(len),
-        Col::Plain(values) => BooleanBuffer::collect_bool(len, |i| {
-            values.is_valid(i) && pred(values.value(i))
-        }),
+        Col::Plain(values) => {
+            BooleanBuffer::collect_bool(len, |i| values.is_valid(i) && pred(values.value(i)))
+        }
         Col::Dict8(k, values) => {
             let hit = by_entry(values);
             let raw = k.values();
@@ -84,7 +85,12 @@ fn positions(mask: &BooleanArray) -> Vec<u32> {
 
 /// The attribute values at `rows` of `table`, read as `ty` (null where the value does not
 /// convert).
-fn typed_values(table: &RecordBatch, kind: PayloadType, rows: &[u32], ty: AttrType) -> Result<ArrayRef> {
+fn typed_values(
+    table: &RecordBatch,
+    kind: PayloadType,
+    rows: &[u32],
+    ty: AttrType,
+) -> Result<ArrayRef> {
     let view = ValueView::of_table(table, kind)?;
     let scalars = rows.iter().map(|r| view.scalar(*r as usize));
     Ok(match ty {
@@ -158,8 +164,14 @@ pub(crate) fn lookup(
         return Ok(new_null_array(&data_type, parents.len()));
     }
     let values = typed_values(table, kind, &rows, ty)?;
-    let all_parents = ids_u32(table.column_by_name(consts::PARENT_ID).cloned(), table.num_rows())?;
-    let hit_parents: UInt32Array = rows.iter().map(|r| all_parents.value(*r as usize)).collect();
+    let all_parents = ids_u32(
+        table.column_by_name(consts::PARENT_ID).cloned(),
+        table.num_rows(),
+    )?;
+    let hit_parents: UInt32Array = rows
+        .iter()
+        .map(|r| all_parents.value(*r as usize))
+        .collect();
     let index = IdIndex::new(&hit_parents)?;
     let picks = index.lookup(parents);
     take(&values, &picks, None).map_err(|e| PipelineError::arrow("looking up an attribute", e))
@@ -188,7 +200,10 @@ fn remove_rows(table: &RecordBatch, remove: &BooleanArray) -> Result<RecordBatch
 /// Rows with key `key` whose parent is in `parents`.
 fn key_of_parents(table: &RecordBatch, key: &str, parents: &HashSet<u32>) -> Result<BooleanArray> {
     let mask = key_mask(table, key)?;
-    let ids = ids_u32(table.column_by_name(consts::PARENT_ID).cloned(), table.num_rows())?;
+    let ids = ids_u32(
+        table.column_by_name(consts::PARENT_ID).cloned(),
+        table.num_rows(),
+    )?;
     Ok(mask
         .iter()
         .zip(ids.iter())
@@ -198,11 +213,15 @@ fn key_of_parents(table: &RecordBatch, key: &str, parents: &HashSet<u32>) -> Res
 
 fn parents_with_key(table: &RecordBatch, key: &str) -> Result<HashSet<u32>> {
     let mask = key_mask(table, key)?;
-    let ids = ids_u32(table.column_by_name(consts::PARENT_ID).cloned(), table.num_rows())?;
+    let ids = ids_u32(
+        table.column_by_name(consts::PARENT_ID).cloned(),
+        table.num_rows(),
+    )?;
     Ok(mask
         .values()
         .set_indices()
-        .filter_map(|i| ids.is_valid(i).then(|| ids.value(i)))
+        .filter(|&i| ids.is_valid(i))
+        .map(|i| ids.value(i))
         .collect())
 }
 
@@ -245,7 +264,9 @@ pub(crate) fn rename(table: &RecordBatch, from: &str, to: &str) -> Result<Record
         }
         DataType::Utf8 => Arc::new(rename_in_strings(keys.as_string::<i32>(), from, to)),
         other => {
-            return Err(PipelineError::Execute(format!("key column of type {other}")));
+            return Err(PipelineError::Execute(format!(
+                "key column of type {other}"
+            )));
         }
     };
     replace_column(&table, consts::KEY, renamed)
@@ -258,13 +279,21 @@ pub(crate) fn drop_keys(table: &RecordBatch, keys: &[String]) -> Result<RecordBa
 }
 
 /// `table` with column `name` replaced (its field keeps the name, takes the new type).
-pub(crate) fn replace_column(table: &RecordBatch, name: &str, column: ArrayRef) -> Result<RecordBatch> {
+pub(crate) fn replace_column(
+    table: &RecordBatch,
+    name: &str,
+    column: ArrayRef,
+) -> Result<RecordBatch> {
     let schema = table.schema();
     let index = schema
         .index_of(name)
         .map_err(|e| PipelineError::arrow("replacing a column", e))?;
     let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
-    fields[index] = Field::new(name, column.data_type().clone(), fields[index].is_nullable());
+    fields[index] = Field::new(
+        name,
+        column.data_type().clone(),
+        fields[index].is_nullable(),
+    );
     let mut columns = table.columns().to_vec();
     columns[index] = column;
     RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
@@ -273,7 +302,12 @@ pub(crate) fn replace_column(table: &RecordBatch, name: &str, column: ArrayRef) 
 
 /// New attribute rows: `key` = `values[i]` for `parents[i]` (null values are skipped), in the
 /// canonical schema of `kind`.
-fn new_rows(kind: PayloadType, key: &str, parents: &[u32], values: &ArrayRef) -> Result<RecordBatch> {
+fn new_rows(
+    kind: PayloadType,
+    key: &str,
+    parents: &[u32],
+    values: &ArrayRef,
+) -> Result<RecordBatch> {
     let valid: Vec<u32> = (0..values.len())
         .filter(|i| values.is_valid(*i))
         .map(|i| i as u32)
@@ -292,16 +326,24 @@ fn new_rows(kind: PayloadType, key: &str, parents: &[u32], values: &ArrayRef) ->
     };
     let (ty, column) = match values.data_type() {
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => (value_type::STR, consts::STR),
-        DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 | DataType::UInt8
-        | DataType::UInt16 | DataType::UInt32 | DataType::UInt64 | DataType::Timestamp(..)
+        DataType::Int8
+        | DataType::Int16
+        | DataType::Int32
+        | DataType::Int64
+        | DataType::UInt8
+        | DataType::UInt16
+        | DataType::UInt32
+        | DataType::UInt64
+        | DataType::Timestamp(..)
         | DataType::Duration(_) => (value_type::INT, consts::INT),
         DataType::Float16 | DataType::Float32 | DataType::Float64 | DataType::Decimal128(..) => {
             (value_type::DOUBLE, consts::DOUBLE)
         }
         DataType::Boolean => (value_type::BOOL, consts::BOOL),
-        DataType::Binary | DataType::LargeBinary | DataType::BinaryView | DataType::FixedSizeBinary(_) => {
-            (value_type::BYTES, consts::BYTES)
-        }
+        DataType::Binary
+        | DataType::LargeBinary
+        | DataType::BinaryView
+        | DataType::FixedSizeBinary(_) => (value_type::BYTES, consts::BYTES),
         _ => (value_type::STR, consts::STR),
     };
     let schema = canonical_schema(kind);
@@ -332,7 +374,8 @@ fn new_rows(kind: PayloadType, key: &str, parents: &[u32], values: &ArrayRef) ->
         };
         columns.push(array);
     }
-    RecordBatch::try_new(schema, columns).map_err(|e| PipelineError::arrow("building attributes", e))
+    RecordBatch::try_new(schema, columns)
+        .map_err(|e| PipelineError::arrow("building attributes", e))
 }
 
 /// A type wide enough for both: dictionaries get 16-bit keys.
@@ -378,7 +421,8 @@ pub(crate) fn concat_attrs(kind: PayloadType, tables: &[RecordBatch]) -> Result<
                 .map_err(|e| PipelineError::arrow("aligning attribute tables", e))
         })
         .collect::<Result<Vec<_>>>()?;
-    concat_batches(&schema, &aligned).map_err(|e| PipelineError::arrow("concatenating attributes", e))
+    concat_batches(&schema, &aligned)
+        .map_err(|e| PipelineError::arrow("concatenating attributes", e))
 }
 
 /// Sets attribute `key` of each of `parents` to `values[i]` (replacing any previous value; a
@@ -398,7 +442,11 @@ pub(crate) fn upsert(
         }
         None => None,
     };
-    let tables: Vec<RecordBatch> = kept.into_iter().chain(Some(added)).filter(|t| t.num_rows() > 0).collect();
+    let tables: Vec<RecordBatch> = kept
+        .into_iter()
+        .chain(Some(added))
+        .filter(|t| t.num_rows() > 0)
+        .collect();
     if tables.is_empty() {
         return Ok(None);
     }
@@ -406,8 +454,14 @@ pub(crate) fn upsert(
 }
 
 /// Rows whose parent id is in `parents` (as a mask over `table`).
-pub(crate) fn rows_of_parents(table: &RecordBatch, parents: &dyn Fn(u32) -> bool) -> Result<BooleanArray> {
-    let ids = ids_u32(table.column_by_name(consts::PARENT_ID).cloned(), table.num_rows())?;
+pub(crate) fn rows_of_parents(
+    table: &RecordBatch,
+    parents: &dyn Fn(u32) -> bool,
+) -> Result<BooleanArray> {
+    let ids = ids_u32(
+        table.column_by_name(consts::PARENT_ID).cloned(),
+        table.num_rows(),
+    )?;
     let bits = BooleanBuffer::collect_bool(ids.len(), |i| ids.is_valid(i) && parents(ids.value(i)));
     Ok(BooleanArray::new(bits, None))
 }

@@ -90,13 +90,20 @@ fn session() -> SessionState {
     SessionContext::new().state()
 }
 
-fn compile_filter(state: &SessionState, step: &Step, e: &Option<penstock_dialect::ResolvedExpr>) -> Result<Option<CompiledExpr>> {
+fn compile_filter(
+    state: &SessionState,
+    step: &Step,
+    e: &Option<penstock_dialect::ResolvedExpr>,
+) -> Result<Option<CompiledExpr>> {
     let Some(e) = e else { return Ok(None) };
     let compiled = compile(state, e, &step.origin.to_string())?;
     if !matches!(compiled.data_type, DataType::Boolean | DataType::Null) {
         return Err(plan_error(
             step,
-            format!("the condition `{}` is {}, not a boolean", e.original, compiled.data_type),
+            format!(
+                "the condition `{}` is {}, not a boolean",
+                e.original, compiled.data_type
+            ),
         ));
     }
     Ok(Some(compiled))
@@ -132,19 +139,28 @@ fn compile_step(state: &SessionState, step: &Step) -> Result<Op> {
                 match &a.target {
                     SetTarget::Field(field) => {
                         if step.table == Table::Metrics {
-                            return Err(plan_error(step, format!("setting {} of metrics is not supported yet", field.name)));
+                            return Err(plan_error(
+                                step,
+                                format!("setting {} of metrics is not supported yet", field.name),
+                            ));
                         }
                         let target = data_type(field.ty);
                         if !can_cast_types(&value.data_type, &target) {
                             return Err(plan_error(
                                 step,
-                                format!("{} is {target} and cannot take `{}` ({})", field.name, a.value.original, value.data_type),
+                                format!(
+                                    "{} is {target} and cannot take `{}` ({})",
+                                    field.name, a.value.original, value.data_type
+                                ),
                             ));
                         }
                     }
                     SetTarget::Attr { scope, .. } => {
                         if step.table == Table::Metrics && *scope != AttrScope::Record {
-                            return Err(plan_error(step, "setting resource or scope attributes of metrics is not supported yet"));
+                            return Err(plan_error(
+                                step,
+                                "setting resource or scope attributes of metrics is not supported yet",
+                            ));
                         }
                     }
                 }
@@ -165,7 +181,10 @@ fn compile_step(state: &SessionState, step: &Step) -> Result<Op> {
             projection: projection.clone(),
         },
         StepKind::Aggregate { .. } => {
-            return Err(plan_error(step, "aggregations (GROUP BY) are not supported yet"));
+            return Err(plan_error(
+                step,
+                "aggregations (GROUP BY) are not supported yet",
+            ));
         }
     })
 }
@@ -299,9 +318,13 @@ impl Pipeline {
                         drop(rows);
                         for ((target, _), values) in sets.iter().zip(values) {
                             batch = match target {
-                                SetTarget::Field(field) => {
-                                    set_field(&batch, space, &field_path(table, field.name), &mask, &values)?
-                                }
+                                SetTarget::Field(field) => set_field(
+                                    &batch,
+                                    space,
+                                    &field_path(table, field.name),
+                                    &mask,
+                                    &values,
+                                )?,
                                 SetTarget::Attr { scope, key } => {
                                     set_attr(&batch, space, *scope, key, &mask, &values)?
                                 }
@@ -314,7 +337,8 @@ impl Pipeline {
                     for space in spaces(&batch, table) {
                         let rows = Rows::new(&batch, space)?;
                         let keep = match filter {
-                            Some(f) => not(&f.matches(&rows)?).map_err(|e| PipelineError::arrow("negating a mask", e))?,
+                            Some(f) => not(&f.matches(&rows)?)
+                                .map_err(|e| PipelineError::arrow("negating a mask", e))?,
                             None => BooleanArray::new(BooleanBuffer::new_unset(rows.len()), None),
                         };
                         drop(rows);
@@ -367,11 +391,21 @@ impl Pipeline {
         }
         let total: u64 = batch
             .tables()
-            .filter(|(p, _)| matches!(p, PayloadType::Logs | PayloadType::Spans) || super::rows::DATA_POINTS.contains(p))
+            .filter(|(p, _)| {
+                matches!(p, PayloadType::Logs | PayloadType::Spans)
+                    || super::rows::DATA_POINTS.contains(p)
+            })
             .map(|(_, t)| t.num_rows() as u64)
             .sum();
-        let routed_rows: u64 = routed.values().map(|f| f.iter().filter(|r| **r).count() as u64).sum();
-        out.unrouted_rows = if has_route { total - routed_rows.min(total) } else { total };
+        let routed_rows: u64 = routed
+            .values()
+            .map(|f| f.iter().filter(|r| **r).count() as u64)
+            .sum();
+        out.unrouted_rows = if has_route {
+            total - routed_rows.min(total)
+        } else {
+            total
+        };
         self.unrouted += out.unrouted_rows;
         Ok(out)
     }
@@ -393,7 +427,10 @@ fn describe_column(table: Table, column: &ColumnRef) -> String {
         ColumnRef::Field(f) => format!("{} (column)", f.name),
         ColumnRef::Attr { scope, .. } => {
             let how = match scope {
-                AttrScope::Record => format!("lookup in {} attributes by id", table.name().trim_end_matches('s')),
+                AttrScope::Record => format!(
+                    "lookup in {} attributes by id",
+                    table.name().trim_end_matches('s')
+                ),
                 AttrScope::Resource => "lookup in resource attributes by resource.id".to_string(),
                 AttrScope::Scope => "lookup in scope attributes by scope.id".to_string(),
             };
@@ -403,9 +440,20 @@ fn describe_column(table: Table, column: &ColumnRef) -> String {
 }
 
 fn describe_expr(table: Table, what: &str, e: &CompiledExpr) -> String {
-    let reads: Vec<String> = e.columns.iter().map(|c| describe_column(table, c)).collect();
-    let reads = if reads.is_empty() { "nothing".to_string() } else { reads.join(", ") };
-    format!("{what} `{}` -> {} [DataFusion expression; reads {reads}]", e.sql, e.data_type)
+    let reads: Vec<String> = e
+        .columns
+        .iter()
+        .map(|c| describe_column(table, c))
+        .collect();
+    let reads = if reads.is_empty() {
+        "nothing".to_string()
+    } else {
+        reads.join(", ")
+    };
+    format!(
+        "{what} `{}` -> {} [DataFusion expression; reads {reads}]",
+        e.sql, e.data_type
+    )
 }
 
 fn scope_table(table: Table, scope: AttrScope) -> String {
@@ -442,7 +490,10 @@ impl Pipeline {
                 }
                 Op::Drop { scope, keys } => line(format!(
                     "drop keys {} from {} [key match on the dictionary, row filter]",
-                    keys.iter().map(|k| format!("'{k}'")).collect::<Vec<_>>().join(", "),
+                    keys.iter()
+                        .map(|k| format!("'{k}'"))
+                        .collect::<Vec<_>>()
+                        .join(", "),
                     scope_table(table, *scope)
                 )),
                 Op::Update { filter, sets } => {
@@ -451,14 +502,23 @@ impl Pipeline {
                     }
                     for (target, value) in sets {
                         let target = match target {
-                            SetTarget::Field(f) => format!("set {} [computed column, zip with old values]", f.name),
-                            SetTarget::Attr { scope: AttrScope::Record, key } => {
+                            SetTarget::Field(f) => {
+                                format!("set {} [computed column, zip with old values]", f.name)
+                            }
+                            SetTarget::Attr {
+                                scope: AttrScope::Record,
+                                key,
+                            } => {
                                 format!("set attributes['{key}'] [attribute upsert]")
                             }
                             SetTarget::Attr { scope, key } => format!(
                                 "set {}['{key}'] [attribute upsert; splits {} shared with unmatched rows]",
                                 scope.map_name(),
-                                if *scope == AttrScope::Resource { "a resource" } else { "a scope" }
+                                if *scope == AttrScope::Resource {
+                                    "a resource"
+                                } else {
+                                    "a scope"
+                                }
                             ),
                         };
                         line(target);
@@ -480,9 +540,12 @@ impl Pipeline {
                     if let Some(f) = filter {
                         line(describe_expr(table, "where", f));
                     }
-                    line(format!("copy matching rows and their children to sink {sink} [filter kernels]"));
+                    line(format!(
+                        "copy matching rows and their children to sink {sink} [filter kernels]"
+                    ));
                     if let Some(columns) = projection {
-                        let names: Vec<String> = columns.iter().map(ColumnRef::column_name).collect();
+                        let names: Vec<String> =
+                            columns.iter().map(ColumnRef::column_name).collect();
                         line(format!("only {}", names.join(", ")));
                     }
                 }

@@ -29,13 +29,18 @@ pub(crate) struct CompiledExpr {
 }
 
 /// Plans `expr` (`origin`: where the statement is, for errors).
-pub(crate) fn compile(state: &SessionState, expr: &ResolvedExpr, origin: &str) -> Result<CompiledExpr> {
+pub(crate) fn compile(
+    state: &SessionState,
+    expr: &ResolvedExpr,
+    origin: &str,
+) -> Result<CompiledExpr> {
     let plan_error = |message: String| PipelineError::Plan {
         origin: origin.to_string(),
         message: format!("in `{}`: {message}", expr.original),
     };
     let schema = schema_of(&expr.columns);
-    let df_schema = DFSchema::try_from(Arc::clone(&schema)).map_err(|e| plan_error(e.to_string()))?;
+    let df_schema =
+        DFSchema::try_from(Arc::clone(&schema)).map_err(|e| plan_error(e.to_string()))?;
     let logical: Expr = state
         .create_logical_expr_from_sql_expr(
             ExprWithAlias {
@@ -64,7 +69,11 @@ pub(crate) fn compile(state: &SessionState, expr: &ResolvedExpr, origin: &str) -
 fn clean(e: &datafusion::error::DataFusionError) -> String {
     let text = e.to_string();
     let mut text = text.as_str();
-    for prefix in ["Error during planning: ", "Schema error: ", "This feature is not implemented: "] {
+    for prefix in [
+        "Error during planning: ",
+        "Schema error: ",
+        "This feature is not implemented: ",
+    ] {
         text = text.strip_prefix(prefix).unwrap_or(text);
     }
     text.to_string()

@@ -58,7 +58,10 @@ fn filter_tree(batch: &mut OtapBatch, table: PayloadType, keep: &BooleanArray) -
         return Ok(());
     };
     let kept = filter(current, keep)?;
-    let ids = IdSet::of(&ids_u32(kept.column_by_name(consts::ID).cloned(), kept.num_rows())?);
+    let ids = IdSet::of(&ids_u32(
+        kept.column_by_name(consts::ID).cloned(),
+        kept.num_rows(),
+    )?);
     batch.set(table, kept)?;
     for child in table.children() {
         if let Some(rows) = batch.get(child) {
@@ -72,7 +75,11 @@ fn filter_tree(batch: &mut OtapBatch, table: PayloadType, keep: &BooleanArray) -
 }
 
 /// `batch` with only the rows of `space` where `keep` is true (and what hangs off them).
-pub(crate) fn keep_rows(batch: &OtapBatch, space: PayloadType, keep: &BooleanArray) -> Result<OtapBatch> {
+pub(crate) fn keep_rows(
+    batch: &OtapBatch,
+    space: PayloadType,
+    keep: &BooleanArray,
+) -> Result<OtapBatch> {
     let mut out = batch.clone();
     let Some(table) = batch.get(space) else {
         return Ok(out);
@@ -82,7 +89,10 @@ pub(crate) fn keep_rows(batch: &OtapBatch, space: PayloadType, keep: &BooleanArr
     }
     let is_data_point = DATA_POINTS.contains(&space);
     let lost_metrics = if is_data_point {
-        let parents = ids_u32(table.column_by_name(consts::PARENT_ID).cloned(), table.num_rows())?;
+        let parents = ids_u32(
+            table.column_by_name(consts::PARENT_ID).cloned(),
+            table.num_rows(),
+        )?;
         let removed: UInt32Array = parents
             .iter()
             .zip(keep.values().iter())
@@ -106,14 +116,21 @@ fn prune_metrics(batch: &mut OtapBatch, lost: &IdSet) -> Result<()> {
     let mut referenced = Vec::new();
     for dp in DATA_POINTS {
         if let Some(t) = batch.get(dp) {
-            referenced.extend(ids_u32(t.column_by_name(consts::PARENT_ID).cloned(), t.num_rows())?.iter().flatten());
+            referenced.extend(
+                ids_u32(t.column_by_name(consts::PARENT_ID).cloned(), t.num_rows())?
+                    .iter()
+                    .flatten(),
+            );
         }
     }
     let referenced = IdSet::of(&UInt32Array::from(referenced));
     let Some(metrics) = batch.get(PayloadType::UnivariateMetrics) else {
         return Ok(());
     };
-    let ids = ids_u32(metrics.column_by_name(consts::ID).cloned(), metrics.num_rows())?;
+    let ids = ids_u32(
+        metrics.column_by_name(consts::ID).cloned(),
+        metrics.num_rows(),
+    )?;
     let keep: BooleanArray = ids
         .iter()
         .map(|id| Some(id.is_none_or(|id| !lost.contains(id) || referenced.contains(id))))
@@ -129,8 +146,14 @@ pub(crate) fn prune_envelope(batch: &mut OtapBatch) -> Result<()> {
     let Some(root) = batch.root() else {
         return Ok(());
     };
-    let resources = IdSet::of(&ids_u32(column_at(root, &["resource", "id"]), root.num_rows())?);
-    let scopes = IdSet::of(&ids_u32(column_at(root, &["scope", "id"]), root.num_rows())?);
+    let resources = IdSet::of(&ids_u32(
+        column_at(root, &["resource", "id"]),
+        root.num_rows(),
+    )?);
+    let scopes = IdSet::of(&ids_u32(
+        column_at(root, &["scope", "id"]),
+        root.num_rows(),
+    )?);
     for (table, ids) in [
         (PayloadType::ResourceAttrs, resources),
         (PayloadType::ScopeAttrs, scopes),

@@ -13,7 +13,13 @@ use crate::schema::PayloadType;
 use crate::schema::consts;
 
 /// Columns a projection never removes: ids and the envelope.
-const STRUCTURAL: &[&str] = &[consts::ID, consts::PARENT_ID, consts::RESOURCE, consts::SCOPE, consts::SCHEMA_URL];
+const STRUCTURAL: &[&str] = &[
+    consts::ID,
+    consts::PARENT_ID,
+    consts::RESOURCE,
+    consts::SCOPE,
+    consts::SCHEMA_URL,
+];
 
 /// The top-level column holding a field (None for fields of the envelope or of metrics).
 fn physical(table: Table, name: &str) -> Option<&str> {
@@ -21,7 +27,9 @@ fn physical(table: Table, name: &str) -> Option<&str> {
         (_, n) if n.starts_with("resource.") || n.starts_with("scope.") => None,
         (Table::Logs, n) => Some(n),
         (Table::Spans, "status.code" | "status.message") => Some(consts::STATUS),
-        (Table::Spans, "end_time_unix_nano" | "duration_nanos") => Some(consts::DURATION_TIME_UNIX_NANO),
+        (Table::Spans, "end_time_unix_nano" | "duration_nanos") => {
+            Some(consts::DURATION_TIME_UNIX_NANO)
+        }
         (Table::Spans, n) => Some(n),
         (Table::Metrics, _) => None,
     }
@@ -58,7 +66,9 @@ pub(crate) fn project(batch: &OtapBatch, table: Table, columns: &[ColumnRef]) ->
                     _ => None,
                 })
                 .collect();
-            let narrowed = keep_columns(root, |name| STRUCTURAL.contains(&name) || keep.contains(&name))?;
+            let narrowed = keep_columns(root, |name| {
+                STRUCTURAL.contains(&name) || keep.contains(&name)
+            })?;
             out.set(space, narrowed)?;
         }
     }

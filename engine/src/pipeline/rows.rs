@@ -141,7 +141,9 @@ impl IdIndex {
 
     /// The row of each id, null where unknown.
     pub(crate) fn lookup(&self, ids: &UInt32Array) -> UInt32Array {
-        ids.iter().map(|id| id.and_then(|id| self.get(id))).collect()
+        ids.iter()
+            .map(|id| id.and_then(|id| self.get(id)))
+            .collect()
     }
 }
 
@@ -153,7 +155,10 @@ impl<'a> Rows<'a> {
             .ok_or_else(|| PipelineError::Execute(format!("no {space:?} table")))?;
         if space.parent() == Some(PayloadType::UnivariateMetrics) {
             let root = batch.get(PayloadType::UnivariateMetrics);
-            let metric_ids = ids_u32(root.and_then(|r| r.column_by_name("id").cloned()), root.map_or(0, |r| r.num_rows()))?;
+            let metric_ids = ids_u32(
+                root.and_then(|r| r.column_by_name("id").cloned()),
+                root.map_or(0, |r| r.num_rows()),
+            )?;
             let parents = ids_u32(table.column_by_name("parent_id").cloned(), table.num_rows())?;
             let index = IdIndex::new(&metric_ids)?.lookup(&parents);
             Ok(Rows {
@@ -199,7 +204,10 @@ impl<'a> Rows<'a> {
 
     /// The id of each row's parent in the attribute table of `scope` (`resource.id`,
     /// `scope.id`, or the row's own id).
-    pub(crate) fn attr_parents(&self, scope: penstock_dialect::model::AttrScope) -> Result<UInt32Array> {
+    pub(crate) fn attr_parents(
+        &self,
+        scope: penstock_dialect::model::AttrScope,
+    ) -> Result<UInt32Array> {
         use penstock_dialect::model::AttrScope;
         let column = match scope {
             AttrScope::Record => self.own(&["id"]),

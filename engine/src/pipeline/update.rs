@@ -56,7 +56,12 @@ fn blend(mask: &BooleanArray, new: &ArrayRef, old: &ArrayRef) -> Result<ArrayRef
     zip(mask, &new, old).map_err(arrow_err("updating a column"))
 }
 
-fn set_path(table: &RecordBatch, path: &[&str], mask: &BooleanArray, values: &ArrayRef) -> Result<RecordBatch> {
+fn set_path(
+    table: &RecordBatch,
+    path: &[&str],
+    mask: &BooleanArray,
+    values: &ArrayRef,
+) -> Result<RecordBatch> {
     let len = table.num_rows();
     match path {
         [name] => {
@@ -70,10 +75,11 @@ fn set_path(table: &RecordBatch, path: &[&str], mask: &BooleanArray, values: &Ar
         }
         [parent, child] => {
             let old_struct = column_at(table, &[parent]);
-            let (fields, mut columns, nulls) = match old_struct.as_ref().and_then(|s| s.as_struct_opt()) {
-                Some(s) => (s.fields().clone(), s.columns().to_vec(), s.nulls().cloned()),
-                None => (Fields::empty(), Vec::new(), None),
-            };
+            let (fields, mut columns, nulls) =
+                match old_struct.as_ref().and_then(|s| s.as_struct_opt()) {
+                    Some(s) => (s.fields().clone(), s.columns().to_vec(), s.nulls().cloned()),
+                    None => (Fields::empty(), Vec::new(), None),
+                };
             let mut fields: Vec<Field> = fields.iter().map(|f| f.as_ref().clone()).collect();
             let position = fields.iter().position(|f| f.name() == child);
             let old = match position {
@@ -92,14 +98,15 @@ fn set_path(table: &RecordBatch, path: &[&str], mask: &BooleanArray, values: &Ar
                 }
             }
             // Rows updated now have a struct value.
-            let nulls = nulls.map(|n| {
-                arrow::buffer::NullBuffer::new(n.inner() | mask.values())
-            });
+            let nulls = nulls.map(|n| arrow::buffer::NullBuffer::new(n.inner() | mask.values()));
             let updated = StructArray::try_new(Fields::from(fields), columns, nulls)
                 .map_err(arrow_err("updating a struct column"))?;
             upsert_column(table, parent, Arc::new(updated))
         }
-        _ => Err(PipelineError::Execute(format!("cannot set {}", path.join(".")))),
+        _ => Err(PipelineError::Execute(format!(
+            "cannot set {}",
+            path.join(".")
+        ))),
     }
 }
 
@@ -127,7 +134,12 @@ fn upsert_column(table: &RecordBatch, name: &str, column: ArrayRef) -> Result<Re
     if table.column_by_name(name).is_some() {
         return replace_column(table, name, column);
     }
-    let mut fields: Vec<Field> = table.schema().fields().iter().map(|f| f.as_ref().clone()).collect();
+    let mut fields: Vec<Field> = table
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
     fields.push(Field::new(name, column.data_type().clone(), true));
     let mut columns = table.columns().to_vec();
     columns.push(column);
@@ -153,7 +165,13 @@ fn set_body(table: &RecordBatch, mask: &BooleanArray, values: &ArrayRef) -> Resu
         let new: ArrayRef = match field.name().as_str() {
             consts::TYPE => {
                 let types: UInt8Array = (0..len)
-                    .map(|i| Some(if text.is_valid(i) { value_type::STR } else { value_type::EMPTY }))
+                    .map(|i| {
+                        Some(if text.is_valid(i) {
+                            value_type::STR
+                        } else {
+                            value_type::EMPTY
+                        })
+                    })
                     .collect();
                 Arc::new(types)
             }
@@ -167,10 +185,11 @@ fn set_body(table: &RecordBatch, mask: &BooleanArray, values: &ArrayRef) -> Resu
         };
         columns.push(zip(mask, &new, &old).map_err(arrow_err("updating bodies"))?);
     }
-    let nulls = body.and_then(|b| b.nulls().cloned()).map(|n| {
-        arrow::buffer::NullBuffer::new(n.inner() | mask.values())
-    });
-    let updated = StructArray::try_new(fields, columns, nulls).map_err(arrow_err("updating bodies"))?;
+    let nulls = body
+        .and_then(|b| b.nulls().cloned())
+        .map(|n| arrow::buffer::NullBuffer::new(n.inner() | mask.values()));
+    let updated =
+        StructArray::try_new(fields, columns, nulls).map_err(arrow_err("updating bodies"))?;
     upsert_column(table, consts::BODY, Arc::new(updated))
 }
 
@@ -199,9 +218,13 @@ fn ensure_ids(batch: &OtapBatch, space: PayloadType) -> Result<(OtapBatch, UInt3
         Arc::new(filled.clone())
     } else {
         if next > u32::from(u16::MAX) + 1 {
-            return Err(PipelineError::Execute("more than 65,536 ids in one batch".into()));
+            return Err(PipelineError::Execute(
+                "more than 65,536 ids in one batch".into(),
+            ));
         }
-        Arc::new(UInt16Array::from_iter(filled.iter().map(|v| v.map(|v| v as u16))))
+        Arc::new(UInt16Array::from_iter(
+            filled.iter().map(|v| v.map(|v| v as u16)),
+        ))
     };
     let updated = upsert_column(table, consts::ID, column)?;
     let mut out = batch.clone();
@@ -281,11 +304,15 @@ fn set_envelope_attr(
     let mut group_of_row = Vec::with_capacity(rows.len());
     let mut group_info: Vec<(Option<u32>, usize, usize)> = Vec::new(); // (old id, first value row, rows)
     for (i, row) in rows.iter().enumerate() {
-        let old = ids.is_valid(*row as usize).then(|| ids.value(*row as usize));
-        let g = *groups.entry((old, encoded.row(i).data())).or_insert_with(|| {
-            group_info.push((old, i, 0));
-            group_info.len() - 1
-        });
+        let old = ids
+            .is_valid(*row as usize)
+            .then(|| ids.value(*row as usize));
+        let g = *groups
+            .entry((old, encoded.row(i).data()))
+            .or_insert_with(|| {
+                group_info.push((old, i, 0));
+                group_info.len() - 1
+            });
         group_info[g].2 += 1;
         group_of_row.push(g);
     }
@@ -308,9 +335,11 @@ fn set_envelope_attr(
                 let id = next - 1;
                 if let (Some(old), Some(existing)) = (old, existing) {
                     // Copy the old envelope's attributes to the new id.
-                    let copy = filter_record_batch(existing, &rows_of_parents(existing, &|p| p == *old)?)
-                        .map_err(arrow_err("copying attributes"))?;
-                    let parent: ArrayRef = Arc::new(UInt16Array::from(vec![id as u16; copy.num_rows()]));
+                    let copy =
+                        filter_record_batch(existing, &rows_of_parents(existing, &|p| p == *old)?)
+                            .map_err(arrow_err("copying attributes"))?;
+                    let parent: ArrayRef =
+                        Arc::new(UInt16Array::from(vec![id as u16; copy.num_rows()]));
                     attrs_tables.push(replace_column(&copy, consts::PARENT_ID, parent)?);
                 }
                 id
@@ -336,7 +365,9 @@ fn set_envelope_attr(
     for (i, row) in rows.iter().enumerate() {
         id_values[*row as usize] = Some(new_ids[group_of_row[i]]);
     }
-    let id_column: ArrayRef = Arc::new(UInt16Array::from_iter(id_values.iter().map(|v| v.map(|v| v as u16))));
+    let id_column: ArrayRef = Arc::new(UInt16Array::from_iter(
+        id_values.iter().map(|v| v.map(|v| v as u16)),
+    ));
     let updated = replace_struct_child(table, struct_name, consts::ID, id_column)?;
     let mut out = batch.clone();
     out.set(space, updated)?;
@@ -352,16 +383,22 @@ fn set_envelope_attr(
 
 /// `table` with child `child` of struct column `parent` replaced (the struct is created if
 /// absent).
-fn replace_struct_child(table: &RecordBatch, parent: &str, child: &str, column: ArrayRef) -> Result<RecordBatch> {
+fn replace_struct_child(
+    table: &RecordBatch,
+    parent: &str,
+    child: &str,
+    column: ArrayRef,
+) -> Result<RecordBatch> {
     let len = table.num_rows();
     let old = column_at(table, &[parent]);
-    let (mut fields, mut columns): (Vec<Field>, Vec<ArrayRef>) = match old.as_ref().and_then(|s| s.as_struct_opt()) {
-        Some(s) => (
-            s.fields().iter().map(|f| f.as_ref().clone()).collect(),
-            s.columns().to_vec(),
-        ),
-        None => (Vec::new(), Vec::new()),
-    };
+    let (mut fields, mut columns): (Vec<Field>, Vec<ArrayRef>) =
+        match old.as_ref().and_then(|s| s.as_struct_opt()) {
+            Some(s) => (
+                s.fields().iter().map(|f| f.as_ref().clone()).collect(),
+                s.columns().to_vec(),
+            ),
+            None => (Vec::new(), Vec::new()),
+        };
     match fields.iter().position(|f| f.name() == child) {
         Some(i) => {
             fields[i] = Field::new(child, column.data_type().clone(), true);

@@ -47,7 +47,11 @@ pub(crate) fn schema_of(columns: &[ColumnRef]) -> SchemaRef {
 }
 
 /// Assembles `columns` for `rows`, in `schema`.
-pub(crate) fn assemble(rows: &Rows<'_>, columns: &[ColumnRef], schema: &SchemaRef) -> Result<RecordBatch> {
+pub(crate) fn assemble(
+    rows: &Rows<'_>,
+    columns: &[ColumnRef],
+    schema: &SchemaRef,
+) -> Result<RecordBatch> {
     let arrays = columns
         .iter()
         .map(|c| column(rows, c))
@@ -87,7 +91,9 @@ fn field_array(rows: &Rows<'_>, name: &str) -> Result<Option<ArrayRef>> {
         }
         "scope.name" => rows.root_column(&["scope", "name"]),
         "scope.version" => rows.root_column(&["scope", "version"]),
-        "scope.dropped_attributes_count" => rows.root_column(&["scope", "dropped_attributes_count"]),
+        "scope.dropped_attributes_count" => {
+            rows.root_column(&["scope", "dropped_attributes_count"])
+        }
         "scope.schema_url" => rows.root_column(&["schema_url"]),
         _ => match rows.space {
             PayloadType::Logs => match name {
@@ -150,7 +156,10 @@ fn metric_field(rows: &Rows<'_>, name: &str) -> Result<Option<ArrayRef>> {
             let len = rows.len();
             let double = cast_or_null(rows.own(&["double_value"]), &DataType::Float64, len)?;
             let int = cast_or_null(rows.own(&["int_value"]), &DataType::Int64, len)?;
-            let (double, int) = (double.as_primitive::<arrow::datatypes::Float64Type>(), int.as_primitive::<Int64Type>());
+            let (double, int) = (
+                double.as_primitive::<arrow::datatypes::Float64Type>(),
+                int.as_primitive::<Int64Type>(),
+            );
             let values: Float64Array = (0..len)
                 .map(|i| {
                     if double.is_valid(i) {

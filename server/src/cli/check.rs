@@ -15,7 +15,11 @@ pub fn run(files: &[PathBuf], explain: bool) -> anyhow::Result<()> {
         program.sources.len(),
         program.sinks.len(),
         program.pipelines.len(),
-        program.pipelines.iter().map(|p| p.steps.len()).sum::<usize>()
+        program
+            .pipelines
+            .iter()
+            .map(|p| p.steps.len())
+            .sum::<usize>()
     );
     Ok(())
 }

@@ -31,7 +31,14 @@ pub fn render(sink: &str, batch: &OtapBatch, limit: usize) -> anyhow::Result<Str
                         return Ok(out);
                     }
                     shown += 1;
-                    out.push_str(&format!("  {}{}\n", service.as_deref().map(|s| format!("{s} | ")).unwrap_or_default(), describe(record)));
+                    out.push_str(&format!(
+                        "  {}{}\n",
+                        service
+                            .as_deref()
+                            .map(|s| format!("{s} | "))
+                            .unwrap_or_default(),
+                        describe(record)
+                    ));
                 }
             }
         }
@@ -63,7 +70,13 @@ fn attribute(attributes: &Value, key: &str) -> Option<String> {
 
 fn attributes(record: &Value) -> String {
     let pairs: Vec<String> = array(record, "attributes")
-        .map(|kv| format!("{}={}", kv["key"].as_str().unwrap_or(""), scalar(&kv["value"])))
+        .map(|kv| {
+            format!(
+                "{}={}",
+                kv["key"].as_str().unwrap_or(""),
+                scalar(&kv["value"])
+            )
+        })
         .collect();
     pairs.join(" ")
 }
@@ -74,7 +87,11 @@ fn describe(record: &Value) -> String {
         return format!("{severity} {} | {}", scalar(body), attributes(record));
     }
     if record.get("spanId").is_some() {
-        return format!("span {} | {}", record["name"].as_str().unwrap_or(""), attributes(record));
+        return format!(
+            "span {} | {}",
+            record["name"].as_str().unwrap_or(""),
+            attributes(record)
+        );
     }
     format!("metric {}", record["name"].as_str().unwrap_or(""))
 }

@@ -20,7 +20,10 @@ pub fn load(files: &[PathBuf]) -> anyhow::Result<(Program, Vec<Pipeline>)> {
                 .map(|text| (f.display().to_string(), text))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let named: Vec<(&str, &str)> = texts.iter().map(|(f, t)| (f.as_str(), t.as_str())).collect();
+    let named: Vec<(&str, &str)> = texts
+        .iter()
+        .map(|(f, t)| (f.as_str(), t.as_str()))
+        .collect();
     let program = check_sources(&named)?;
     let pipelines = Pipeline::compile_all(&program)?;
     Ok((program, pipelines))

@@ -7,15 +7,20 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use penstock_dialect::ast::{SinkKind, SourceKind};
-use penstock_engine::otlp::json;
 use penstock_engine::OtapBatch;
+use penstock_engine::otlp::json;
 
 use super::console;
 
 /// Where a sink's output goes during a replay.
 enum Output {
-    File { path: PathBuf, writer: BufWriter<File> },
-    Console { limit: usize },
+    File {
+        path: PathBuf,
+        writer: BufWriter<File>,
+    },
+    Console {
+        limit: usize,
+    },
     Discard,
 }
 
@@ -59,13 +64,23 @@ pub fn run(file: &Path, input: Option<&Path>, out: Option<&Path>) -> anyhow::Res
     for sink in &program.sinks {
         let output = match (out, sink.kind) {
             (Some(dir), _) => create(&dir.join(format!("{}.jsonl", sink.name)))?,
-            (None, SinkKind::File) => create(&super::resolve_path(file, sink.options.str("path").unwrap_or_default()))?,
+            (None, SinkKind::File) => create(&super::resolve_path(
+                file,
+                sink.options.str("path").unwrap_or_default(),
+            ))?,
             (None, SinkKind::Console) => Output::Console {
                 limit: sink.options.count("limit").unwrap_or(10) as usize,
             },
             (None, _) => Output::Discard,
         };
-        sinks.insert(sink.name.clone(), SinkOutput { output, batches: 0, records: 0 });
+        sinks.insert(
+            sink.name.clone(),
+            SinkOutput {
+                output,
+                batches: 0,
+                records: 0,
+            },
+        );
     }
     let mut read: BTreeMap<String, u64> = BTreeMap::new();
     for pipeline in &mut pipelines {
@@ -85,7 +100,8 @@ pub fn run(file: &Path, input: Option<&Path>, out: Option<&Path>) -> anyhow::Res
             Some(p) => p.to_path_buf(),
             None => super::resolve_path(file, source.options.str("path").unwrap_or_default()),
         };
-        let batches = json::read_file(&path).with_context(|| format!("reading {}", path.display()))?;
+        let batches =
+            json::read_file(&path).with_context(|| format!("reading {}", path.display()))?;
         for batch in batches {
             *read.entry(pipeline.name().to_string()).or_default() += batch.num_items() as u64;
             let output = pipeline
@@ -99,10 +115,20 @@ pub fn run(file: &Path, input: Option<&Path>, out: Option<&Path>) -> anyhow::Res
     }
     for (name, sink) in &mut sinks {
         if let Output::File { writer, path } = &mut sink.output {
-            writer.flush().with_context(|| format!("writing {}", path.display()))?;
-            println!("sink {name}: {} records in {} batches -> {}", sink.records, sink.batches, path.display());
+            writer
+                .flush()
+                .with_context(|| format!("writing {}", path.display()))?;
+            println!(
+                "sink {name}: {} records in {} batches -> {}",
+                sink.records,
+                sink.batches,
+                path.display()
+            );
         } else {
-            println!("sink {name}: {} records in {} batches", sink.records, sink.batches);
+            println!(
+                "sink {name}: {} records in {} batches",
+                sink.records, sink.batches
+            );
         }
     }
     for pipeline in &pipelines {
