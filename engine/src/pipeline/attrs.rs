@@ -308,8 +308,10 @@ fn new_rows(
     parents: &[u32],
     values: &ArrayRef,
 ) -> Result<RecordBatch> {
+    // Logical nulls: a NULL literal evaluates to a NullArray, which has no validity buffer.
+    let nulls = values.logical_nulls();
     let valid: Vec<u32> = (0..values.len())
-        .filter(|i| values.is_valid(*i))
+        .filter(|i| nulls.as_ref().is_none_or(|n| n.is_valid(*i)))
         .map(|i| i as u32)
         .collect();
     let values = take(values, &UInt32Array::from(valid.clone()), None)

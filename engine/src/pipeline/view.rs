@@ -76,9 +76,85 @@ pub(crate) fn column(rows: &Rows<'_>, column: &ColumnRef) -> Result<ArrayRef> {
         ColumnRef::Field(field) => {
             let ty = data_type(field.ty);
             let array = field_array(rows, field.name)?;
-            cast_or_null(array, &ty, rows.len())
+            let array = cast_or_null(array, &ty, rows.len())?;
+            if NO_DEFAULT.contains(&field.name) || array.null_count() == 0 {
+                Ok(array)
+            } else {
+                with_default(&array)
+            }
         }
     }
+}
+
+/// Fields read as NULL when absent. Every other field reads as its OTLP default (0, '', false)
+/// when the batch holds a null: OTAP writes defaults as nulls, and OTLP has no nulls there.
+const NO_DEFAULT: &[&str] = &[
+    "body",
+    "trace_id",
+    "span_id",
+    "parent_span_id",
+    "time_unix_nano",
+    "observed_time_unix_nano",
+    "start_time_unix_nano",
+    "end_time_unix_nano",
+    "duration_nanos",
+    "metric_type",
+    "value",
+    "count",
+    "sum",
+    "min",
+    "max",
+];
+
+/// `array` with nulls replaced by the type's default.
+fn with_default(array: &ArrayRef) -> Result<ArrayRef> {
+    use arrow::array::{BooleanArray, Int32Array, Int64Array, UInt32Array, UInt64Array};
+    use arrow::datatypes::{Int32Type, UInt32Type, UInt64Type};
+    Ok(match array.data_type() {
+        DataType::Utf8 => Arc::new(
+            array
+                .as_string::<i32>()
+                .iter()
+                .map(|v| Some(v.unwrap_or("")))
+                .collect::<StringArray>(),
+        ),
+        DataType::Int32 => Arc::new(
+            array
+                .as_primitive::<Int32Type>()
+                .iter()
+                .map(|v| Some(v.unwrap_or(0)))
+                .collect::<Int32Array>(),
+        ),
+        DataType::Int64 => Arc::new(
+            array
+                .as_primitive::<Int64Type>()
+                .iter()
+                .map(|v| Some(v.unwrap_or(0)))
+                .collect::<Int64Array>(),
+        ),
+        DataType::UInt32 => Arc::new(
+            array
+                .as_primitive::<UInt32Type>()
+                .iter()
+                .map(|v| Some(v.unwrap_or(0)))
+                .collect::<UInt32Array>(),
+        ),
+        DataType::UInt64 => Arc::new(
+            array
+                .as_primitive::<UInt64Type>()
+                .iter()
+                .map(|v| Some(v.unwrap_or(0)))
+                .collect::<UInt64Array>(),
+        ),
+        DataType::Boolean => Arc::new(
+            array
+                .as_boolean()
+                .iter()
+                .map(|v| Some(v.unwrap_or(false)))
+                .collect::<BooleanArray>(),
+        ),
+        _ => Arc::clone(array),
+    })
 }
 
 /// The physical column behind a field, before the cast to its SQL type.
