@@ -106,9 +106,18 @@ const NO_DEFAULT: &[&str] = &[
     "max",
 ];
 
+/// A primitive array with nulls replaced by zero.
+fn zero_filled<T: arrow::datatypes::ArrowPrimitiveType>(array: &ArrayRef) -> ArrayRef {
+    let filled: arrow::array::PrimitiveArray<T> = array
+        .as_primitive::<T>()
+        .iter()
+        .map(|v| Some(v.unwrap_or_default()))
+        .collect();
+    Arc::new(filled)
+}
+
 /// `array` with nulls replaced by the type's default.
 fn with_default(array: &ArrayRef) -> Result<ArrayRef> {
-    use arrow::array::{BooleanArray, Int32Array, Int64Array, UInt32Array, UInt64Array};
     use arrow::datatypes::{Int32Type, UInt32Type, UInt64Type};
     Ok(match array.data_type() {
         DataType::Utf8 => Arc::new(
@@ -118,40 +127,16 @@ fn with_default(array: &ArrayRef) -> Result<ArrayRef> {
                 .map(|v| Some(v.unwrap_or("")))
                 .collect::<StringArray>(),
         ),
-        DataType::Int32 => Arc::new(
-            array
-                .as_primitive::<Int32Type>()
-                .iter()
-                .map(|v| Some(v.unwrap_or(0)))
-                .collect::<Int32Array>(),
-        ),
-        DataType::Int64 => Arc::new(
-            array
-                .as_primitive::<Int64Type>()
-                .iter()
-                .map(|v| Some(v.unwrap_or(0)))
-                .collect::<Int64Array>(),
-        ),
-        DataType::UInt32 => Arc::new(
-            array
-                .as_primitive::<UInt32Type>()
-                .iter()
-                .map(|v| Some(v.unwrap_or(0)))
-                .collect::<UInt32Array>(),
-        ),
-        DataType::UInt64 => Arc::new(
-            array
-                .as_primitive::<UInt64Type>()
-                .iter()
-                .map(|v| Some(v.unwrap_or(0)))
-                .collect::<UInt64Array>(),
-        ),
+        DataType::Int32 => zero_filled::<Int32Type>(array),
+        DataType::Int64 => zero_filled::<Int64Type>(array),
+        DataType::UInt32 => zero_filled::<UInt32Type>(array),
+        DataType::UInt64 => zero_filled::<UInt64Type>(array),
         DataType::Boolean => Arc::new(
             array
                 .as_boolean()
                 .iter()
                 .map(|v| Some(v.unwrap_or(false)))
-                .collect::<BooleanArray>(),
+                .collect::<arrow::array::BooleanArray>(),
         ),
         _ => Arc::clone(array),
     })
