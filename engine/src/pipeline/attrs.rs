@@ -7,8 +7,8 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayRef, AsArray, BinaryArray, BooleanArray, DictionaryArray, Float64Array, Int64Array,
-    RecordBatch, StringArray, UInt8Array, UInt16Array, UInt32Array, new_null_array,
+    Array, ArrayRef, AsArray, BinaryArray, BooleanArray, Float64Array, Int64Array, RecordBatch,
+    StringArray, UInt8Array, UInt16Array, UInt32Array, new_null_array,
 };
 use arrow::buffer::BooleanBuffer;
 use arrow::compute::{cast, concat_batches, filter_record_batch, not, take};
@@ -68,13 +68,15 @@ pub(crate) fn key_mask(table: &RecordBatch, key: &str) -> Result<BooleanArray> {
     key_mask_by(table, |k| k == key)
 }
 
-/// Whether any row has key `key` (looks at the dictionary only when keys are a dictionary).
-fn has_key(table: &RecordBatch, key: &str) -> Result<bool> {
+/// Whether some row may have key `key`. With dictionary-encoded keys only the dictionary is
+/// read (an unused dictionary entry answers yes), so the answer costs nothing per row.
+fn may_have_key(table: &RecordBatch, key: &str) -> Result<bool> {
     let keys = key_column(table)?;
     Ok(match Col::<StringArray>::new(keys) {
         Some(Col::Dict8(_, values) | Col::Dict16(_, values)) => {
-            values.iter().any(|v| v == Some(key)) && key_mask(table, key)?.true_count() > 0
+            values.iter().any(|v| v == Some(key))
         }
+        Some(Col::Absent) => false,
         _ => key_mask(table, key)?.true_count() > 0,
     })
 }
@@ -235,11 +237,11 @@ fn rename_in_strings(values: &StringArray, from: &str, to: &str) -> StringArray 
 /// Renames key `from` to `to`. A parent that already has `to` keeps only the renamed value.
 /// With dictionary-encoded keys only the dictionary is rewritten.
 pub(crate) fn rename(table: &RecordBatch, from: &str, to: &str) -> Result<RecordBatch> {
-    if from == to || !has_key(table, from)? {
+    if from == to || !may_have_key(table, from)? {
         return Ok(table.clone());
     }
     let mut table = table.clone();
-    if has_key(&table, to)? {
+    if may_have_key(&table, to)? {
         let parents = parents_with_key(&table, from)?;
         let clash = key_of_parents(&table, to, &parents)?;
         table = remove_rows(&table, &clash)?;
@@ -249,18 +251,14 @@ pub(crate) fn rename(table: &RecordBatch, from: &str, to: &str) -> Result<Record
         DataType::Dictionary(k, _) if k.as_ref() == &DataType::UInt8 => {
             let dict = keys.as_dictionary::<UInt8Type>();
             let values = rename_in_strings(dict.values().as_string::<i32>(), from, to);
-            Arc::new(
-                DictionaryArray::<UInt8Type>::try_new(dict.keys().clone(), Arc::new(values))
-                    .map_err(|e| PipelineError::arrow("renaming keys", e))?,
-            )
+            // Same number of entries: the keys stay valid and are not re-validated.
+            Arc::new(dict.with_values(Arc::new(values)))
         }
         DataType::Dictionary(k, _) if k.as_ref() == &DataType::UInt16 => {
             let dict = keys.as_dictionary::<UInt16Type>();
             let values = rename_in_strings(dict.values().as_string::<i32>(), from, to);
-            Arc::new(
-                DictionaryArray::<UInt16Type>::try_new(dict.keys().clone(), Arc::new(values))
-                    .map_err(|e| PipelineError::arrow("renaming keys", e))?,
-            )
+            // Same number of entries: the keys stay valid and are not re-validated.
+            Arc::new(dict.with_values(Arc::new(values)))
         }
         DataType::Utf8 => Arc::new(rename_in_strings(keys.as_string::<i32>(), from, to)),
         other => {

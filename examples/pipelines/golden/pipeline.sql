@@ -1,0 +1,18 @@
+-- A golden replay test: `penstock replay` of this file over input.jsonl must write exactly
+-- the files in expected/ (cargo test -p penstock-server --test cli checks it).
+CREATE SOURCE sample FROM FILE WITH (path = 'input.jsonl');
+CREATE SINK errors  TO FILE WITH (path = 'errors.jsonl');
+CREATE SINK routine TO FILE WITH (path = 'routine.jsonl');
+
+CREATE PIPELINE golden FROM sample AS BEGIN
+  ALTER TABLE logs RENAME ATTRIBUTE 'exception.type' TO 'exception.kind';
+  ALTER TABLE logs RENAME RESOURCE ATTRIBUTE 'deployment.environment' TO 'deployment.environment.name';
+  ALTER TABLE logs DROP ATTRIBUTE 'user.email';
+  DELETE FROM logs WHERE severity_number < 5 OR attributes['http.route'] = '/healthcheck';
+  UPDATE logs SET body = regexp_replace(body, '\d{12,19}', '****'), attributes['redacted'] = true
+    WHERE body ~ '\d{12,19}';
+  UPDATE logs SET resource.attributes['oncall'] = 'payments'
+    WHERE resource.attributes['service.name'] = 'checkout' AND severity_number >= 17;
+  INSERT INTO errors SELECT * FROM logs WHERE attributes['http.response.status_code'] >= 500;
+  INSERT INTO routine SELECT * FROM logs WHERE attributes['http.response.status_code'] < 500;
+END;
