@@ -379,3 +379,73 @@ fn metrics_rows_are_data_points_and_empty_metrics_go_away() {
         "mem lost its only point and is gone"
     );
 }
+
+#[test]
+fn deleted_records_leave_nothing_in_otap_output() {
+    use penstock_engine::otap::{EncodeOptions, OtapDecoder, OtapEncoder};
+    let batch = logs(vec![(
+        vec![kv("service.name", s("checkout"))],
+        vec![
+            log(3, "gone", vec![kv("secret", s("x")), kv("k", i(1))]),
+            log(9, "kept", vec![kv("k", i(2))]),
+            log(2, "gone too", vec![kv("secret", s("y"))]),
+        ],
+    )]);
+    let mut p = pipeline(
+        "DELETE FROM logs WHERE severity_number < 5;
+         UPDATE logs SET attributes['new'] = 'v';
+         INSERT INTO a SELECT * FROM logs;",
+    );
+    let out = p.run(batch).unwrap();
+    let (_, routed) = &out.routed[0];
+    let mut encoder = OtapEncoder::new(routed.signal(), EncodeOptions::default()).unwrap();
+    let mut decoder = OtapDecoder::new(routed.signal());
+    let decoded = decoder.decode(&encoder.encode(routed).unwrap()).unwrap();
+    for batch in [routed, &decoded] {
+        let value: Value = serde_json::from_str(&json::to_line(batch).unwrap()).unwrap();
+        assert_eq!(
+            records(&[value]),
+            [(
+                vec!["service.name=checkout".into()],
+                "kept".into(),
+                vec!["k=2".into(), "new=v".into()]
+            )]
+        );
+    }
+    let attrs = decoded.get(penstock_engine::PayloadType::LogAttrs).unwrap();
+    assert_eq!(
+        attrs.num_rows(),
+        2,
+        "no attribute of a deleted record travels"
+    );
+}
+
+#[test]
+fn new_ids_never_adopt_the_attributes_of_deleted_records() {
+    use arrow::array::{RecordBatch, UInt16Array};
+    use std::sync::Arc;
+    let mut batch = logs(vec![(
+        vec![],
+        vec![
+            log(3, "gone", vec![kv("secret", s("x"))]),
+            log(9, "kept", vec![]),
+            log(2, "gone too", vec![kv("secret", s("y"))]),
+        ],
+    )]);
+    // As an OTAP producer may send it: the record without attributes has no id.
+    let table = batch.get(penstock_engine::PayloadType::Logs).unwrap();
+    let index = table.schema().index_of("id").unwrap();
+    let mut columns = table.columns().to_vec();
+    columns[index] = Arc::new(UInt16Array::from(vec![Some(0), None, Some(2)]));
+    let table = RecordBatch::try_new(table.schema(), columns).unwrap();
+    batch
+        .set(penstock_engine::PayloadType::Logs, table)
+        .unwrap();
+    let mut p = pipeline(
+        "DELETE FROM logs WHERE severity_number < 5;
+         UPDATE logs SET attributes['new'] = 'v';
+         INSERT INTO a SELECT * FROM logs;",
+    );
+    let got = records(&sink(&p.run(batch).unwrap(), "a"));
+    assert_eq!(got, [(vec![], "kept".into(), vec!["new=v".into()])]);
+}

@@ -1,6 +1,7 @@
-//! Filtering the rows of a row space, cascaded to everything that hangs off them: attributes,
-//! events, links, exemplars; metrics left without data points; resource and scope attributes
-//! no longer referenced.
+//! Filtering the rows of a row space. Data points are cascaded to their attributes and
+//! exemplars, and metrics left without data points go too; log records and spans leave their
+//! children behind as orphans (see [`keep_rows`]). Resource and scope attributes no longer
+//! referenced are removed.
 
 use std::collections::HashSet;
 
@@ -103,12 +104,48 @@ pub(crate) fn keep_rows(
     } else {
         None
     };
-    filter_tree(&mut out, space, keep)?;
-    if let Some(lost) = lost_metrics {
-        prune_metrics(&mut out, &lost)?;
+    match lost_metrics {
+        Some(lost) => {
+            filter_tree(&mut out, space, keep)?;
+            prune_metrics(&mut out, &lost)?;
+        }
+        None => {
+            // Log records and spans: only the record table is filtered. Their attributes,
+            // events and links stay behind as orphans: lookups go by parent id and never
+            // reach them, the OTLP encoder visits children by parent id, and the OTAP encoder
+            // drops children whose parent is gone when it renumbers ids. Filtering the child
+            // tables here would cost about ten times the record table, on every statement.
+            let kept = filter(table, keep)?;
+            out.set(space, kept)?;
+        }
     }
     prune_envelope(&mut out)?;
     Ok(out)
+}
+
+/// The largest id in use by `space` or by any child row pointing at it (orphans included), so
+/// a new id never adopts an orphan's children.
+pub(crate) fn max_used_id(batch: &OtapBatch, space: PayloadType) -> Result<Option<u32>> {
+    let mut max = None;
+    if let Some(t) = batch.get(space) {
+        max = max.max(
+            ids_u32(t.column_by_name(consts::ID).cloned(), t.num_rows())?
+                .iter()
+                .flatten()
+                .max(),
+        );
+    }
+    for child in space.children() {
+        if let Some(t) = batch.get(child) {
+            max = max.max(
+                ids_u32(t.column_by_name(consts::PARENT_ID).cloned(), t.num_rows())?
+                    .iter()
+                    .flatten()
+                    .max(),
+            );
+        }
+    }
+    Ok(max)
 }
 
 /// Removes metrics that lost data points and have none left.

@@ -202,7 +202,7 @@ fn ensure_ids(batch: &OtapBatch, space: PayloadType) -> Result<(OtapBatch, UInt3
     if ids.null_count() == 0 {
         return Ok((batch.clone(), ids));
     }
-    let mut next = ids.iter().flatten().max().map_or(0, |m| m + 1);
+    let mut next = super::filter::max_used_id(batch, space)?.map_or(0, |m| m + 1);
     let filled: UInt32Array = ids
         .iter()
         .map(|id| {
@@ -316,7 +316,20 @@ fn set_envelope_attr(
         group_info[g].2 += 1;
         group_of_row.push(g);
     }
-    let mut next = ids.iter().flatten().max().map_or(0, |m| m + 1);
+    // New ids stay clear of ids still used by attribute rows (even unreferenced ones).
+    let attr_parents = match batch.get(kind) {
+        Some(t) => ids_u32(t.column_by_name(consts::PARENT_ID).cloned(), t.num_rows())?
+            .iter()
+            .flatten()
+            .max(),
+        None => None,
+    };
+    let mut next = ids
+        .iter()
+        .flatten()
+        .max()
+        .max(attr_parents)
+        .map_or(0, |m| m + 1);
     let mut attrs_tables: Vec<RecordBatch> = Vec::new();
     let existing = batch.get(kind);
     let mut new_ids: Vec<u32> = Vec::with_capacity(group_info.len());
