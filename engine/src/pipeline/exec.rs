@@ -11,6 +11,7 @@ use datafusion::prelude::SessionContext;
 use penstock_dialect::model::{AttrScope, ColumnRef, Table};
 use penstock_dialect::{Program, SetTarget, Step, StepKind};
 
+use super::aggregate::{Aggregation, Output};
 use super::error::{PipelineError, Result};
 use super::expr::{CompiledExpr, compile};
 use super::filter::keep_rows;
@@ -61,6 +62,11 @@ enum Op {
         sink: String,
         filter: Option<CompiledExpr>,
         projection: Option<Vec<ColumnRef>>,
+    },
+    Aggregate {
+        sink: String,
+        filter: Option<CompiledExpr>,
+        aggregation: Aggregation,
     },
 }
 
@@ -118,7 +124,7 @@ fn field_path(table: Table, name: &str) -> Vec<&str> {
     }
 }
 
-fn compile_step(state: &SessionState, step: &Step) -> Result<Op> {
+fn compile_step(state: &SessionState, step: &Step, pipeline: &str) -> Result<Op> {
     Ok(match &step.kind {
         StepKind::Rename { scope, renames } => Op::Rename {
             scope: *scope,
@@ -180,12 +186,22 @@ fn compile_step(state: &SessionState, step: &Step) -> Result<Op> {
             filter: compile_filter(state, step, filter)?,
             projection: projection.clone(),
         },
-        StepKind::Aggregate { .. } => {
-            return Err(plan_error(
-                step,
-                "aggregations (GROUP BY) are not supported yet",
-            ));
-        }
+        StepKind::Aggregate {
+            sink,
+            filter,
+            outputs,
+            group_by,
+        } => Op::Aggregate {
+            sink: sink.clone(),
+            filter: compile_filter(state, step, filter)?,
+            aggregation: Aggregation::compile(
+                state,
+                outputs,
+                group_by,
+                &step.origin.to_string(),
+                pipeline,
+            )?,
+        },
     })
 }
 
@@ -220,7 +236,7 @@ impl Pipeline {
             .iter()
             .map(|step| {
                 Ok(CompiledStep {
-                    op: compile_step(&state, step)?,
+                    op: compile_step(&state, step, &pipeline.name)?,
                     step: step.clone(),
                     stats: StepStats::default(),
                 })
@@ -387,6 +403,26 @@ impl Pipeline {
                         out.routed.push((sink.clone(), copy));
                     }
                 }
+                Op::Aggregate {
+                    sink,
+                    filter,
+                    aggregation,
+                } => {
+                    has_route = true;
+                    let mut used = 0u64;
+                    for space in spaces(&batch, table) {
+                        let rows = Rows::new(&batch, space)?;
+                        let mask = match filter {
+                            Some(f) => f.matches(&rows)?,
+                            None => BooleanArray::new(BooleanBuffer::new_set(rows.len()), None),
+                        };
+                        used += mask.true_count() as u64;
+                        if let Some(metrics) = aggregation.run(&rows, &mask)? {
+                            out.routed.push((sink.clone(), metrics));
+                        }
+                    }
+                    compiled.stats.rows_out += used;
+                }
             }
         }
         let total: u64 = batch
@@ -530,7 +566,32 @@ impl Pipeline {
                         Some(f) => line(describe_expr(table, "where", f)),
                         None => line("every row".into()),
                     }
-                    line("filter rows, cascade to attributes and child tables".into());
+                    line("filter the record table (children of removed rows are left to the encoders)".into());
+                }
+                Op::Aggregate {
+                    sink,
+                    filter,
+                    aggregation,
+                } => {
+                    if let Some(f) = filter {
+                        line(describe_expr(table, "where", f));
+                    }
+                    for output in &aggregation.outputs {
+                        match output {
+                            Output::Key { name, expr } => {
+                                line(describe_expr(table, &format!("group by {name} ="), expr));
+                            }
+                            Output::Aggregate { name, func, arg } => {
+                                line(format!(
+                                    "{name} = {func:?} per group -> metric {name} [hash aggregation per batch]"
+                                ));
+                                if let Some(arg) = arg {
+                                    line(describe_expr(table, "  of", arg));
+                                }
+                            }
+                        }
+                    }
+                    line(format!("derived metrics to sink {sink}"));
                 }
                 Op::Route {
                     sink,

@@ -8,6 +8,7 @@
 //! children; resource and scope attribute updates split a resource shared with rows the
 //! statement does not match.
 
+mod aggregate;
 mod attrs;
 mod error;
 mod exec;
