@@ -93,16 +93,8 @@ fn attr_access(expr: &Expr) -> Result<Option<AttrAccess>, Located> {
             _ => return Ok(None),
         }
     }
-    let scope = match path
-        .iter()
-        .map(String::as_str)
-        .collect::<Vec<_>>()
-        .as_slice()
-    {
-        ["attributes"] => AttrScope::Record,
-        ["resource", "attributes"] => AttrScope::Resource,
-        ["scope", "attributes"] => AttrScope::Scope,
-        _ => return Ok(None),
+    let Some(scope) = AttrScope::from_path(&path) else {
+        return Ok(None);
     };
     let [index] = subscripts.as_slice() else {
         return Err(Located::at(

@@ -189,6 +189,19 @@ impl AttrScope {
         }
     }
 
+    /// The map named by a lower-case dotted path (`attributes`, `resource.attributes`,
+    /// `scope.attributes`).
+    pub fn from_path<S: AsRef<str>>(path: &[S]) -> Option<AttrScope> {
+        match path {
+            [a] if a.as_ref() == "attributes" => Some(AttrScope::Record),
+            [m, a] if a.as_ref() == "attributes" && m.as_ref() == "resource" => {
+                Some(AttrScope::Resource)
+            }
+            [m, a] if a.as_ref() == "attributes" && m.as_ref() == "scope" => Some(AttrScope::Scope),
+            _ => None,
+        }
+    }
+
     /// The keyword of `ALTER TABLE ... RENAME|DROP [RESOURCE|SCOPE] ATTRIBUTE`.
     pub fn keyword(self) -> Option<&'static str> {
         match self {

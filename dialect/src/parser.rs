@@ -354,21 +354,11 @@ impl FileParser<'_> {
             return Ok(Target::Field(parts));
         }
         let path: Vec<String> = parts.iter().map(|p| p.value.to_lowercase()).collect();
-        let scope = match path
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>()
-            .as_slice()
-        {
-            ["attributes"] => AttrScope::Record,
-            ["resource", "attributes"] => AttrScope::Resource,
-            ["scope", "attributes"] => AttrScope::Scope,
-            _ => {
-                return Err(Located::at(
-                    parts[0].span,
-                    "expected attributes['key'], resource.attributes['key'] or scope.attributes['key']",
-                ));
-            }
+        let Some(scope) = AttrScope::from_path(&path) else {
+            return Err(Located::at(
+                parts[0].span,
+                "expected attributes['key'], resource.attributes['key'] or scope.attributes['key']",
+            ));
         };
         let key = self.string("an attribute key as a 'string'")?;
         self.expect_token(&Token::RBracket, "']' after the attribute key")?;
