@@ -2,8 +2,7 @@
 //! options are known and typed, queries have a shape the engine runs.
 
 use sqlparser::ast::{
-    Expr, FunctionArguments, GroupByExpr, Ident, Query, SelectItem, SetExpr, Spanned, TableFactor,
-    Visit, Visitor,
+    Expr, GroupByExpr, Ident, Query, SelectItem, SetExpr, Spanned, TableFactor, Visit, Visitor,
 };
 use std::ops::ControlFlow;
 
@@ -41,11 +40,6 @@ pub(crate) fn check_files(
         }
     }
     Ok(program)
-}
-
-/// Checks one file.
-pub(crate) fn check(file: &str, parsed: &ast::File) -> std::result::Result<Program, DialectError> {
-    check_files(&[(file.to_string(), parsed.clone())])
 }
 
 fn origin(file: &str, location: Location) -> Origin {
@@ -298,9 +292,7 @@ fn has_aggregate(expr: &Expr) -> bool {
         fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<()> {
             if let Expr::Function(f) = expr {
                 let name = f.name.to_string().to_lowercase();
-                let aggregate = AGGREGATES.contains(&name.as_str())
-                    || matches!(f.args, FunctionArguments::List(ref l) if l.args.is_empty() && name == "count");
-                if aggregate && f.over.is_none() {
+                if AGGREGATES.contains(&name.as_str()) && f.over.is_none() {
                     self.0 = true;
                     return ControlFlow::Break(());
                 }

@@ -50,6 +50,5 @@ pub fn check_sources(files: &[(&str, &str)]) -> Result<Program, DialectError> {
 
 /// Parses and checks a pipeline file's text into a [`Program`].
 pub fn check_source(file: &str, sql: &str) -> Result<Program, DialectError> {
-    let parsed = parse(file, sql)?;
-    check::check(file, &parsed)
+    check_sources(&[(file, sql)])
 }

@@ -157,7 +157,7 @@ pub(crate) fn lookup(
     ty: AttrType,
     parents: &UInt32Array,
 ) -> Result<ArrayRef> {
-    let data_type = sql_data_type(ty);
+    let data_type = super::view::data_type(ty.sql_type());
     let Some(table) = table else {
         return Ok(new_null_array(&data_type, parents.len()));
     };
@@ -177,17 +177,6 @@ pub(crate) fn lookup(
     let index = IdIndex::new(&hit_parents)?;
     let picks = index.lookup(parents);
     take(&values, &picks, None).map_err(|e| PipelineError::arrow("looking up an attribute", e))
-}
-
-/// The Arrow type of an attribute read as `ty`.
-pub(crate) fn sql_data_type(ty: AttrType) -> DataType {
-    match ty {
-        AttrType::Str => DataType::Utf8,
-        AttrType::Int => DataType::Int64,
-        AttrType::Double => DataType::Float64,
-        AttrType::Bool => DataType::Boolean,
-        AttrType::Bytes => DataType::Binary,
-    }
 }
 
 /// Removes the rows where `remove` is true.

@@ -320,10 +320,7 @@ impl Pipeline {
                 Op::Update { filter, sets } => {
                     for space in spaces(&batch, table) {
                         let rows = Rows::new(&batch, space)?;
-                        let mask = match filter {
-                            Some(f) => f.matches(&rows)?,
-                            None => BooleanArray::new(BooleanBuffer::new_set(rows.len()), None),
-                        };
+                        let mask = selected(filter.as_ref(), &rows)?;
                         if mask.true_count() == 0 {
                             continue;
                         }
@@ -383,10 +380,7 @@ impl Pipeline {
                     for space in spaces(&batch, table) {
                         let rows = Rows::new(&batch, space)?;
                         let len = rows.len();
-                        let mask = match filter {
-                            Some(f) => f.matches(&rows)?,
-                            None => BooleanArray::new(BooleanBuffer::new_set(len), None),
-                        };
+                        let mask = selected(filter.as_ref(), &rows)?;
                         drop(rows);
                         let flags = routed.entry(space).or_insert_with(|| vec![false; len]);
                         for i in mask.values().set_indices() {
@@ -412,10 +406,7 @@ impl Pipeline {
                     let mut used = 0u64;
                     for space in spaces(&batch, table) {
                         let rows = Rows::new(&batch, space)?;
-                        let mask = match filter {
-                            Some(f) => f.matches(&rows)?,
-                            None => BooleanArray::new(BooleanBuffer::new_set(rows.len()), None),
-                        };
+                        let mask = selected(filter.as_ref(), &rows)?;
                         used += mask.true_count() as u64;
                         if let Some(metrics) = aggregation.run(&rows, &mask)? {
                             out.routed.push((sink.clone(), metrics));
@@ -444,6 +435,14 @@ impl Pipeline {
         };
         self.unrouted += out.unrouted_rows;
         Ok(out)
+    }
+}
+
+/// The rows `filter` selects (every row without one).
+fn selected(filter: Option<&CompiledExpr>, rows: &Rows<'_>) -> Result<BooleanArray> {
+    match filter {
+        Some(f) => f.matches(rows),
+        None => Ok(BooleanArray::new(BooleanBuffer::new_set(rows.len()), None)),
     }
 }
 

@@ -67,7 +67,7 @@ fn set_path(
         [name] => {
             let old = match table.column_by_name(name) {
                 Some(c) => Arc::clone(c),
-                None => new_null_array(&canonical_type(table, name, values), len),
+                None => new_null_array(&plain_type(values.data_type()), len),
             };
             let old = plain(&old)?;
             let new = blend(mask, values, &old)?;
@@ -116,10 +116,6 @@ fn plain_type(ty: &DataType) -> DataType {
         DataType::Utf8View | DataType::LargeUtf8 => DataType::Utf8,
         other => other.clone(),
     }
-}
-
-fn canonical_type(_table: &RecordBatch, _name: &str, values: &ArrayRef) -> DataType {
-    plain_type(values.data_type())
 }
 
 /// Dictionaries unpacked: an update writes values the dictionary may not hold.
@@ -333,7 +329,6 @@ fn set_envelope_attr(
     let mut attrs_tables: Vec<RecordBatch> = Vec::new();
     let existing = batch.get(kind);
     let mut new_ids: Vec<u32> = Vec::with_capacity(group_info.len());
-    let mut changed_parents: Vec<u32> = Vec::new();
     for (old, _, count) in &group_info {
         let in_place = old.is_some() && total.get(old).copied() == Some(*count);
         let id = match (in_place, old) {
@@ -359,7 +354,6 @@ fn set_envelope_attr(
             }
         };
         new_ids.push(id);
-        changed_parents.push(id);
     }
     let mut attrs: Option<RecordBatch> = match existing {
         Some(e) if !attrs_tables.is_empty() => {
@@ -372,7 +366,7 @@ fn set_envelope_attr(
     };
     let first_rows = UInt32Array::from(group_info.iter().map(|g| g.1 as u32).collect::<Vec<_>>());
     let group_values = take(values, &first_rows, None).map_err(arrow_err("selecting values"))?;
-    attrs = upsert(attrs.as_ref(), kind, key, &changed_parents, &group_values)?;
+    attrs = upsert(attrs.as_ref(), kind, key, &new_ids, &group_values)?;
     // Point the updated rows at their (possibly new) envelope.
     let mut id_values: Vec<Option<u32>> = ids.iter().collect();
     for (i, row) in rows.iter().enumerate() {
@@ -402,7 +396,6 @@ fn replace_struct_child(
     child: &str,
     column: ArrayRef,
 ) -> Result<RecordBatch> {
-    let len = table.num_rows();
     let old = column_at(table, &[parent]);
     let (mut fields, mut columns): (Vec<Field>, Vec<ArrayRef>) =
         match old.as_ref().and_then(|s| s.as_struct_opt()) {
@@ -424,6 +417,5 @@ fn replace_struct_child(
     }
     let updated = StructArray::try_new(Fields::from(fields), columns, None)
         .map_err(arrow_err("updating a struct column"))?;
-    debug_assert_eq!(updated.len(), len);
     upsert_column(table, parent, Arc::new(updated))
 }
