@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use penstock_dialect::check_source;
+use penstock_engine::OtapBatch;
 use penstock_engine::otlp::json;
 use penstock_engine::pipeline::Pipeline;
 use serde_json::Value;
@@ -184,22 +185,26 @@ fn render(request: &Value) -> Vec<String> {
 
 fn run_file(path: &Path) -> Result<usize, String> {
     let text = std::fs::read_to_string(path).unwrap();
-    let name = path.display().to_string();
+    run_text(&path.display().to_string(), &text, 0)
+}
+
+/// Runs slt `text` from file `name`, whose first line is line `offset + 1` of that file.
+fn run_text(name: &str, text: &str, offset: usize) -> Result<usize, String> {
     let mut pipeline: Option<Pipeline> = None;
     let mut outputs: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut checked = 0;
-    for (line, block) in blocks(&text) {
-        let at = format!("{name}:{line}");
+    for (line, block) in blocks(text) {
+        let at = format!("{name}:{}", line + offset);
         match block {
             Block::Pipeline(body) => {
                 let program =
-                    check_source(&name, &program_sql(&body)).map_err(|e| format!("{at}: {e}"))?;
+                    check_source(name, &program_sql(&body)).map_err(|e| format!("{at}: {e}"))?;
                 pipeline =
                     Some(Pipeline::compile(&program, "p").map_err(|e| format!("{at}: {e}"))?);
                 outputs.clear();
             }
             Block::Error { expected, body } => {
-                let result = check_source(&name, &program_sql(&body))
+                let result = check_source(name, &program_sql(&body))
                     .map_err(|e| e.to_string())
                     .and_then(|program| {
                         Pipeline::compile(&program, "p")
@@ -299,4 +304,95 @@ fn slt_files() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// The fenced blocks of a Markdown file: (language, first line number of the body, body).
+fn fenced_blocks(text: &str) -> Vec<(String, usize, String)> {
+    let mut out = Vec::new();
+    let mut open: Option<(String, usize, Vec<&str>)> = None;
+    for (i, line) in text.lines().enumerate() {
+        match (&mut open, line.strip_prefix("```")) {
+            (None, Some(lang)) => open = Some((lang.trim().to_string(), i + 2, Vec::new())),
+            (Some(_), Some(_)) => {
+                let (lang, start, body) = open.take().unwrap();
+                out.push((lang, start, body.join("\n")));
+            }
+            (Some((_, _, body)), None) => body.push(line),
+            (None, None) => {}
+        }
+    }
+    out
+}
+
+/// Sources and sinks the statement examples of `docs/dialect.md` refer to.
+const DOC_PRELUDE: &str = "CREATE SOURCE edge FROM FILE WITH (path = 'unused.jsonl');
+CREATE SINK backend TO CONSOLE;
+CREATE SINK errors TO CONSOLE;
+CREATE SINK slim TO CONSOLE;
+";
+
+/// Checks and runs one `sql` example of the dialect reference: definitions are checked as they
+/// are; pipeline statements are checked, planned and run over the sample telemetry of all three
+/// signals, and each statement must see rows of its table.
+fn run_doc_sql(at: &str, sql: &str, samples: &[OtapBatch]) -> Result<(), String> {
+    if sql.trim_start().starts_with("CREATE") {
+        check_source(at, sql).map_err(|e| format!("{at}: {e}"))?;
+        return Ok(());
+    }
+    let source = format!("{DOC_PRELUDE}CREATE PIPELINE doc FROM edge AS BEGIN\n{sql}\nEND;");
+    let program = check_source(at, &source).map_err(|e| format!("{at}: {e}"))?;
+    let mut pipeline = Pipeline::compile(&program, "doc").map_err(|e| format!("{at}: {e}"))?;
+    for batch in samples {
+        pipeline
+            .run(batch.clone())
+            .map_err(|e| format!("{at}: {e}"))?;
+    }
+    for (step, stats) in pipeline.stats() {
+        if stats.rows_in == 0 {
+            return Err(format!(
+                "{at}: the {} step on {} saw no rows of the sample data",
+                step.kind.name(),
+                step.table.name()
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn dialect_doc_examples() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let doc = root.join("docs/dialect.md");
+    let text = std::fs::read_to_string(&doc).unwrap();
+    let mut samples = Vec::new();
+    for signal in ["logs", "traces", "metrics"] {
+        let text = std::fs::read_to_string(root.join(format!("examples/data/{signal}.jsonl")));
+        for (i, l) in text.unwrap().lines().enumerate() {
+            let (signal, bytes) = json::line_to_protobuf(l, i + 1).unwrap();
+            samples.extend(json::decode(signal, &bytes).unwrap());
+        }
+    }
+    let (mut sql, mut slt, mut failures) = (0, 0, Vec::new());
+    for (lang, line, body) in fenced_blocks(&text) {
+        let at = format!("docs/dialect.md:{line}");
+        let result = match lang.as_str() {
+            "sql" => {
+                sql += 1;
+                run_doc_sql(&at, &body, &samples)
+            }
+            "slt" => {
+                slt += 1;
+                run_text("docs/dialect.md", &body, line - 1).map(|_| ())
+            }
+            _ => Ok(()),
+        };
+        if let Err(e) = result {
+            failures.push(e);
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    assert!(
+        sql >= 8 && slt >= 6,
+        "only {sql} sql and {slt} slt examples found"
+    );
 }

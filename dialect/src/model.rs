@@ -158,14 +158,14 @@ pub const METRIC_FIELDS: &[Field] = &[
     field("metric_type", Utf8, false),
     field("aggregation_temporality", Int32, false),
     field("is_monotonic", Boolean, false),
-    field("time_unix_nano", Timestamp, false),
-    field("start_time_unix_nano", Timestamp, false),
+    field("time_unix_nano", Timestamp, true),
+    field("start_time_unix_nano", Timestamp, true),
     field("value", Float64, false),
     field("count", UInt64, false),
     field("sum", Float64, false),
     field("min", Float64, false),
     field("max", Float64, false),
-    field("flags", UInt32, false),
+    field("flags", UInt32, true),
 ];
 
 /// Whose attributes: the record's, its resource's or its scope's.

@@ -449,3 +449,57 @@ fn new_ids_never_adopt_the_attributes_of_deleted_records() {
     let got = records(&sink(&p.run(batch).unwrap(), "a"));
     assert_eq!(got, [(vec![], "kept".into(), vec!["new=v".into()])]);
 }
+
+#[test]
+fn metric_level_updates_split_metrics_and_survive_otap_encoding() {
+    use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+    use penstock_engine::otap::{EncodeOptions, OtapDecoder, OtapEncoder};
+    use penstock_engine::{equiv, otlp};
+    use prost::Message;
+    let point = |v: f64, host: &str| {
+        json!({"timeUnixNano": "1750000000000000000", "asDouble": v,
+               "attributes": [kv("host", s(host))],
+               "exemplars": [{"timeUnixNano": "1750000000000000000", "asDouble": v,
+                              "filteredAttributes": [kv("trace", s(host))]}]})
+    };
+    let batch = decode_line(json!({"resourceMetrics": [{
+        "resource": {"attributes": [kv("service.name", s("db"))]},
+        "scopeMetrics": [{"scope": {"name": "m"}, "metrics": [
+            {"name": "cpu", "unit": "1", "metadata": [kv("origin", s("kernel"))],
+             "gauge": {"dataPoints": [point(0.9, "a"), point(0.5, "b"), point(0.95, "c")]}},
+            {"name": "mem", "unit": "By", "gauge": {"dataPoints": [point(0.25, "a")]}}]}]}]}));
+    let mut p = pipeline(
+        "UPDATE metrics SET name = 'cpu.hot', resource.attributes['tier'] = 'hot' WHERE value > 0.8;
+         INSERT INTO a SELECT * FROM metrics;",
+    );
+    let out = p.run(batch).unwrap();
+    let (_, routed) = &out.routed[0];
+    let options = EncodeOptions {
+        metric_metadata: true,
+        ..EncodeOptions::default()
+    };
+    let mut encoder = OtapEncoder::new(routed.signal(), options).unwrap();
+    let mut decoder = OtapDecoder::new(routed.signal());
+    let decoded = decoder.decode(&encoder.encode(routed).unwrap()).unwrap();
+    let canonical = |b: &OtapBatch| {
+        let bytes = otlp::encode::encode(b).unwrap();
+        equiv::metrics(&ExportMetricsServiceRequest::decode(bytes.as_slice()).unwrap())
+    };
+    let direct = canonical(routed);
+    assert_eq!(equiv::first_difference(&direct, &canonical(&decoded)), None);
+    // Three metrics: cpu.hot (0.9, 0.95) under a resource with tier=hot, cpu (0.5) and mem
+    // under the original resource; the copy keeps the metadata and the exemplars.
+    assert_eq!(direct.len(), 3, "{direct:#?}");
+    let hot: Vec<&String> = direct.iter().filter(|l| l.contains("cpu.hot")).collect();
+    assert_eq!(hot.len(), 1);
+    for needle in ["tier", "kernel", "0.95", "0.9", "trace"] {
+        assert!(hot[0].contains(needle), "{needle} missing from {}", hot[0]);
+    }
+    assert!(!hot[0].contains("0.5"));
+    let cold: Vec<&String> = direct.iter().filter(|l| !l.contains("cpu.hot")).collect();
+    assert!(cold.iter().all(|l| !l.contains("tier")), "{cold:#?}");
+    assert!(
+        cold.iter()
+            .any(|l| l.contains("\"cpu\"") && l.contains("kernel"))
+    );
+}

@@ -16,7 +16,7 @@ use super::error::{PipelineError, Result};
 use super::expr::{CompiledExpr, compile};
 use super::filter::keep_rows;
 use super::rows::{Rows, attrs_of, signal_of, spaces};
-use super::update::{set_attr, set_field};
+use super::update::{set_attr, set_field, set_metric_field};
 use super::view::data_type;
 use super::{attrs, project};
 use crate::batch::OtapBatch;
@@ -116,6 +116,9 @@ fn compile_filter(
 }
 
 /// The physical path of a settable column.
+/// Columns of `metrics` that belong to the metric rather than to the data point.
+const METRIC_LEVEL_FIELDS: &[&str] = &["name", "description", "unit"];
+
 fn field_path(table: Table, name: &str) -> Vec<&str> {
     match (table, name) {
         (Table::Spans, "status.code") => vec!["status", "code"],
@@ -144,12 +147,6 @@ fn compile_step(state: &SessionState, step: &Step, pipeline: &str) -> Result<Op>
                 let value = compile(state, &a.value, &step.origin.to_string())?;
                 match &a.target {
                     SetTarget::Field(field) => {
-                        if step.table == Table::Metrics {
-                            return Err(plan_error(
-                                step,
-                                format!("setting {} of metrics is not supported yet", field.name),
-                            ));
-                        }
                         let target = data_type(field.ty);
                         if !can_cast_types(&value.data_type, &target) {
                             return Err(plan_error(
@@ -161,14 +158,7 @@ fn compile_step(state: &SessionState, step: &Step, pipeline: &str) -> Result<Op>
                             ));
                         }
                     }
-                    SetTarget::Attr { scope, .. } => {
-                        if step.table == Table::Metrics && *scope != AttrScope::Record {
-                            return Err(plan_error(
-                                step,
-                                "setting resource or scope attributes of metrics is not supported yet",
-                            ));
-                        }
-                    }
+                    SetTarget::Attr { .. } => {}
                 }
                 sets.push((a.target.clone(), value));
             }
@@ -331,6 +321,12 @@ impl Pipeline {
                         drop(rows);
                         for ((target, _), values) in sets.iter().zip(values) {
                             batch = match target {
+                                SetTarget::Field(field)
+                                    if table == Table::Metrics
+                                        && METRIC_LEVEL_FIELDS.contains(&field.name) =>
+                                {
+                                    set_metric_field(&batch, space, &[field.name], &mask, &values)?
+                                }
                                 SetTarget::Field(field) => set_field(
                                     &batch,
                                     space,

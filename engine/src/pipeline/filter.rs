@@ -149,7 +149,7 @@ pub(crate) fn max_used_id(batch: &OtapBatch, space: PayloadType) -> Result<Optio
 }
 
 /// Removes metrics that lost data points and have none left.
-fn prune_metrics(batch: &mut OtapBatch, lost: &IdSet) -> Result<()> {
+pub(crate) fn prune_metrics(batch: &mut OtapBatch, lost: &IdSet) -> Result<()> {
     let mut referenced = Vec::new();
     for dp in DATA_POINTS {
         if let Some(t) = batch.get(dp) {

@@ -14,6 +14,7 @@ mod error;
 mod exec;
 mod expr;
 mod filter;
+mod metric_split;
 mod project;
 mod rows;
 mod update;

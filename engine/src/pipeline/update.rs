@@ -16,6 +16,7 @@ use penstock_dialect::model::AttrScope;
 
 use super::attrs::{concat_attrs, replace_column, rows_of_parents, upsert};
 use super::error::{PipelineError, Result};
+use super::metric_split::split_metrics;
 use super::rows::{attrs_of, column_at, ids_u32};
 use crate::batch::OtapBatch;
 use crate::schema::PayloadType;
@@ -42,6 +43,47 @@ pub(crate) fn set_field(
     let mut out = batch.clone();
     out.set(space, updated)?;
     Ok(out)
+}
+
+/// Sets metric-level field `path` (name, description, unit) for the metrics of the data points
+/// of `space` where `mask` is true, splitting a metric whose points get different values.
+pub(crate) fn set_metric_field(
+    batch: &OtapBatch,
+    space: PayloadType,
+    path: &[&str],
+    mask: &BooleanArray,
+    values: &ArrayRef,
+) -> Result<OtapBatch> {
+    let Some((rows, picked)) = masked_values(mask, values)? else {
+        return Ok(batch.clone());
+    };
+    let groups = split_metrics(batch, space, &rows, &picked)?;
+    let metrics = table_of(&groups.batch, PayloadType::UnivariateMetrics)?;
+    let mut group_of_metric: Vec<Option<u32>> = vec![None; metrics.num_rows()];
+    for (g, row) in groups.metric_rows.iter().enumerate() {
+        group_of_metric[*row as usize] = Some(g as u32);
+    }
+    let metric_mask: BooleanArray = group_of_metric.iter().map(|g| Some(g.is_some())).collect();
+    let metric_values = take(&groups.values, &UInt32Array::from(group_of_metric), None)
+        .map_err(arrow_err("selecting values"))?;
+    set_field(
+        &groups.batch,
+        PayloadType::UnivariateMetrics,
+        path,
+        &metric_mask,
+        &metric_values,
+    )
+}
+
+/// The rows where `mask` is true and their values; `None` when no row is.
+fn masked_values(mask: &BooleanArray, values: &ArrayRef) -> Result<Option<(Vec<u32>, ArrayRef)>> {
+    let rows: Vec<u32> = mask.values().set_indices().map(|i| i as u32).collect();
+    if rows.is_empty() {
+        return Ok(None);
+    }
+    let picked = take(values, &UInt32Array::from(rows.clone()), None)
+        .map_err(arrow_err("selecting values"))?;
+    Ok(Some((rows, picked)))
 }
 
 fn table_of(batch: &OtapBatch, space: PayloadType) -> Result<&RecordBatch> {
@@ -237,12 +279,9 @@ pub(crate) fn set_attr(
     mask: &BooleanArray,
     values: &ArrayRef,
 ) -> Result<OtapBatch> {
-    let rows: Vec<u32> = mask.values().set_indices().map(|i| i as u32).collect();
-    if rows.is_empty() {
+    let Some((rows, picked)) = masked_values(mask, values)? else {
         return Ok(batch.clone());
-    }
-    let picks = UInt32Array::from(rows.clone());
-    let picked = take(values, &picks, None).map_err(arrow_err("selecting values"))?;
+    };
     match scope {
         AttrScope::Record => {
             let (mut out, ids) = ensure_ids(batch, space)?;
@@ -258,9 +297,15 @@ pub(crate) fn set_attr(
         }
         AttrScope::Resource | AttrScope::Scope => {
             if space.parent() == Some(PayloadType::UnivariateMetrics) {
-                return Err(PipelineError::Execute(
-                    "setting resource or scope attributes of metrics is not supported yet".into(),
-                ));
+                let groups = split_metrics(batch, space, &rows, &picked)?;
+                return set_envelope_attr(
+                    &groups.batch,
+                    PayloadType::UnivariateMetrics,
+                    scope,
+                    key,
+                    &groups.metric_rows,
+                    &groups.values,
+                );
             }
             set_envelope_attr(batch, space, scope, key, &rows, &picked)
         }
