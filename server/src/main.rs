@@ -5,6 +5,7 @@
 //! in this crate on top of `penstock-engine` and `penstock-dialect`.
 
 mod cli;
+mod gateway;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -42,6 +43,19 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Run the gateway: sources, pipelines and sinks of the files, until the finite sources
+    /// are done or SIGTERM.
+    Run {
+        /// Pipeline files (checked together).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Worker threads (default: the number of cores).
+        #[arg(long)]
+        workers: Option<usize>,
+        /// Serve /metrics, /healthz and /pipelines on this address.
+        #[arg(long)]
+        admin_listen: Option<std::net::SocketAddr>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -51,6 +65,17 @@ fn main() -> ExitCode {
         Command::Replay { file, input, out } => {
             cli::replay::run(&file, input.as_deref(), out.as_deref())
         }
+        Command::Run {
+            files,
+            workers,
+            admin_listen,
+        } => gateway::run(gateway::RunOptions {
+            files,
+            workers: workers.unwrap_or_else(|| {
+                std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+            }),
+            admin_listen,
+        }),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

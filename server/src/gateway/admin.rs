@@ -1,0 +1,107 @@
+//! The admin endpoint: `/metrics` (Prometheus text), `/healthz`, `/pipelines` (JSON).
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use penstock_dialect::Program;
+use serde_json::json;
+use tokio::sync::watch;
+
+use super::telemetry::Telemetry;
+
+/// What the admin endpoint reports on.
+pub struct Admin {
+    /// Counters.
+    pub telemetry: Arc<Telemetry>,
+    /// The running program.
+    pub program: Arc<Program>,
+    /// Workers.
+    pub workers: usize,
+}
+
+impl Admin {
+    fn respond(&self, request: &Request<Incoming>) -> Response<Full<Bytes>> {
+        let (status, kind, body) = match request.uri().path() {
+            "/metrics" => (
+                StatusCode::OK,
+                "text/plain; version=0.0.4",
+                self.telemetry.prometheus(),
+            ),
+            "/healthz" => (StatusCode::OK, "text/plain", "ok\n".to_string()),
+            "/pipelines" => (
+                StatusCode::OK,
+                "application/json",
+                self.pipelines().to_string(),
+            ),
+            _ => (
+                StatusCode::NOT_FOUND,
+                "text/plain",
+                "not found: try /metrics, /healthz, /pipelines\n".to_string(),
+            ),
+        };
+        let mut response = Response::new(Full::new(Bytes::from(body)));
+        *response.status_mut() = status;
+        if let Ok(v) = http::HeaderValue::from_str(kind) {
+            response.headers_mut().insert(http::header::CONTENT_TYPE, v);
+        }
+        response
+    }
+
+    fn pipelines(&self) -> serde_json::Value {
+        let pipelines: Vec<_> = self
+            .program
+            .pipelines
+            .iter()
+            .zip(&self.telemetry.pipelines)
+            .map(|(p, counters)| {
+                let steps: Vec<_> = p
+                    .steps
+                    .iter()
+                    .zip(&counters.steps)
+                    .map(|(step, c)| {
+                        let [rows_in, rows_out, rows_dropped] = Telemetry::step_totals(c);
+                        json!({
+                            "statement": step.sql,
+                            "at": step.origin.to_string(),
+                            "rows_in": rows_in, "rows_out": rows_out, "rows_dropped": rows_dropped,
+                        })
+                    })
+                    .collect();
+                json!({
+                    "name": p.name, "source": p.source, "at": p.origin.to_string(),
+                    "steps": steps, "unrouted_rows": Telemetry::unrouted(counters),
+                })
+            })
+            .collect();
+        json!({ "workers": self.workers, "pipelines": pipelines })
+    }
+}
+
+/// Serves the admin endpoint on `listener` until shutdown.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    admin: Arc<Admin>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        let (stream, _) = tokio::select! {
+            a = listener.accept() => match a { Ok(a) => a, Err(_) => continue },
+            _ = shutdown.wait_for(|stop| *stop) => return,
+        };
+        let admin = Arc::clone(&admin);
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+                let response = admin.respond(&request);
+                async move { Ok::<_, Infallible>(response) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}

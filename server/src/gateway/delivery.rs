@@ -1,0 +1,79 @@
+//! What travels between stages: a batch and the acknowledgement its sender waits for.
+
+use penstock_engine::OtapBatch;
+use tokio::sync::{mpsc, oneshot};
+
+/// Why a batch was not delivered.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum DeliveryError {
+    /// A sink refused the batch or could not reach its backend.
+    #[error("sink {sink}: {message}")]
+    Sink {
+        /// The sink.
+        sink: String,
+        /// What went wrong.
+        message: String,
+        /// Whether sending again may succeed.
+        retryable: bool,
+    },
+    /// A pipeline failed on the batch.
+    #[error("pipeline {pipeline}: {message}")]
+    Pipeline {
+        /// The pipeline.
+        pipeline: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// The gateway is stopping and took no new work.
+    #[error("the gateway is shutting down")]
+    ShuttingDown,
+}
+
+impl DeliveryError {
+    /// The gRPC status the sender gets.
+    pub fn to_status(&self) -> tonic::Status {
+        match self {
+            DeliveryError::Sink {
+                retryable: true, ..
+            }
+            | DeliveryError::ShuttingDown => tonic::Status::unavailable(self.to_string()),
+            DeliveryError::Sink { .. } => tonic::Status::internal(self.to_string()),
+            DeliveryError::Pipeline { .. } => tonic::Status::internal(self.to_string()),
+        }
+    }
+}
+
+/// The outcome of delivering one batch.
+pub type Outcome = Result<(), DeliveryError>;
+
+/// Where the outcome of a batch goes.
+pub type Ack = oneshot::Sender<Outcome>;
+
+/// A batch on its way to a sink.
+#[derive(Debug)]
+pub struct Delivery {
+    /// The batch.
+    pub batch: OtapBatch,
+    /// Completed once the sink accepted (or gave up on) the batch.
+    pub ack: Ack,
+}
+
+/// The bounded queue in front of a sink.
+pub type SinkQueue = mpsc::Sender<Delivery>;
+
+/// Sends `outcome` to whoever waits; a sender that went away no longer cares.
+pub fn complete(ack: Ack, outcome: Outcome) {
+    let _ = ack.send(outcome);
+}
+
+/// Waits for the outcomes of several deliveries: the first failure, or success.
+pub async fn all(acks: Vec<oneshot::Receiver<Outcome>>) -> Outcome {
+    let mut result = Ok(());
+    for ack in acks {
+        let outcome = ack.await.unwrap_or(Err(DeliveryError::ShuttingDown));
+        if result.is_ok() {
+            result = outcome;
+        }
+    }
+    result
+}

@@ -1,0 +1,94 @@
+//! Sinks: each is a task reading a bounded queue of [`Delivery`]s and acknowledging each one
+//! once its backend accepted the batch (or it gave up). Files and the console are shared by
+//! all workers; gRPC sinks run one per worker, with their own connections.
+
+mod console;
+mod file;
+mod otap;
+mod otlp;
+mod retry;
+
+pub use otlp::ExportResponse;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use penstock_dialect::Sink;
+use penstock_dialect::ast::SinkKind;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::delivery::{Delivery, SinkQueue};
+use super::telemetry::Telemetry;
+
+/// Deliveries waiting in front of one sink.
+pub const SINK_QUEUE: usize = 64;
+
+/// A started sink.
+pub struct SinkTask {
+    /// Where batches go.
+    pub queue: SinkQueue,
+    /// Ends once the queue is closed and everything queued was handled.
+    pub task: JoinHandle<()>,
+}
+
+fn queue() -> (SinkQueue, mpsc::Receiver<Delivery>) {
+    mpsc::channel(SINK_QUEUE)
+}
+
+/// Starts a sink shared by every worker (FILE, CONSOLE) on the current runtime; `None` for
+/// the others. Relative file paths are resolved against `base` (the pipeline file).
+pub fn start_shared(
+    sink: &Sink,
+    base: &Path,
+    telemetry: &Arc<Telemetry>,
+) -> anyhow::Result<Option<SinkTask>> {
+    let (queue, deliveries) = queue();
+    let name = sink.name.clone();
+    let telemetry = Arc::clone(telemetry);
+    let task = match sink.kind {
+        SinkKind::File => {
+            let path = crate::cli::resolve_path(base, sink.options.str("path").unwrap_or_default());
+            let writer = file::open(&path)?;
+            tokio::spawn(file::run(name, writer, deliveries, telemetry))
+        }
+        SinkKind::Console => {
+            let limit = sink.options.count("limit").unwrap_or(10) as usize;
+            tokio::spawn(console::run(name, limit, deliveries, telemetry))
+        }
+        SinkKind::Otap | SinkKind::Otlp => return Ok(None),
+    };
+    Ok(Some(SinkTask { queue, task }))
+}
+
+/// Starts a worker's own instance of a network sink (OTAP, OTLP) on the current runtime;
+/// `None` for shared sinks.
+pub fn start_per_worker(
+    sink: &Sink,
+    telemetry: &Arc<Telemetry>,
+) -> anyhow::Result<Option<SinkTask>> {
+    let (queue, deliveries) = queue();
+    let telemetry = Arc::clone(telemetry);
+    let task = match sink.kind {
+        SinkKind::Otlp => {
+            let config = otlp::Config::from_sink(sink)?;
+            tokio::spawn(otlp::run(config, deliveries, telemetry))
+        }
+        SinkKind::Otap => {
+            let config = otap::Config::from_sink(sink)?;
+            tokio::spawn(otap::run(config, deliveries, telemetry))
+        }
+        SinkKind::File | SinkKind::Console => return Ok(None),
+    };
+    Ok(Some(SinkTask { queue, task }))
+}
+
+/// A gRPC endpoint from a sink's `endpoint` option.
+fn endpoint(sink: &Sink) -> anyhow::Result<tonic::transport::Endpoint> {
+    let url = sink.options.str("endpoint").unwrap_or_default().to_string();
+    let endpoint = tonic::transport::Endpoint::from_shared(url.clone())
+        .map_err(|e| anyhow::anyhow!("sink {}: bad endpoint '{url}': {e}", sink.name))?;
+    Ok(endpoint
+        .connect_timeout(std::time::Duration::from_secs(5))
+        .tcp_nodelay(true))
+}

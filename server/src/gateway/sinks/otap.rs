@@ -1,0 +1,338 @@
+//! OTAP sink: long-lived `ArrowLogs`/`ArrowTraces`/`ArrowMetrics` streams (per signal,
+//! `streams` of them, reopened after `stream_lifetime`), each with its own stateful encoder.
+//! A batch is acknowledged when its `BatchStatus` comes back OK; a failed status, a broken
+//! stream or a missing status past `timeout` sends it again on a fresh stream, up to
+//! `retries` times, then fails it.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use penstock_dialect::Sink;
+use penstock_engine::otap::{EncodeOptions, OtapEncoder};
+use penstock_engine::proto::{BatchArrowRecords, BatchStatus, StatusCode};
+use penstock_engine::{OtapBatch, Signal};
+use prost::Message;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::Channel;
+
+use super::retry::Policy;
+use crate::gateway::delivery::{Ack, Delivery, DeliveryError, complete};
+use crate::gateway::telemetry::Telemetry;
+
+/// Batches awaiting their status, per stream.
+const PENDING_PER_STREAM: usize = 64;
+
+/// An OTAP sink's settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    name: String,
+    channel: Channel,
+    options: EncodeOptions,
+    streams: usize,
+    lifetime: Duration,
+    timeout: Duration,
+    policy: Policy,
+}
+
+impl Config {
+    /// From the sink's options; connects lazily.
+    pub fn from_sink(sink: &Sink) -> anyhow::Result<Config> {
+        Ok(Config {
+            name: sink.name.clone(),
+            channel: super::endpoint(sink)?.connect_lazy(),
+            options: EncodeOptions {
+                zstd: sink.options.str("compression").unwrap_or("zstd") == "zstd",
+                ..EncodeOptions::default()
+            },
+            streams: sink.options.count("streams").unwrap_or(1).max(1) as usize,
+            lifetime: sink
+                .options
+                .duration("stream_lifetime")
+                .unwrap_or(Duration::from_secs(600)),
+            timeout: sink
+                .options
+                .duration("timeout")
+                .unwrap_or(Duration::from_secs(10)),
+            policy: Policy::from_sink(sink),
+        })
+    }
+}
+
+/// The streaming method of a signal.
+pub fn stream_path(signal: Signal) -> &'static str {
+    match signal {
+        Signal::Logs => "/opentelemetry.proto.experimental.arrow.v1.ArrowLogsService/ArrowLogs",
+        Signal::Traces => {
+            "/opentelemetry.proto.experimental.arrow.v1.ArrowTracesService/ArrowTraces"
+        }
+        Signal::Metrics => {
+            "/opentelemetry.proto.experimental.arrow.v1.ArrowMetricsService/ArrowMetrics"
+        }
+    }
+}
+
+/// What a stream's reader reports.
+enum Event {
+    Status(u64, BatchStatus),
+    Ended(u64, Option<tonic::Status>),
+}
+
+struct Stream {
+    generation: u64,
+    requests: mpsc::Sender<BatchArrowRecords>,
+    encoder: OtapEncoder,
+    opened: Instant,
+}
+
+struct Pending {
+    batch: OtapBatch,
+    ack: Ack,
+    attempts: u32,
+    not_before: Instant,
+    sent: Instant,
+    bytes: usize,
+    last_error: String,
+}
+
+struct State {
+    config: Config,
+    telemetry: Arc<Telemetry>,
+    events: mpsc::Sender<Event>,
+    streams: HashMap<Signal, Vec<Stream>>,
+    next_stream: usize,
+    generation: u64,
+    pending: HashMap<(u64, i64), Pending>,
+    retries: VecDeque<Pending>,
+}
+
+/// Sends every delivered batch.
+pub async fn run(
+    config: Config,
+    mut deliveries: mpsc::Receiver<Delivery>,
+    telemetry: Arc<Telemetry>,
+) {
+    let (events, mut reports) = mpsc::channel(PENDING_PER_STREAM * 4);
+    let capacity = PENDING_PER_STREAM * config.streams;
+    let mut state = State {
+        config,
+        telemetry,
+        events,
+        streams: HashMap::new(),
+        next_stream: 0,
+        generation: 0,
+        pending: HashMap::new(),
+        retries: VecDeque::new(),
+    };
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    let mut open = true;
+    while open || !state.pending.is_empty() || !state.retries.is_empty() {
+        let room = state.pending.len() + state.retries.len() < capacity;
+        tokio::select! {
+            delivery = deliveries.recv(), if open && room => match delivery {
+                Some(Delivery { batch, ack }) => {
+                    let now = Instant::now();
+                    state.send(Pending {
+                        batch, ack, attempts: 0, not_before: now, sent: now, bytes: 0,
+                        last_error: String::new(),
+                    });
+                }
+                None => open = false,
+            },
+            Some(event) = reports.recv() => state.handle(event),
+            _ = tick.tick() => state.housekeeping(),
+        }
+    }
+}
+
+impl State {
+    fn stream_for(&mut self, signal: Signal) -> Result<&mut Stream, String> {
+        let lifetime = self.config.lifetime;
+        let list = self.streams.entry(signal).or_default();
+        // Retired streams are dropped: their request side closes, statuses still arrive.
+        list.retain(|s| s.opened.elapsed() < lifetime && !s.requests.is_closed());
+        if list.len() < self.config.streams {
+            self.generation += 1;
+            let stream = open_stream(&self.config, signal, self.generation, self.events.clone())?;
+            list.push(stream);
+        }
+        self.next_stream = (self.next_stream + 1) % list.len();
+        Ok(&mut list[self.next_stream])
+    }
+
+    fn send(&mut self, mut p: Pending) {
+        let signal = p.batch.signal();
+        let result = self.stream_for(signal).and_then(|stream| {
+            let bar = stream.encoder.encode(&p.batch).map_err(|e| e.to_string())?;
+            let key = (stream.generation, bar.batch_id);
+            let bytes = bar.encoded_len();
+            stream
+                .requests
+                .try_send(bar)
+                .map_err(|e| format!("stream closed: {e}"))?;
+            Ok((key, bytes))
+        });
+        match result {
+            Ok((key, bytes)) => {
+                p.sent = Instant::now();
+                p.bytes = bytes;
+                self.pending.insert(key, p);
+            }
+            Err(e) => self.retry(p, e, true),
+        }
+    }
+
+    fn retry(&mut self, mut p: Pending, error: String, retryable: bool) {
+        if retryable && p.attempts < self.config.policy.retries {
+            p.attempts += 1;
+            p.not_before = Instant::now() + self.config.policy.backoff(p.attempts);
+            p.last_error = error;
+            self.retries.push_back(p);
+            return;
+        }
+        if let Some(flow) = self.telemetry.sinks.get(&self.config.name) {
+            flow.fail();
+        }
+        let message = if p.last_error.is_empty() || p.last_error == error {
+            error
+        } else {
+            format!("{error} (before: {})", p.last_error)
+        };
+        complete(
+            p.ack,
+            Err(DeliveryError::Sink {
+                sink: self.config.name.clone(),
+                message: format!("after {} attempt(s): {message}", p.attempts + 1),
+                retryable,
+            }),
+        );
+    }
+
+    fn handle(&mut self, event: Event) {
+        match event {
+            Event::Status(generation, status) => {
+                let Some(p) = self.pending.remove(&(generation, status.batch_id)) else {
+                    return;
+                };
+                let code = StatusCode::try_from(status.status_code).unwrap_or(StatusCode::Internal);
+                if code == StatusCode::Ok {
+                    if let Some(flow) = self.telemetry.sinks.get(&self.config.name) {
+                        flow.add(p.batch.num_items(), p.bytes);
+                    }
+                    complete(p.ack, Ok(()));
+                } else {
+                    let retryable = matches!(
+                        code,
+                        StatusCode::Unavailable | StatusCode::ResourceExhausted
+                    );
+                    let error = format!("{}: {}", code.as_str_name(), status.status_message);
+                    self.retry(p, error, retryable);
+                }
+            }
+            Event::Ended(generation, error) => {
+                for list in self.streams.values_mut() {
+                    list.retain(|s| s.generation != generation);
+                }
+                let error = error.map_or("the stream ended".to_string(), |s| {
+                    format!("stream failed: {}: {}", s.code(), s.message())
+                });
+                self.fail_generation(generation, &error);
+            }
+        }
+    }
+
+    fn fail_generation(&mut self, generation: u64, error: &str) {
+        let keys: Vec<(u64, i64)> = self
+            .pending
+            .keys()
+            .filter(|k| k.0 == generation)
+            .copied()
+            .collect();
+        for key in keys {
+            if let Some(p) = self.pending.remove(&key) {
+                self.retry(p, error.to_string(), true);
+            }
+        }
+    }
+
+    fn housekeeping(&mut self) {
+        // A stream holding a batch past the deadline is abandoned; its batches go again.
+        let late: Vec<u64> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| p.sent.elapsed() > self.config.timeout)
+            .map(|(k, _)| k.0)
+            .collect();
+        for generation in late {
+            for list in self.streams.values_mut() {
+                list.retain(|s| s.generation != generation);
+            }
+            self.fail_generation(generation, "no status before the timeout");
+        }
+        let now = Instant::now();
+        let due: Vec<Pending> = {
+            let (due, wait): (Vec<Pending>, Vec<Pending>) =
+                self.retries.drain(..).partition(|p| p.not_before <= now);
+            self.retries = wait.into();
+            due
+        };
+        for p in due {
+            self.send(p);
+        }
+    }
+}
+
+fn open_stream(
+    config: &Config,
+    signal: Signal,
+    generation: u64,
+    events: mpsc::Sender<Event>,
+) -> Result<Stream, String> {
+    let encoder = OtapEncoder::new(signal, config.options).map_err(|e| e.to_string())?;
+    let (requests, outgoing) = mpsc::channel(PENDING_PER_STREAM * 2);
+    let channel = config.channel.clone();
+    tokio::spawn(async move {
+        let ended = read_statuses(channel, signal, outgoing, generation, &events).await;
+        let _ = events.send(Event::Ended(generation, ended.err())).await;
+    });
+    Ok(Stream {
+        generation,
+        requests,
+        encoder,
+        opened: Instant::now(),
+    })
+}
+
+async fn read_statuses(
+    channel: Channel,
+    signal: Signal,
+    outgoing: mpsc::Receiver<BatchArrowRecords>,
+    generation: u64,
+    events: &mpsc::Sender<Event>,
+) -> Result<(), tonic::Status> {
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready()
+        .await
+        .map_err(|e| tonic::Status::unavailable(format!("connecting: {e}")))?;
+    let codec = tonic_prost::ProstCodec::<BatchArrowRecords, BatchStatus>::default();
+    let path = http::uri::PathAndQuery::from_static(stream_path(signal));
+    let response = grpc
+        .streaming(
+            tonic::Request::new(ReceiverStream::new(outgoing)),
+            path,
+            codec,
+        )
+        .await?;
+    let mut statuses = response.into_inner();
+    while let Some(status) = statuses.message().await? {
+        if events
+            .send(Event::Status(generation, status))
+            .await
+            .is_err()
+        {
+            break;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,216 @@
+//! OTLP/gRPC sink: batches become export requests (several small batches of one signal are
+//! merged into one request by concatenating their protobuf encodings, which protobuf defines
+//! as merging the repeated resource lists), sent with a deadline and bounded retries; each
+//! batch is acknowledged with its request's outcome.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use penstock_dialect::Sink;
+use penstock_engine::Signal;
+use penstock_engine::otlp::encode;
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tonic::codec::CompressionEncoding;
+use tonic::transport::Channel;
+
+use super::retry::{Policy, retryable};
+use crate::gateway::codec::RawResponseCodec;
+use crate::gateway::delivery::{Ack, Delivery, DeliveryError, Outcome, complete};
+use crate::gateway::telemetry::Telemetry;
+
+/// Requests in flight at once per worker.
+const CONCURRENT_REQUESTS: usize = 4;
+
+/// The response of every OTLP export (logs, traces, metrics): only the partial success.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ExportResponse {
+    /// Set when the backend rejected some records.
+    #[prost(message, optional, tag = "1")]
+    pub partial_success: Option<PartialSuccess>,
+}
+
+/// Records the backend rejected.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PartialSuccess {
+    /// How many.
+    #[prost(int64, tag = "1")]
+    pub rejected: i64,
+    /// Why.
+    #[prost(string, tag = "2")]
+    pub error_message: String,
+}
+
+/// An OTLP sink's settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    name: String,
+    channel: Channel,
+    compression: Option<CompressionEncoding>,
+    timeout: Duration,
+    policy: Policy,
+    target_records: usize,
+}
+
+impl Config {
+    /// From the sink's options; connects lazily.
+    pub fn from_sink(sink: &Sink) -> anyhow::Result<Config> {
+        let compression = match sink.options.str("compression").unwrap_or("zstd") {
+            "gzip" => Some(CompressionEncoding::Gzip),
+            "zstd" => Some(CompressionEncoding::Zstd),
+            _ => None,
+        };
+        Ok(Config {
+            name: sink.name.clone(),
+            channel: super::endpoint(sink)?.connect_lazy(),
+            compression,
+            timeout: sink
+                .options
+                .duration("timeout")
+                .unwrap_or(Duration::from_secs(10)),
+            policy: Policy::from_sink(sink),
+            target_records: sink.options.count("batch").unwrap_or(8192) as usize,
+        })
+    }
+}
+
+/// The export method of a signal.
+pub fn export_path(signal: Signal) -> &'static str {
+    match signal {
+        Signal::Logs => "/opentelemetry.proto.collector.logs.v1.LogsService/Export",
+        Signal::Traces => "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+        Signal::Metrics => "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export",
+    }
+}
+
+/// Sends every delivered batch.
+pub async fn run(
+    config: Config,
+    mut deliveries: mpsc::Receiver<Delivery>,
+    telemetry: Arc<Telemetry>,
+) {
+    let config = Arc::new(config);
+    let mut requests = JoinSet::new();
+    let mut held: Option<Delivery> = None;
+    loop {
+        let first = match held.take() {
+            Some(d) => d,
+            None => match deliveries.recv().await {
+                Some(d) => d,
+                None => break,
+            },
+        };
+        let signal = first.batch.signal();
+        let mut records = first.batch.num_items();
+        let mut group = vec![first];
+        // Merge what is already queued, up to the target size.
+        while records < config.target_records {
+            match deliveries.try_recv() {
+                Ok(d) if d.batch.signal() == signal => {
+                    records += d.batch.num_items();
+                    group.push(d);
+                }
+                Ok(d) => {
+                    held = Some(d);
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        while requests.len() >= CONCURRENT_REQUESTS {
+            requests.join_next().await;
+        }
+        let config = Arc::clone(&config);
+        let telemetry = Arc::clone(&telemetry);
+        requests.spawn(async move {
+            let mut body = Vec::new();
+            let mut acks: Vec<Ack> = Vec::with_capacity(group.len());
+            let mut failure = None;
+            for d in group {
+                match encode::encode(&d.batch) {
+                    Ok(bytes) => body.extend_from_slice(&bytes),
+                    Err(e) => failure = Some(e.to_string()),
+                }
+                acks.push(d.ack);
+            }
+            let bytes = body.len();
+            let outcome = match failure {
+                Some(message) => Err(DeliveryError::Sink {
+                    sink: config.name.clone(),
+                    message: format!("encoding OTLP: {message}"),
+                    retryable: false,
+                }),
+                None => export(&config, signal, Bytes::from(body)).await,
+            };
+            if let Some(flow) = telemetry.sinks.get(&config.name) {
+                match &outcome {
+                    Ok(()) => flow.add(records, bytes),
+                    Err(_) => flow.fail(),
+                }
+            }
+            for ack in acks {
+                complete(ack, outcome.clone());
+            }
+        });
+    }
+    while requests.join_next().await.is_some() {}
+}
+
+/// One export, retried on retryable failures.
+async fn export(config: &Config, signal: Signal, body: Bytes) -> Outcome {
+    let mut attempt = 0;
+    loop {
+        let status = match send(config, signal, body.clone()).await {
+            Ok(()) => return Ok(()),
+            Err(status) => status,
+        };
+        let retry = retryable(status.code());
+        if !retry || attempt >= config.policy.retries {
+            return Err(DeliveryError::Sink {
+                sink: config.name.clone(),
+                message: format!(
+                    "export failed after {} attempt(s): {}: {}",
+                    attempt + 1,
+                    status.code(),
+                    status.message()
+                ),
+                retryable: retry,
+            });
+        }
+        attempt += 1;
+        tokio::time::sleep(config.policy.backoff(attempt)).await;
+    }
+}
+
+async fn send(config: &Config, signal: Signal, body: Bytes) -> Result<(), tonic::Status> {
+    let mut grpc = tonic::client::Grpc::new(config.channel.clone());
+    if let Some(c) = config.compression {
+        grpc = grpc.send_compressed(c);
+    }
+    grpc = grpc
+        .accept_compressed(CompressionEncoding::Gzip)
+        .accept_compressed(CompressionEncoding::Zstd);
+    grpc.ready()
+        .await
+        .map_err(|e| tonic::Status::unavailable(format!("connecting: {e}")))?;
+    let mut request = tonic::Request::new(body);
+    request.set_timeout(config.timeout);
+    let path = http::uri::PathAndQuery::from_static(export_path(signal));
+    let codec = RawResponseCodec::<ExportResponse>::default();
+    let response = tokio::time::timeout(config.timeout, grpc.unary(request, path, codec))
+        .await
+        .map_err(|_| tonic::Status::deadline_exceeded("no response in time"))??;
+    // A partial success must not be retried (OTLP): the request is done either way.
+    if let Some(p) = response
+        .into_inner()
+        .partial_success
+        .filter(|p| p.rejected > 0)
+    {
+        eprintln!(
+            "sink {}: the backend rejected {} records: {}",
+            config.name, p.rejected, p.error_message
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,122 @@
+//! GENERATOR source: realistic synthetic logs, spans or metrics at a rate, generated on every
+//! worker (each makes its share of the rate and of the record count).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use penstock_dialect::Source;
+use penstock_engine::Signal;
+use penstock_engine::datagen::DataGen;
+use prost::Message;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::gateway::telemetry::Telemetry;
+use crate::gateway::worker::WorkerHandle;
+
+/// Batches a generator keeps in flight.
+const IN_FLIGHT: usize = 4;
+
+/// One worker's share of a generator.
+#[derive(Debug, Clone)]
+pub struct Share {
+    /// The source's name.
+    pub name: String,
+    /// The source's index in the program.
+    pub index: usize,
+    /// What to generate.
+    pub signal: Signal,
+    /// Records per batch.
+    pub batch: usize,
+    /// Records per second for this share (0: as fast as possible).
+    pub rate: f64,
+    /// Records to make in all (`None`: until shut down).
+    pub records: Option<u64>,
+    /// Random seed.
+    pub seed: u64,
+}
+
+impl Share {
+    /// Share `worker` of `workers` of a GENERATOR source.
+    pub fn of(source: &Source, index: usize, worker: usize, workers: usize) -> Share {
+        let o = &source.options;
+        let signal = match o.str("signal").unwrap_or("logs") {
+            "spans" => Signal::Traces,
+            "metrics" => Signal::Metrics,
+            _ => Signal::Logs,
+        };
+        let split = |total: u64| {
+            total / workers as u64 + u64::from((worker as u64) < total % workers as u64)
+        };
+        Share {
+            name: source.name.clone(),
+            index,
+            signal,
+            batch: o.count("batch").unwrap_or(512).clamp(1, 65_535) as usize,
+            rate: o.count("rate").unwrap_or(0) as f64 / workers as f64,
+            records: o.count("records").map(split),
+            seed: o.count("seed").unwrap_or(1) + worker as u64 * 7919,
+        }
+    }
+}
+
+/// Generates until the share is made or shutdown is signalled; returns the records sent.
+pub async fn run(
+    share: Share,
+    worker: WorkerHandle,
+    mut shutdown: watch::Receiver<bool>,
+    telemetry: Arc<Telemetry>,
+) -> anyhow::Result<u64> {
+    let mut data = DataGen::new(share.seed);
+    let mut made = 0u64;
+    let mut in_flight = JoinSet::new();
+    let start = Instant::now();
+    let mut failure = None;
+    loop {
+        if *shutdown.borrow() || share.records.is_some_and(|r| made >= r) {
+            break;
+        }
+        let n = share
+            .records
+            .map_or(share.batch, |r| (r - made).min(share.batch as u64) as usize);
+        if share.rate > 0.0 {
+            let due = start + Duration::from_secs_f64(made as f64 / share.rate);
+            tokio::select! {
+                _ = tokio::time::sleep_until(due.into()) => {}
+                _ = shutdown.changed() => break,
+            }
+        }
+        let bytes = match share.signal {
+            Signal::Logs => data.logs(n).encode_to_vec(),
+            Signal::Traces => data.traces(n).encode_to_vec(),
+            Signal::Metrics => data.metrics(n).encode_to_vec(),
+        };
+        let batches = super::decode_otlp(share.signal, &bytes)?;
+        made += n as u64;
+        if let Some(flow) = telemetry.sources.get(&share.name) {
+            flow.add(n, bytes.len());
+        }
+        for batch in batches {
+            while in_flight.len() >= IN_FLIGHT {
+                if let Some(Ok(Err(e))) = in_flight.join_next().await {
+                    failure = Some(e);
+                }
+            }
+            let worker = worker.clone();
+            let index = share.index;
+            in_flight.spawn(async move { worker.process(index, batch).await });
+        }
+        if let Some(e) = failure.take() {
+            if let Some(flow) = telemetry.sources.get(&share.name) {
+                flow.fail();
+            }
+            eprintln!("source {}: a batch was not delivered: {e}", share.name);
+        }
+    }
+    while let Some(done) = in_flight.join_next().await {
+        if let Ok(Err(e)) = done {
+            eprintln!("source {}: a batch was not delivered: {e}", share.name);
+        }
+    }
+    Ok(made)
+}

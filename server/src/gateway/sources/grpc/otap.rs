@@ -1,0 +1,216 @@
+//! OTAP streams: each has its own stateful decoder; batches are decoded in order, run through
+//! the pipelines concurrently (up to a bound), and each gets its `BatchStatus` once every sink
+//! accepted it. A stream the client half-closes still gets the status of every batch it sent;
+//! a decoding error answers that batch with INVALID_ARGUMENT and ends the stream (its state is
+//! no longer usable).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+
+use penstock_engine::Signal;
+use penstock_engine::otap::{DecodeLimits, OtapDecoder};
+use penstock_engine::proto::{BatchArrowRecords, BatchStatus, StatusCode};
+use prost::Message;
+use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tokio::task::JoinSet;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+
+use super::SourceContext;
+use crate::gateway::delivery::DeliveryError;
+
+/// Batches of one stream in the pipelines at once.
+const IN_FLIGHT_PER_STREAM: usize = 32;
+
+/// Waits for (or refuses, as configured) admission of `bytes` more request bytes.
+pub async fn admit(context: &SourceContext, bytes: usize) -> Result<Admitted, Status> {
+    let total = context.limits.max_in_flight_bytes;
+    let wanted = bytes.clamp(1, total).min(u32::MAX as usize) as u32;
+    let semaphore = Arc::clone(&context.admission);
+    let permit = if context.limits.refuse_when_full {
+        semaphore.try_acquire_many_owned(wanted).map_err(|_| {
+            Status::resource_exhausted("too many request bytes in flight; retry later")
+        })?
+    } else {
+        semaphore
+            .acquire_many_owned(wanted)
+            .await
+            .map_err(|_| Status::unavailable("shutting down"))?
+    };
+    context
+        .telemetry
+        .in_flight_bytes
+        .fetch_add(u64::from(wanted), Relaxed);
+    Ok(Admitted {
+        _permit: permit,
+        bytes: u64::from(wanted),
+        telemetry: Arc::clone(&context.telemetry),
+    })
+}
+
+/// Admitted request bytes, released when dropped.
+pub struct Admitted {
+    _permit: OwnedSemaphorePermit,
+    bytes: u64,
+    telemetry: Arc<crate::gateway::telemetry::Telemetry>,
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        self.telemetry
+            .in_flight_bytes
+            .fetch_sub(self.bytes, Relaxed);
+    }
+}
+
+/// The Arrow streaming method of one signal.
+pub struct OtapStream {
+    pub(super) signal: Signal,
+    pub(super) context: Arc<SourceContext>,
+}
+
+type StatusStream = ReceiverStream<Result<BatchStatus, Status>>;
+
+impl tonic::server::StreamingService<BatchArrowRecords> for OtapStream {
+    type Response = BatchStatus;
+    type ResponseStream = StatusStream;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<StatusStream>, Status>> + Send>>;
+
+    fn call(&mut self, request: Request<Streaming<BatchArrowRecords>>) -> Self::Future {
+        let context = Arc::clone(&self.context);
+        let signal = self.signal;
+        Box::pin(async move {
+            let slot = Arc::clone(&context.streams)
+                .try_acquire_owned()
+                .map_err(|_| Status::resource_exhausted("too many OTAP streams"))?;
+            let (statuses, stream) = mpsc::channel(IN_FLIGHT_PER_STREAM);
+            tokio::spawn(async move {
+                serve_stream(signal, request.into_inner(), statuses, context).await;
+                drop(slot);
+            });
+            Ok(Response::new(ReceiverStream::new(stream)))
+        })
+    }
+}
+
+fn status(batch_id: i64, code: StatusCode, message: String) -> BatchStatus {
+    BatchStatus {
+        batch_id,
+        status_code: code as i32,
+        status_message: message,
+    }
+}
+
+fn status_of(batch_id: i64, outcome: Result<(), DeliveryError>) -> BatchStatus {
+    match outcome {
+        Ok(()) => status(batch_id, StatusCode::Ok, String::new()),
+        Err(e) => {
+            let code = match &e {
+                DeliveryError::Sink {
+                    retryable: true, ..
+                }
+                | DeliveryError::ShuttingDown => StatusCode::Unavailable,
+                _ => StatusCode::Internal,
+            };
+            status(batch_id, code, e.to_string())
+        }
+    }
+}
+
+async fn serve_stream(
+    signal: Signal,
+    mut incoming: Streaming<BatchArrowRecords>,
+    statuses: mpsc::Sender<Result<BatchStatus, Status>>,
+    context: Arc<SourceContext>,
+) {
+    let limits = DecodeLimits {
+        max_payload_decompressed_bytes: context.limits.max_message_bytes as u64 * 8,
+        ..DecodeLimits::default()
+    };
+    let mut decoder = OtapDecoder::with_limits(signal, limits);
+    let mut shutdown = context.shutdown.clone();
+    let mut in_flight = JoinSet::new();
+    let mut state_bytes = 0u64;
+    let flow = context.telemetry.sources.get(&context.name);
+    loop {
+        let message = tokio::select! {
+            m = incoming.message() => m,
+            _ = shutdown.wait_for(|stop| *stop) => break,
+        };
+        let records = match message {
+            Ok(Some(records)) => records,
+            // Half-closed: the statuses of what was sent still go out below.
+            Ok(None) => break,
+            Err(_) => break,
+        };
+        let id = records.batch_id;
+        let size = records.encoded_len();
+        let admitted = match admit(&context, size).await {
+            Ok(a) => a,
+            Err(e) => {
+                let _ = statuses
+                    .send(Ok(status(
+                        id,
+                        StatusCode::ResourceExhausted,
+                        e.message().into(),
+                    )))
+                    .await;
+                continue;
+            }
+        };
+        let batch = match decoder.decode(&records) {
+            Ok(b) => b,
+            Err(e) => {
+                if let Some(flow) = flow {
+                    flow.fail();
+                }
+                let message = format!("cannot decode OTAP {} batch: {e}", signal.name());
+                let _ = statuses
+                    .send(Ok(status(id, StatusCode::InvalidArgument, message)))
+                    .await;
+                break;
+            }
+        };
+        let memory = decoder.state_memory() as u64;
+        context
+            .telemetry
+            .stream_state_bytes
+            .fetch_add(memory, Relaxed);
+        context
+            .telemetry
+            .stream_state_bytes
+            .fetch_sub(state_bytes, Relaxed);
+        state_bytes = memory;
+        if memory as usize > context.limits.max_stream_memory_bytes {
+            let message = format!(
+                "stream state {memory} bytes exceeds the limit of {} bytes",
+                context.limits.max_stream_memory_bytes
+            );
+            let _ = statuses
+                .send(Ok(status(id, StatusCode::ResourceExhausted, message)))
+                .await;
+            break;
+        }
+        if let Some(flow) = flow {
+            flow.add(batch.num_items(), size);
+        }
+        while in_flight.len() >= IN_FLIGHT_PER_STREAM {
+            in_flight.join_next().await;
+        }
+        let worker = context.worker.clone();
+        let index = context.index;
+        let statuses = statuses.clone();
+        in_flight.spawn(async move {
+            let outcome = worker.process(index, batch).await;
+            drop(admitted);
+            let _ = statuses.send(Ok(status_of(id, outcome))).await;
+        });
+    }
+    while in_flight.join_next().await.is_some() {}
+    context
+        .telemetry
+        .stream_state_bytes
+        .fetch_sub(state_bytes, Relaxed);
+}

@@ -1,0 +1,135 @@
+//! Routing of gRPC calls to the OTLP and OTAP handlers, with bearer-token authentication and
+//! the compression names the OpenTelemetry Collector's otelarrow exporter uses.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use http::{HeaderValue, Request, Response};
+use hyper::body::Incoming;
+use penstock_engine::Signal;
+use tonic::body::Body;
+use tonic::codec::CompressionEncoding;
+
+use super::SourceContext;
+use super::otap::OtapStream;
+use super::otlp::OtlpExport;
+
+/// The gRPC service of one connection.
+#[derive(Debug, Clone)]
+pub struct GrpcService {
+    context: Arc<SourceContext>,
+}
+
+impl GrpcService {
+    /// Serves calls with `context`.
+    pub fn new(context: Arc<SourceContext>) -> Self {
+        GrpcService { context }
+    }
+}
+
+enum Route {
+    Otlp(Signal),
+    Otap(Signal),
+}
+
+fn route(path: &str) -> Option<Route> {
+    Some(match path {
+        "/opentelemetry.proto.collector.logs.v1.LogsService/Export" => Route::Otlp(Signal::Logs),
+        "/opentelemetry.proto.collector.trace.v1.TraceService/Export" => {
+            Route::Otlp(Signal::Traces)
+        }
+        "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export" => {
+            Route::Otlp(Signal::Metrics)
+        }
+        "/opentelemetry.proto.experimental.arrow.v1.ArrowLogsService/ArrowLogs" => {
+            Route::Otap(Signal::Logs)
+        }
+        "/opentelemetry.proto.experimental.arrow.v1.ArrowTracesService/ArrowTraces" => {
+            Route::Otap(Signal::Traces)
+        }
+        "/opentelemetry.proto.experimental.arrow.v1.ArrowMetricsService/ArrowMetrics" => {
+            Route::Otap(Signal::Metrics)
+        }
+        _ => return None,
+    })
+}
+
+/// `zstdarrow1`..`zstdarrow10` (the otelarrow exporter's names for levels) are plain zstd.
+fn normalize_encoding(request: &mut Request<Incoming>) {
+    let is_zstd_level = request
+        .headers()
+        .get("grpc-encoding")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("zstdarrow"));
+    if is_zstd_level {
+        request
+            .headers_mut()
+            .insert("grpc-encoding", HeaderValue::from_static("zstd"));
+    }
+}
+
+fn authorized(request: &Request<Incoming>, token: Option<&str>) -> bool {
+    let Some(token) = token else {
+        return true;
+    };
+    request
+        .headers()
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|given| constant_time_eq(given.as_bytes(), token.as_bytes()))
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+impl hyper::service::Service<Request<Incoming>> for GrpcService {
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
+
+    fn call(&self, mut request: Request<Incoming>) -> Self::Future {
+        normalize_encoding(&mut request);
+        let context = Arc::clone(&self.context);
+        if !authorized(&request, context.limits.auth_token.as_deref()) {
+            let status = tonic::Status::unauthenticated("a valid bearer token is required");
+            return Box::pin(async move { Ok(status.into_http()) });
+        }
+        let max = context.limits.max_message_bytes;
+        match route(request.uri().path()) {
+            Some(Route::Otlp(signal)) => Box::pin(async move {
+                let mut grpc = tonic::server::Grpc::new(crate::gateway::codec::RawRequestCodec::<
+                    crate::gateway::sinks::ExportResponse,
+                >::default())
+                .accept_compressed(CompressionEncoding::Gzip)
+                .accept_compressed(CompressionEncoding::Zstd)
+                .send_compressed(CompressionEncoding::Gzip)
+                .send_compressed(CompressionEncoding::Zstd)
+                .max_decoding_message_size(max);
+                Ok(grpc.unary(OtlpExport { signal, context }, request).await)
+            }),
+            Some(Route::Otap(signal)) => Box::pin(async move {
+                let codec = tonic_prost::ProstCodec::<
+                    penstock_engine::proto::BatchStatus,
+                    penstock_engine::proto::BatchArrowRecords,
+                >::default();
+                let mut grpc = tonic::server::Grpc::new(codec)
+                    .accept_compressed(CompressionEncoding::Gzip)
+                    .accept_compressed(CompressionEncoding::Zstd)
+                    .max_decoding_message_size(max);
+                Ok(grpc
+                    .streaming(OtapStream { signal, context }, request)
+                    .await)
+            }),
+            None => {
+                let path = request.uri().path().to_string();
+                Box::pin(async move {
+                    Ok(tonic::Status::unimplemented(format!("no method {path}")).into_http())
+                })
+            }
+        }
+    }
+}

@@ -1,0 +1,257 @@
+//! The gateway's own counters, exported by the admin endpoint as Prometheus text.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use penstock_engine::pipeline::Pipeline;
+
+/// Records, bytes and batches through a source or sink.
+#[derive(Debug, Default)]
+pub struct Flow {
+    /// Records.
+    pub records: AtomicU64,
+    /// Encoded bytes (as received or sent).
+    pub bytes: AtomicU64,
+    /// Batches (requests or OTAP batches).
+    pub batches: AtomicU64,
+    /// Batches refused or failed.
+    pub failures: AtomicU64,
+}
+
+impl Flow {
+    /// Counts one batch.
+    pub fn add(&self, records: usize, bytes: usize) {
+        self.records.fetch_add(records as u64, Relaxed);
+        self.bytes.fetch_add(bytes as u64, Relaxed);
+        self.batches.fetch_add(1, Relaxed);
+    }
+
+    /// Counts one failure.
+    pub fn fail(&self) {
+        self.failures.fetch_add(1, Relaxed);
+    }
+}
+
+/// Rows in, out and dropped of one statement, per worker (each worker stores its own totals).
+#[derive(Debug)]
+pub struct StepCounters {
+    /// `kind table line`.
+    pub label: String,
+    per_worker: Vec<[AtomicU64; 3]>,
+}
+
+/// Counters of one pipeline.
+#[derive(Debug)]
+pub struct PipelineCounters {
+    /// The pipeline.
+    pub name: String,
+    /// One per statement.
+    pub steps: Vec<StepCounters>,
+    unrouted: Vec<AtomicU64>,
+}
+
+/// Upper bounds (seconds) of the batch latency histogram.
+const LATENCY_BOUNDS: [f64; 12] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+];
+
+/// Every counter of a running gateway.
+#[derive(Debug)]
+pub struct Telemetry {
+    /// Per source.
+    pub sources: BTreeMap<String, Flow>,
+    /// Per sink.
+    pub sinks: BTreeMap<String, Flow>,
+    /// Per pipeline.
+    pub pipelines: Vec<PipelineCounters>,
+    latency_buckets: [AtomicU64; LATENCY_BOUNDS.len() + 1],
+    latency_sum_micros: AtomicU64,
+    /// Request bytes admitted and not yet acknowledged.
+    pub in_flight_bytes: AtomicU64,
+    /// Batches waiting in the workers' pipeline queues.
+    pub queued_batches: AtomicU64,
+    /// Bytes held by OTAP stream decoders.
+    pub stream_state_bytes: AtomicU64,
+}
+
+impl Telemetry {
+    /// Counters for these sources, sinks and pipelines (as compiled by any worker).
+    pub fn new<'a>(
+        sources: impl Iterator<Item = &'a str>,
+        sinks: impl Iterator<Item = &'a str>,
+        pipelines: &[Pipeline],
+        workers: usize,
+    ) -> Self {
+        Telemetry {
+            sources: sources.map(|s| (s.to_string(), Flow::default())).collect(),
+            sinks: sinks.map(|s| (s.to_string(), Flow::default())).collect(),
+            pipelines: pipelines
+                .iter()
+                .map(|p| PipelineCounters {
+                    name: p.name().to_string(),
+                    steps: p
+                        .stats()
+                        .map(|(step, _)| StepCounters {
+                            label: format!(
+                                "{} {} {}",
+                                step.kind.name(),
+                                step.table.name(),
+                                step.origin.location.line
+                            ),
+                            per_worker: (0..workers).map(|_| Default::default()).collect(),
+                        })
+                        .collect(),
+                    unrouted: (0..workers).map(|_| AtomicU64::new(0)).collect(),
+                })
+                .collect(),
+            latency_buckets: Default::default(),
+            latency_sum_micros: AtomicU64::new(0),
+            in_flight_bytes: AtomicU64::new(0),
+            queued_batches: AtomicU64::new(0),
+            stream_state_bytes: AtomicU64::new(0),
+        }
+    }
+
+    /// Stores the totals of `worker`'s copy of pipeline `index`.
+    pub fn store_pipeline(&self, worker: usize, index: usize, pipeline: &Pipeline) {
+        let Some(counters) = self.pipelines.get(index) else {
+            return;
+        };
+        for (step, (_, stats)) in counters.steps.iter().zip(pipeline.stats()) {
+            if let Some(cells) = step.per_worker.get(worker) {
+                cells[0].store(stats.rows_in, Relaxed);
+                cells[1].store(stats.rows_out, Relaxed);
+                cells[2].store(stats.rows_dropped, Relaxed);
+            }
+        }
+        if let Some(cell) = counters.unrouted.get(worker) {
+            cell.store(pipeline.unrouted_rows(), Relaxed);
+        }
+    }
+
+    /// Records the time from receiving a batch to acknowledging it.
+    pub fn observe_latency(&self, elapsed: std::time::Duration) {
+        let seconds = elapsed.as_secs_f64();
+        let bucket = LATENCY_BOUNDS
+            .iter()
+            .position(|b| seconds <= *b)
+            .unwrap_or(LATENCY_BOUNDS.len());
+        self.latency_buckets[bucket].fetch_add(1, Relaxed);
+        self.latency_sum_micros
+            .fetch_add(elapsed.as_micros() as u64, Relaxed);
+    }
+
+    /// Total rows in, out, dropped of a step over all workers.
+    pub fn step_totals(step: &StepCounters) -> [u64; 3] {
+        let mut totals = [0; 3];
+        for cells in &step.per_worker {
+            for (t, c) in totals.iter_mut().zip(cells) {
+                *t += c.load(Relaxed);
+            }
+        }
+        totals
+    }
+
+    /// Rows of a pipeline no statement routed anywhere, over all workers.
+    pub fn unrouted(pipeline: &PipelineCounters) -> u64 {
+        pipeline.unrouted.iter().map(|c| c.load(Relaxed)).sum()
+    }
+
+    /// The Prometheus text exposition of every counter.
+    pub fn prometheus(&self) -> String {
+        let mut out = String::new();
+        let flows = [
+            ("source", &self.sources, "received"),
+            ("sink", &self.sinks, "sent"),
+        ];
+        for (kind, flows, verb) in flows {
+            for (metric, help, pick) in [
+                ("records", "records", 0),
+                ("bytes", "encoded bytes", 1),
+                ("batches", "batches", 2),
+                ("failures", "batches refused or failed", 3),
+            ] {
+                let name = format!("penstock_{kind}_{metric}_total");
+                let _ = writeln!(out, "# HELP {name} {help} {verb} per {kind}");
+                let _ = writeln!(out, "# TYPE {name} counter");
+                for (label, flow) in flows.iter() {
+                    let value = [&flow.records, &flow.bytes, &flow.batches, &flow.failures][pick]
+                        .load(Relaxed);
+                    let _ = writeln!(out, "{name}{{{kind}=\"{label}\"}} {value}");
+                }
+            }
+        }
+        for (i, metric) in ["rows_in", "rows_out", "rows_dropped"].iter().enumerate() {
+            let name = format!("penstock_pipeline_{metric}_total");
+            let _ = writeln!(out, "# HELP {name} {metric} per pipeline statement");
+            let _ = writeln!(out, "# TYPE {name} counter");
+            for p in &self.pipelines {
+                for (n, step) in p.steps.iter().enumerate() {
+                    let value = Self::step_totals(step)[i];
+                    let _ = writeln!(
+                        out,
+                        "{name}{{pipeline=\"{}\",statement=\"{}\",step=\"{}\"}} {value}",
+                        p.name,
+                        n + 1,
+                        step.label
+                    );
+                }
+            }
+        }
+        let _ = writeln!(
+            out,
+            "# HELP penstock_pipeline_unrouted_rows_total rows no statement routed\n# TYPE penstock_pipeline_unrouted_rows_total counter"
+        );
+        for p in &self.pipelines {
+            let _ = writeln!(
+                out,
+                "penstock_pipeline_unrouted_rows_total{{pipeline=\"{}\"}} {}",
+                p.name,
+                Self::unrouted(p)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP penstock_batch_latency_seconds from receipt to acknowledgement\n# TYPE penstock_batch_latency_seconds histogram"
+        );
+        let mut cumulative = 0;
+        for (i, bound) in LATENCY_BOUNDS.iter().enumerate() {
+            cumulative += self.latency_buckets[i].load(Relaxed);
+            let _ = writeln!(
+                out,
+                "penstock_batch_latency_seconds_bucket{{le=\"{bound}\"}} {cumulative}"
+            );
+        }
+        cumulative += self.latency_buckets[LATENCY_BOUNDS.len()].load(Relaxed);
+        let _ = writeln!(
+            out,
+            "penstock_batch_latency_seconds_bucket{{le=\"+Inf\"}} {cumulative}\npenstock_batch_latency_seconds_sum {}\npenstock_batch_latency_seconds_count {cumulative}",
+            self.latency_sum_micros.load(Relaxed) as f64 / 1e6
+        );
+        for (name, help, value) in [
+            (
+                "penstock_in_flight_bytes",
+                "request bytes admitted and not yet acknowledged",
+                &self.in_flight_bytes,
+            ),
+            (
+                "penstock_queued_batches",
+                "batches waiting for a pipeline",
+                &self.queued_batches,
+            ),
+            (
+                "penstock_stream_state_bytes",
+                "memory held by OTAP stream decoders",
+                &self.stream_state_bytes,
+            ),
+        ] {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {}",
+                value.load(Relaxed)
+            );
+        }
+        out
+    }
+}

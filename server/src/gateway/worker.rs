@@ -1,0 +1,218 @@
+//! Per-core workers: one thread each, with its own single-threaded runtime, its own compiled
+//! pipelines and its own network sinks. A request or stream is handled start to finish by the
+//! worker its connection was given to; nothing on the per-batch path is shared or locked.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Instant;
+
+use anyhow::Context;
+use penstock_dialect::Program;
+use penstock_engine::OtapBatch;
+use penstock_engine::pipeline::Pipeline;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinSet;
+
+use super::delivery::{Ack, Delivery, DeliveryError, SinkQueue, all, complete};
+use super::sinks::{self, SinkTask};
+use super::telemetry::Telemetry;
+
+/// Batches waiting for a worker's pipelines.
+const JOB_QUEUE: usize = 64;
+
+/// A batch for the pipelines reading `source`.
+#[derive(Debug)]
+pub struct Job {
+    /// Index of the source in the program.
+    pub source: usize,
+    /// The batch.
+    pub batch: OtapBatch,
+    /// Completed once every sink the batch was routed to accepted it.
+    pub ack: Ack,
+    /// When the batch arrived.
+    pub received: Instant,
+}
+
+/// How sources reach a worker.
+#[derive(Debug, Clone)]
+pub struct WorkerHandle {
+    /// The worker's number.
+    pub index: usize,
+    jobs: mpsc::Sender<Job>,
+    /// The worker's runtime, to run a connection or a source on.
+    pub runtime: tokio::runtime::Handle,
+    telemetry: Arc<Telemetry>,
+}
+
+impl WorkerHandle {
+    /// Runs `batch` from source `source` through the pipelines and waits until every sink it
+    /// was routed to accepted it. Waits for room in the worker's queue (backpressure).
+    pub async fn process(&self, source: usize, batch: OtapBatch) -> Result<(), DeliveryError> {
+        let (ack, done) = oneshot::channel();
+        let job = Job {
+            source,
+            batch,
+            ack,
+            received: Instant::now(),
+        };
+        self.telemetry.queued_batches.fetch_add(1, Relaxed);
+        if self.jobs.send(job).await.is_err() {
+            self.telemetry.queued_batches.fetch_sub(1, Relaxed);
+            return Err(DeliveryError::ShuttingDown);
+        }
+        done.await.unwrap_or(Err(DeliveryError::ShuttingDown))
+    }
+}
+
+/// A running worker thread.
+pub struct Worker {
+    /// How to reach it.
+    pub handle: WorkerHandle,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Worker {
+    /// Starts worker `index`: compiles the program's pipelines and starts its network sinks.
+    /// `shared` holds the queues of sinks all workers share (files, console).
+    pub fn start(
+        index: usize,
+        program: Arc<Program>,
+        shared: HashMap<String, SinkQueue>,
+        telemetry: Arc<Telemetry>,
+    ) -> anyhow::Result<Worker> {
+        let (jobs, queue) = mpsc::channel(JOB_QUEUE);
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let thread_telemetry = Arc::clone(&telemetry);
+        let thread = std::thread::Builder::new()
+            .name(format!("penstock-worker-{index}"))
+            .spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(anyhow::anyhow!("starting a runtime: {e}")));
+                        return;
+                    }
+                };
+                let local = tokio::task::LocalSet::new();
+                local.block_on(&runtime, async move {
+                    let setup = Pipeline::compile_all(&program)
+                        .context("compiling pipelines")
+                        .and_then(|pipelines| {
+                            let mut queues = shared;
+                            let mut tasks = Vec::new();
+                            for sink in &program.sinks {
+                                if let Some(SinkTask { queue, task }) =
+                                    sinks::start_per_worker(sink, &thread_telemetry)?
+                                {
+                                    queues.insert(sink.name.clone(), queue);
+                                    tasks.push(task);
+                                }
+                            }
+                            Ok((pipelines, queues, tasks))
+                        });
+                    let (pipelines, queues, tasks) = match setup {
+                        Ok(s) => {
+                            let _ = ready_tx.send(Ok(tokio::runtime::Handle::current()));
+                            s
+                        }
+                        Err(e) => {
+                            let _ = ready_tx.send(Err(e));
+                            return;
+                        }
+                    };
+                    let sources: Vec<&str> =
+                        program.sources.iter().map(|s| s.name.as_str()).collect();
+                    run_jobs(index, queue, pipelines, &sources, queues, &thread_telemetry).await;
+                    for task in tasks {
+                        let _ = task.await;
+                    }
+                });
+            })
+            .context("starting a worker thread")?;
+        let runtime = ready_rx
+            .recv()
+            .context("worker thread ended during start-up")??;
+        Ok(Worker {
+            handle: WorkerHandle {
+                index,
+                jobs,
+                runtime,
+                telemetry,
+            },
+            thread,
+        })
+    }
+
+    /// Waits for the worker to finish: it does once every [`WorkerHandle`] is gone and the
+    /// batches it had were delivered.
+    pub fn join(self) {
+        drop(self.handle);
+        let _ = self.thread.join();
+    }
+}
+
+/// The pipeline loop: runs each job through the pipelines of its source, hands the routed
+/// batches to the sinks (waiting for room: backpressure) and acknowledges the job once they
+/// all accepted. Ends when every sender is gone and all acknowledgements were given.
+async fn run_jobs(
+    worker: usize,
+    mut queue: mpsc::Receiver<Job>,
+    mut pipelines: Vec<Pipeline>,
+    sources: &[&str],
+    sinks: HashMap<String, SinkQueue>,
+    telemetry: &Arc<Telemetry>,
+) {
+    let by_source: Vec<Vec<usize>> = sources
+        .iter()
+        .map(|s| {
+            pipelines
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| p.source() == *s)
+                .map(|(i, _)| i)
+                .collect()
+        })
+        .collect();
+    let mut waiting = JoinSet::new();
+    while let Some(job) = queue.recv().await {
+        telemetry.queued_batches.fetch_sub(1, Relaxed);
+        while waiting.try_join_next().is_some() {}
+        let mut acks = Vec::new();
+        let mut failure = None;
+        for &p in by_source.get(job.source).into_iter().flatten() {
+            let pipeline = &mut pipelines[p];
+            match pipeline.run(job.batch.clone()) {
+                Ok(output) => {
+                    for (sink, batch) in output.routed {
+                        let Some(queue) = sinks.get(&sink) else {
+                            continue;
+                        };
+                        let (ack, done) = oneshot::channel();
+                        match queue.send(Delivery { batch, ack }).await {
+                            Ok(()) => acks.push(done),
+                            Err(_) => failure = Some(DeliveryError::ShuttingDown),
+                        }
+                    }
+                }
+                Err(e) => {
+                    failure = Some(DeliveryError::Pipeline {
+                        pipeline: pipeline.name().to_string(),
+                        message: e.to_string(),
+                    });
+                }
+            }
+            telemetry.store_pipeline(worker, p, &pipelines[p]);
+        }
+        let telemetry = Arc::clone(telemetry);
+        waiting.spawn_local(async move {
+            let delivered = all(acks).await;
+            telemetry.observe_latency(job.received.elapsed());
+            complete(job.ack, failure.map_or(delivered, Err));
+        });
+    }
+    while waiting.join_next().await.is_some() {}
+}
