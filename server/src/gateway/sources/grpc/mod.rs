@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use penstock_dialect::Source;
 use tokio::sync::{Semaphore, watch};
 
@@ -130,6 +130,7 @@ async fn serve(stream: std::net::TcpStream, context: Arc<SourceContext>) {
     let mut shutdown = context.shutdown.clone();
     let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
     builder
+        .timer(TokioTimer::new())
         .max_concurrent_streams(256)
         .max_header_list_size(64 << 10)
         .keep_alive_interval(Duration::from_secs(30))
