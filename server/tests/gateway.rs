@@ -234,7 +234,7 @@ async fn export_otap(url: &str, requests: &[ExportLogsServiceRequest]) -> Vec<Ba
 
 /// Runs `future` on a fresh runtime; dropping it closes the client's connections (a client
 /// left idle would make the gateway wait for it on shutdown).
-fn block_on<F: std::future::Future>(future: F) -> F::Output {
+fn block_on<F: Future>(future: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
