@@ -56,6 +56,51 @@ enum Command {
         #[arg(long)]
         admin_listen: Option<std::net::SocketAddr>,
     },
+    /// Send realistic telemetry to a gateway and report throughput, errors and latency.
+    Loadgen {
+        /// The gateway, http://host:port.
+        #[arg(long, default_value = "http://127.0.0.1:4317")]
+        endpoint: String,
+        /// `otlp` or `otap`.
+        #[arg(long, default_value = "otlp")]
+        protocol: String,
+        /// `logs`, `spans` or `metrics`.
+        #[arg(long, default_value = "logs")]
+        signal: String,
+        /// Records in all.
+        #[arg(long, default_value_t = 1_000_000)]
+        records: u64,
+        /// Records per request (OTLP) or batch (OTAP).
+        #[arg(long, default_value_t = 4096)]
+        batch: usize,
+        /// Records per second (0: as fast as acknowledgements allow).
+        #[arg(long, default_value_t = 0)]
+        rate: u64,
+        /// Concurrent connections (one OTAP stream each).
+        #[arg(long, default_value_t = 2)]
+        streams: usize,
+        /// Unacknowledged requests or batches per connection.
+        #[arg(long, default_value_t = 8)]
+        in_flight: usize,
+        /// Report the CPU time this process (the gateway) spent during the run.
+        #[arg(long)]
+        measure_pid: Option<u32>,
+    },
+}
+
+fn parse_load(protocol: &str, signal: &str) -> anyhow::Result<(bool, penstock_engine::Signal)> {
+    let otap = match protocol {
+        "otap" => true,
+        "otlp" => false,
+        other => anyhow::bail!("unknown protocol '{other}': expected otlp or otap"),
+    };
+    let signal = match signal {
+        "logs" => penstock_engine::Signal::Logs,
+        "spans" | "traces" => penstock_engine::Signal::Traces,
+        "metrics" => penstock_engine::Signal::Metrics,
+        other => anyhow::bail!("unknown signal '{other}': expected logs, spans or metrics"),
+    };
+    Ok((otap, signal))
 }
 
 fn main() -> ExitCode {
@@ -75,6 +120,29 @@ fn main() -> ExitCode {
                 std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
             }),
             admin_listen,
+        }),
+        Command::Loadgen {
+            endpoint,
+            protocol,
+            signal,
+            records,
+            batch,
+            rate,
+            streams,
+            in_flight,
+            measure_pid,
+        } => parse_load(&protocol, &signal).and_then(|(otap, signal)| {
+            cli::loadgen::run(cli::loadgen::LoadOptions {
+                endpoint,
+                otap,
+                signal,
+                records,
+                batch: batch.clamp(1, 65_535),
+                rate,
+                streams,
+                in_flight,
+                measure_pid,
+            })
         }),
     };
     match result {

@@ -2,6 +2,7 @@
 
 pub mod check;
 pub mod console;
+pub mod loadgen;
 pub mod replay;
 
 use std::path::{Path, PathBuf};

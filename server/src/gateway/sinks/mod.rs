@@ -8,7 +8,8 @@ mod otap;
 mod otlp;
 mod retry;
 
-pub use otlp::ExportResponse;
+pub use otap::stream_path as otap_stream_path;
+pub use otlp::{ExportResponse, export_path as otlp_export_path};
 
 use std::path::Path;
 use std::sync::Arc;

@@ -1,0 +1,322 @@
+//! `penstock loadgen`: sends realistic telemetry to a gateway over OTLP or OTAP, waits for
+//! every acknowledgement, and prints records/s, errors and latency percentiles (and, given a
+//! process id, that process's CPU-seconds per million records).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use bytes::Bytes;
+use penstock_engine::Signal;
+use penstock_engine::datagen::DataGen;
+use penstock_engine::otap::{EncodeOptions, OtapEncoder};
+use penstock_engine::proto::{BatchArrowRecords, BatchStatus};
+use prost::Message;
+use tokio::sync::{Semaphore, mpsc};
+use tokio::task::JoinSet;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::codec::CompressionEncoding;
+use tonic::transport::Channel;
+
+use crate::gateway::codec::RawResponseCodec;
+use crate::gateway::sinks::ExportResponse;
+use crate::gateway::sinks::{otap_stream_path, otlp_export_path};
+use crate::gateway::sources::decode_otlp;
+
+/// What to send.
+#[derive(Debug, Clone)]
+pub struct LoadOptions {
+    /// `http://host:port`.
+    pub endpoint: String,
+    /// OTAP instead of OTLP.
+    pub otap: bool,
+    /// The signal.
+    pub signal: Signal,
+    /// Records in all.
+    pub records: u64,
+    /// Records per request or batch.
+    pub batch: usize,
+    /// Records per second in all (0: as fast as acknowledgements allow).
+    pub rate: u64,
+    /// Concurrent connections (each one OTAP stream, or OTLP requests).
+    pub streams: usize,
+    /// Unacknowledged requests or batches per connection.
+    pub in_flight: usize,
+    /// A process whose CPU time to report (the gateway).
+    pub measure_pid: Option<u32>,
+}
+
+#[derive(Default)]
+struct Results {
+    latencies: Vec<Duration>,
+    records: u64,
+    errors: u64,
+    first_error: Option<String>,
+}
+
+/// Runs the load and prints the results.
+pub fn run(options: LoadOptions) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting a runtime")?;
+    runtime.block_on(load(options))
+}
+
+/// Distinct requests cycled through (generation stays out of the measurement).
+const POOL: usize = 8;
+
+fn pool(signal: Signal, batch: usize) -> Vec<Bytes> {
+    let mut data = DataGen::new(2026);
+    (0..POOL)
+        .map(|_| {
+            Bytes::from(match signal {
+                Signal::Logs => data.logs(batch).encode_to_vec(),
+                Signal::Traces => data.traces(batch).encode_to_vec(),
+                Signal::Metrics => data.metrics(batch).encode_to_vec(),
+            })
+        })
+        .collect()
+}
+
+async fn load(options: LoadOptions) -> anyhow::Result<()> {
+    let requests = Arc::new(pool(options.signal, options.batch));
+    let total_requests = options.records.div_ceil(options.batch as u64);
+    let results = Arc::new(Mutex::new(Results::default()));
+    let cpu_before = options.measure_pid.map(cpu_seconds).transpose()?;
+    let started = Instant::now();
+    let mut tasks = JoinSet::new();
+    let streams = options.streams.max(1) as u64;
+    for s in 0..streams {
+        let count = total_requests / streams + u64::from(s < total_requests % streams);
+        let channel = tonic::transport::Endpoint::from_shared(options.endpoint.clone())?
+            .tcp_nodelay(true)
+            .connect()
+            .await
+            .with_context(|| format!("connecting to {}", options.endpoint))?;
+        let (options, requests, results) =
+            (options.clone(), Arc::clone(&requests), Arc::clone(&results));
+        let pace = (options.rate > 0).then(|| {
+            Duration::from_secs_f64(options.batch as f64 * streams as f64 / options.rate as f64)
+        });
+        tasks.spawn(async move {
+            if options.otap {
+                otap_stream(channel, &options, &requests, count, pace, &results).await
+            } else {
+                otlp_requests(channel, &options, &requests, count, pace, &results).await
+            }
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done??;
+    }
+    let elapsed = started.elapsed();
+    let cpu = match (options.measure_pid, cpu_before) {
+        (Some(pid), Some(before)) => Some(cpu_seconds(pid)? - before),
+        _ => None,
+    };
+    let mut results = results
+        .lock()
+        .map_err(|_| anyhow::anyhow!("results poisoned"))?;
+    results.latencies.sort();
+    let percentile = |p: f64| {
+        let l = &results.latencies;
+        if l.is_empty() {
+            return Duration::ZERO;
+        }
+        l[((l.len() - 1) as f64 * p).round() as usize]
+    };
+    let rate = results.records as f64 / elapsed.as_secs_f64();
+    println!(
+        "{} {} records acknowledged in {:.2} s: {:.0} records/s; {} errors",
+        results.records,
+        options.signal.name(),
+        elapsed.as_secs_f64(),
+        rate,
+        results.errors
+    );
+    println!(
+        "latency per {}: p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        if options.otap { "batch" } else { "request" },
+        percentile(0.5).as_secs_f64() * 1e3,
+        percentile(0.9).as_secs_f64() * 1e3,
+        percentile(0.99).as_secs_f64() * 1e3,
+        percentile(1.0).as_secs_f64() * 1e3
+    );
+    if let Some(cpu) = cpu {
+        println!(
+            "process {}: {:.2} CPU-seconds, {:.3} CPU-seconds per million records",
+            options.measure_pid.unwrap_or_default(),
+            cpu,
+            cpu / results.records.max(1) as f64 * 1e6
+        );
+    }
+    if let Some(e) = &results.first_error {
+        println!("first error: {e}");
+    }
+    Ok(())
+}
+
+fn record(results: &Mutex<Results>, outcome: Result<u64, String>, latency: Duration) {
+    if let Ok(mut r) = results.lock() {
+        match outcome {
+            Ok(n) => {
+                r.records += n;
+                r.latencies.push(latency);
+            }
+            Err(e) => {
+                r.errors += 1;
+                r.first_error.get_or_insert(e);
+            }
+        }
+    }
+}
+
+async fn otlp_requests(
+    channel: Channel,
+    options: &LoadOptions,
+    requests: &[Bytes],
+    count: u64,
+    pace: Option<Duration>,
+    results: &Arc<Mutex<Results>>,
+) -> anyhow::Result<()> {
+    let mut running = JoinSet::new();
+    let start = Instant::now();
+    for i in 0..count {
+        if let Some(pace) = pace {
+            tokio::time::sleep_until((start + pace * i as u32).into()).await;
+        }
+        while running.len() >= options.in_flight.max(1) {
+            running.join_next().await;
+        }
+        let body = requests[i as usize % requests.len()].clone();
+        let (channel, results, signal, batch) = (
+            channel.clone(),
+            Arc::clone(results),
+            options.signal,
+            options.batch,
+        );
+        running.spawn(async move {
+            let sent = Instant::now();
+            let mut grpc = tonic::client::Grpc::new(channel)
+                .send_compressed(CompressionEncoding::Zstd)
+                .accept_compressed(CompressionEncoding::Zstd);
+            let outcome = match grpc.ready().await {
+                Err(e) => Err(e.to_string()),
+                Ok(()) => grpc
+                    .unary(
+                        tonic::Request::new(body),
+                        http::uri::PathAndQuery::from_static(otlp_export_path(signal)),
+                        RawResponseCodec::<ExportResponse>::default(),
+                    )
+                    .await
+                    .map(|_| batch as u64)
+                    .map_err(|s| format!("{}: {}", s.code(), s.message())),
+            };
+            record(&results, outcome, sent.elapsed());
+        });
+    }
+    while running.join_next().await.is_some() {}
+    Ok(())
+}
+
+async fn otap_stream(
+    channel: Channel,
+    options: &LoadOptions,
+    requests: &[Bytes],
+    count: u64,
+    pace: Option<Duration>,
+    results: &Arc<Mutex<Results>>,
+) -> anyhow::Result<()> {
+    let batches = requests
+        .iter()
+        .map(|r| decode_otlp(options.signal, r).map(|mut b| b.remove(0)))
+        .collect::<penstock_engine::Result<Vec<_>>>()?;
+    let mut encoder = OtapEncoder::new(options.signal, EncodeOptions::default())?;
+    let (outgoing, stream) = mpsc::channel::<BatchArrowRecords>(options.in_flight.max(1));
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready().await?;
+    let response = grpc
+        .streaming(
+            tonic::Request::new(ReceiverStream::new(stream)),
+            http::uri::PathAndQuery::from_static(otap_stream_path(options.signal)),
+            tonic_prost::ProstCodec::<BatchArrowRecords, BatchStatus>::default(),
+        )
+        .await?;
+    let mut statuses = response.into_inner();
+    let window = Arc::new(Semaphore::new(options.in_flight.max(1)));
+    let sent_at: Arc<Mutex<HashMap<i64, (Instant, u64)>>> = Arc::default();
+    let reader = {
+        let (window, sent_at, results) = (
+            Arc::clone(&window),
+            Arc::clone(&sent_at),
+            Arc::clone(results),
+        );
+        tokio::spawn(async move {
+            let mut seen = 0u64;
+            while seen < count {
+                let status = match statuses.message().await {
+                    Ok(Some(s)) => s,
+                    Ok(None) => break,
+                    Err(e) => {
+                        record(&results, Err(e.to_string()), Duration::ZERO);
+                        break;
+                    }
+                };
+                seen += 1;
+                let sent = sent_at
+                    .lock()
+                    .ok()
+                    .and_then(|mut m| m.remove(&status.batch_id));
+                let (when, records) = sent.unwrap_or((Instant::now(), 0));
+                let outcome = if status.status_code == 0 {
+                    Ok(records)
+                } else {
+                    Err(format!("{}: {}", status.status_code, status.status_message))
+                };
+                record(&results, outcome, when.elapsed());
+                window.add_permits(1);
+            }
+        })
+    };
+    let start = Instant::now();
+    for i in 0..count {
+        if let Some(pace) = pace {
+            tokio::time::sleep_until((start + pace * i as u32).into()).await;
+        }
+        window.acquire().await?.forget();
+        let batch = &batches[i as usize % batches.len()];
+        let message = encoder.encode(batch)?;
+        if let Ok(mut m) = sent_at.lock() {
+            m.insert(message.batch_id, (Instant::now(), batch.num_items() as u64));
+        }
+        if outgoing.send(message).await.is_err() {
+            break;
+        }
+    }
+    drop(outgoing);
+    reader.await?;
+    Ok(())
+}
+
+/// User plus system CPU seconds of process `pid` so far (Linux).
+fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .with_context(|| format!("reading the CPU time of process {pid}"))?;
+    // Fields after the parenthesized command name; utime and stime are the 14th and 15th.
+    let after = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest)
+        .context("unexpected /proc stat format")?;
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| -> anyhow::Result<f64> {
+        Ok(fields
+            .get(i)
+            .context("unexpected /proc stat format")?
+            .parse::<f64>()?)
+    };
+    // Clock ticks are 100 per second on Linux.
+    Ok((ticks(11)? + ticks(12)?) / 100.0)
+}
