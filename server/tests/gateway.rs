@@ -413,3 +413,210 @@ impl tonic::codec::Codec for RawCodec {
         EmptyDecoder
     }
 }
+
+/// A gateway writing everything it receives to `dir/received.jsonl`, with extra source options.
+fn recorder(dir: &Path, source_options: &str) -> Gateway {
+    Gateway::start(
+        dir,
+        "recorder",
+        &format!(
+            "CREATE SOURCE edge FROM GRPC WITH (listen = '127.0.0.1:0'{source_options});
+             CREATE SINK received TO FILE WITH (path = '{}');
+             CREATE PIPELINE keep FROM edge AS BEGIN INSERT INTO received SELECT * FROM logs; END;",
+            dir.join("received.jsonl").display()
+        ),
+    )
+}
+
+#[test]
+fn no_acknowledged_record_is_lost_when_sigterm_arrives_under_load() {
+    let dir = temp_dir("sigterm");
+    let gateway = recorder(&dir, "");
+    let url = gateway.url();
+    let acked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (sent_tx, sent_rx) = std::sync::mpsc::channel();
+    let senders: Vec<_> = (0..4)
+        .map(|i| {
+            let (url, acked, sent_tx) = (url.clone(), acked.clone(), sent_tx.clone());
+            std::thread::spawn(move || {
+                let mut data = DataGen::new(100 + i);
+                let mut failures = 0;
+                // Keep sending until the gateway refuses or is gone.
+                while failures < 3 {
+                    let request = data.logs(200);
+                    let lines = equiv::logs(&request);
+                    match block_on(export_otlp_fallible(&url, request)) {
+                        Ok(()) => {
+                            acked.lock().unwrap().extend(lines);
+                            let _ = sent_tx.send(());
+                        }
+                        Err(_) => failures += 1,
+                    }
+                }
+            })
+        })
+        .collect();
+    // Terminate once some requests were acknowledged, while the others are in flight.
+    for _ in 0..8 {
+        sent_rx.recv_timeout(Duration::from_secs(60)).unwrap();
+    }
+    let (ok, _) = gateway.terminate();
+    for s in senders {
+        s.join().unwrap();
+    }
+    assert!(ok, "exit 0 after draining");
+    let mut acked = acked.lock().unwrap().clone();
+    acked.sort();
+    let got = received(&dir);
+    assert!(acked.len() >= 8 * 200);
+    let missing: Vec<&String> = acked
+        .iter()
+        .filter(|l| got.binary_search(l).is_err())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} acknowledged records missing of {}",
+        missing.len(),
+        acked.len()
+    );
+}
+
+async fn export_otlp_fallible(url: &str, request: ExportLogsServiceRequest) -> Result<(), String> {
+    let channel = tonic::transport::Endpoint::from_shared(url.to_string())
+        .map_err(|e| e.to_string())?
+        .connect()
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready().await.map_err(|e| e.to_string())?;
+    let codec =
+        tonic_prost::ProstCodec::<ExportLogsServiceRequest, ExportLogsServiceResponse>::default();
+    let path =
+        PathAndQuery::from_static("/opentelemetry.proto.collector.logs.v1.LogsService/Export");
+    grpc.unary(tonic::Request::new(request), path, codec)
+        .await
+        .map(|_| ())
+        .map_err(|s| s.to_string())
+}
+
+#[test]
+fn compression_bombs_and_unknown_payloads_are_refused_and_serving_goes_on() {
+    let dir = temp_dir("hostile");
+    let gateway = recorder(&dir, ", max_message_bytes = 1048576");
+    // 8 MiB of log bodies that gzip to a few kilobytes.
+    let mut request = DataGen::new(5).logs(1);
+    request.resource_logs[0].scope_logs[0].log_records[0].body =
+        Some(opentelemetry_proto::tonic::common::v1::AnyValue {
+            value: Some(Value::StringValue("a".repeat(8 << 20))),
+        });
+    let status = block_on(async {
+        let channel = tonic::transport::Endpoint::from_shared(gateway.url())
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let mut grpc = tonic::client::Grpc::new(channel)
+            .send_compressed(tonic::codec::CompressionEncoding::Gzip);
+        grpc.ready().await.unwrap();
+        let codec =
+            tonic_prost::ProstCodec::<ExportLogsServiceRequest, ExportLogsServiceResponse>::default(
+            );
+        let path =
+            PathAndQuery::from_static("/opentelemetry.proto.collector.logs.v1.LogsService/Export");
+        grpc.unary(tonic::Request::new(request), path, codec)
+            .await
+            .unwrap_err()
+    });
+    assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+    // An OTAP batch with a payload type no signal has: refused, never acknowledged.
+    let statuses = block_on(async {
+        let channel = tonic::transport::Endpoint::from_shared(gateway.url())
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let mut grpc = tonic::client::Grpc::new(channel);
+        grpc.ready().await.unwrap();
+        let codec = tonic_prost::ProstCodec::<BatchArrowRecords, BatchStatus>::default();
+        let path = PathAndQuery::from_static(
+            "/opentelemetry.proto.experimental.arrow.v1.ArrowLogsService/ArrowLogs",
+        );
+        let message = BatchArrowRecords {
+            batch_id: 0,
+            arrow_payloads: vec![penstock_engine::proto::ArrowPayload {
+                schema_id: "x".into(),
+                r#type: 99,
+                record: vec![1, 2, 3].into(),
+            }],
+            headers: Default::default(),
+        };
+        let response = grpc
+            .streaming(
+                tonic::Request::new(tokio_stream::iter(vec![message])),
+                path,
+                codec,
+            )
+            .await
+            .unwrap();
+        let mut statuses = response.into_inner();
+        let mut out = Vec::new();
+        while let Ok(Some(s)) = statuses.message().await {
+            out.push(s);
+        }
+        out
+    });
+    assert_eq!(statuses.len(), 1, "{statuses:?}");
+    assert_eq!(
+        statuses[0].status_code,
+        penstock_engine::proto::StatusCode::InvalidArgument as i32,
+        "{statuses:?}"
+    );
+    // Garbage where the Arrow IPC should be, with a real payload type.
+    let statuses = block_on(async {
+        let channel = tonic::transport::Endpoint::from_shared(gateway.url())
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let mut grpc = tonic::client::Grpc::new(channel);
+        grpc.ready().await.unwrap();
+        let codec = tonic_prost::ProstCodec::<BatchArrowRecords, BatchStatus>::default();
+        let path = PathAndQuery::from_static(
+            "/opentelemetry.proto.experimental.arrow.v1.ArrowLogsService/ArrowLogs",
+        );
+        let message = BatchArrowRecords {
+            batch_id: 7,
+            arrow_payloads: vec![penstock_engine::proto::ArrowPayload {
+                schema_id: "x".into(),
+                r#type: penstock_engine::PayloadType::Logs.wire(),
+                record: vec![0xff; 64].into(),
+            }],
+            headers: Default::default(),
+        };
+        let response = grpc
+            .streaming(
+                tonic::Request::new(tokio_stream::iter(vec![message])),
+                path,
+                codec,
+            )
+            .await
+            .unwrap();
+        let mut statuses = response.into_inner();
+        let mut out = Vec::new();
+        while let Ok(Some(s)) = statuses.message().await {
+            out.push(s);
+        }
+        out
+    });
+    assert_eq!(statuses.len(), 1, "{statuses:?}");
+    assert_eq!(statuses[0].batch_id, 7);
+    assert_eq!(
+        statuses[0].status_code,
+        penstock_engine::proto::StatusCode::InvalidArgument as i32
+    );
+    // Nothing of the refused input was written, and the gateway still serves.
+    block_on(export_otlp(&gateway.url(), DataGen::new(6).logs(3))).unwrap();
+    assert_eq!(received(&dir).len(), 3);
+    let (ok, _) = gateway.terminate();
+    assert!(ok);
+}
