@@ -437,7 +437,8 @@ fn no_acknowledged_record_is_lost_when_sigterm_arrives_under_load() {
     let (sent_tx, sent_rx) = std::sync::mpsc::channel();
     let senders: Vec<_> = (0..4)
         .map(|i| {
-            let (url, acked, sent_tx) = (url.clone(), acked.clone(), sent_tx.clone());
+            let (url, acked, sent_tx) =
+                (url.clone(), std::sync::Arc::clone(&acked), sent_tx.clone());
             std::thread::spawn(move || {
                 let mut data = DataGen::new(100 + i);
                 let mut failures = 0;
