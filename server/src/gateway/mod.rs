@@ -40,6 +40,7 @@ pub struct RunOptions {
 /// accepting, acknowledges or refuses everything in flight, and returns.
 pub fn run(options: RunOptions) -> anyhow::Result<()> {
     let (program, pipelines) = crate::cli::load(&options.files)?;
+    refuse_unserved_options(&program)?;
     let workers = options.workers.max(1);
     let program = Arc::new(program);
     let telemetry = Arc::new(Telemetry::new(
@@ -205,6 +206,32 @@ async fn serve(
         Some(e) => Err(e),
         None => Ok(()),
     }
+}
+
+/// Options the gateway does not apply yet are refused rather than silently ignored (a
+/// listener configured for TLS must never serve plaintext).
+fn refuse_unserved_options(program: &penstock_dialect::Program) -> anyhow::Result<()> {
+    let sources = program
+        .sources
+        .iter()
+        .map(|s| (&s.origin, "source", &s.name, &s.options));
+    let sinks = program
+        .sinks
+        .iter()
+        .map(|s| (&s.origin, "sink", &s.name, &s.options));
+    for (origin, what, name, options) in sources.chain(sinks) {
+        for option in ["tls_cert", "tls_key", "tls_ca"] {
+            if options.str(option).is_some() {
+                anyhow::bail!(
+                    "{origin}: {what} {name}: TLS ({option}) is not supported by `run` yet"
+                );
+            }
+        }
+        if what == "sink" && options.str("auth_token").is_some() {
+            anyhow::bail!("{origin}: sink {name}: auth_token is not supported by `run` yet");
+        }
+    }
+    Ok(())
 }
 
 async fn wait_all(
