@@ -185,7 +185,16 @@ async fn run_jobs(
         let mut failure = None;
         for &p in by_source.get(job.source).into_iter().flatten() {
             let pipeline = &mut pipelines[p];
-            match pipeline.run(job.batch.clone()) {
+            // A panic in a kernel fails this batch, not the worker.
+            let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                pipeline.run(job.batch.clone())
+            }))
+            .unwrap_or_else(|_| {
+                Err(penstock_engine::pipeline::PipelineError::Execute(
+                    "the pipeline panicked on this batch".into(),
+                ))
+            });
+            match run {
                 Ok(output) => {
                     for (sink, batch) in output.routed {
                         let Some(queue) = sinks.get(&sink) else {

@@ -1,8 +1,8 @@
-//! FILE: OTLP JSON lines, one export request per batch, flushed before the batch is
-//! acknowledged.
+//! FILE: OTLP JSON lines, one export request per batch, appended and synced to disk before
+//! the batch is acknowledged; a failed write is cut off so the file holds only whole lines.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -13,30 +13,42 @@ use tokio::sync::mpsc;
 use crate::gateway::delivery::{Delivery, DeliveryError, complete};
 use crate::gateway::telemetry::Telemetry;
 
-/// Creates (or truncates) the file, and its directory.
-pub fn open(path: &Path) -> anyhow::Result<BufWriter<File>> {
+/// Opens the file for appending (what earlier runs acknowledged stays), creating it and its
+/// directory.
+pub fn open(path: &Path) -> anyhow::Result<File> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    let file = File::create(path).with_context(|| format!("creating {}", path.display()))?;
-    Ok(BufWriter::new(file))
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("opening {}", path.display()))
 }
 
 /// Writes every delivered batch.
 pub async fn run(
     name: String,
-    mut writer: BufWriter<File>,
+    mut file: File,
     mut deliveries: mpsc::Receiver<Delivery>,
     telemetry: Arc<Telemetry>,
 ) {
     while let Some(Delivery { batch, ack }) = deliveries.recv().await {
         let written = json::to_line(&batch)
             .map_err(|e| e.to_string())
-            .and_then(|line| {
-                writeln!(writer, "{line}")
-                    .and_then(|()| writer.flush())
-                    .map(|()| line.len() + 1)
-                    .map_err(|e| e.to_string())
+            .and_then(|mut line| {
+                line.push('\n');
+                let end = file.metadata().map(|m| m.len());
+                let result = file
+                    .write_all(line.as_bytes())
+                    .and_then(|()| file.sync_data());
+                if result.is_err() {
+                    // Keep only whole lines: cut off what part of this one was written.
+                    if let Ok(end) = end {
+                        let _ = file.set_len(end);
+                    }
+                }
+                result.map(|()| line.len()).map_err(|e| e.to_string())
             });
         let flow = telemetry.sinks.get(&name);
         let outcome = match written {

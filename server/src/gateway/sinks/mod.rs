@@ -50,8 +50,8 @@ pub fn start_shared(
     let task = match sink.kind {
         SinkKind::File => {
             let path = crate::cli::resolve_path(base, sink.options.str("path").unwrap_or_default());
-            let writer = file::open(&path)?;
-            tokio::spawn(file::run(name, writer, deliveries, telemetry))
+            let file = file::open(&path)?;
+            tokio::spawn(file::run(name, file, deliveries, telemetry))
         }
         SinkKind::Console => {
             let limit = sink.options.count("limit").unwrap_or(10) as usize;

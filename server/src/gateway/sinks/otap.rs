@@ -163,23 +163,36 @@ impl State {
 
     fn send(&mut self, mut p: Pending) {
         let signal = p.batch.signal();
-        let result = self.stream_for(signal).and_then(|stream| {
-            let bar = stream.encoder.encode(&p.batch).map_err(|e| e.to_string())?;
-            let key = (stream.generation, bar.batch_id);
-            let bytes = bar.encoded_len();
-            stream
-                .requests
-                .try_send(bar)
-                .map_err(|e| format!("stream closed: {e}"))?;
-            Ok((key, bytes))
-        });
-        match result {
-            Ok((key, bytes)) => {
-                p.sent = Instant::now();
-                p.bytes = bytes;
-                self.pending.insert(key, p);
+        let stream = match self.stream_for(signal) {
+            Ok(s) => s,
+            Err(e) => return self.retry(p, e, true),
+        };
+        let generation = stream.generation;
+        let bar = match stream.encoder.encode(&p.batch) {
+            Ok(bar) => bar,
+            Err(e) => {
+                // The encoder may have changed state the receiver never saw: the stream
+                // goes; the batch itself will not encode any better next time.
+                self.drop_stream(generation);
+                return self.retry(p, format!("encoding: {e}"), false);
             }
-            Err(e) => self.retry(p, e, true),
+        };
+        let key = (generation, bar.batch_id);
+        let bytes = bar.encoded_len();
+        if let Err(e) = stream.requests.try_send(bar) {
+            self.drop_stream(generation);
+            return self.retry(p, format!("stream closed: {e}"), true);
+        }
+        p.sent = Instant::now();
+        p.bytes = bytes;
+        self.pending.insert(key, p);
+    }
+
+    /// Stops using stream `generation` (its pending batches are still settled by its reader
+    /// or by the timeout).
+    fn drop_stream(&mut self, generation: u64) {
+        for list in self.streams.values_mut() {
+            list.retain(|s| s.generation != generation);
         }
     }
 
@@ -231,9 +244,7 @@ impl State {
                 }
             }
             Event::Ended(generation, error) => {
-                for list in self.streams.values_mut() {
-                    list.retain(|s| s.generation != generation);
-                }
+                self.drop_stream(generation);
                 let error = error.map_or("the stream ended".to_string(), |s| {
                     format!("stream failed: {}: {}", s.code(), s.message())
                 });
@@ -265,9 +276,7 @@ impl State {
             .map(|(k, _)| k.0)
             .collect();
         for generation in late {
-            for list in self.streams.values_mut() {
-                list.retain(|s| s.generation != generation);
-            }
+            self.drop_stream(generation);
             self.fail_generation(generation, "no status before the timeout");
         }
         let now = Instant::now();

@@ -157,7 +157,10 @@ async fn serve_stream(
                         e.message().into(),
                     )))
                     .await;
-                continue;
+                // The refused batch may carry schemas or dictionaries later batches build
+                // on: the stream's state would go wrong, so the stream ends here and the
+                // client starts afresh.
+                break;
             }
         };
         let batch = match decoder.decode(&records) {
