@@ -205,6 +205,12 @@ async fn export_otap(url: &str, requests: &[ExportLogsServiceRequest]) -> Vec<Ba
             messages.push(encoder.encode(&batch).unwrap());
         }
     }
+    otap_statuses(url, messages).await
+}
+
+/// Sends `messages` on one OTAP logs stream, half-closes it, and returns the statuses until
+/// the stream ends.
+async fn otap_statuses(url: &str, messages: Vec<BatchArrowRecords>) -> Vec<BatchStatus> {
     let channel = tonic::transport::Endpoint::from_shared(url.to_string())
         .unwrap()
         .connect()
@@ -226,7 +232,7 @@ async fn export_otap(url: &str, requests: &[ExportLogsServiceRequest]) -> Vec<Ba
         .unwrap();
     let mut statuses = response.into_inner();
     let mut out = Vec::new();
-    while let Some(s) = statuses.message().await.unwrap() {
+    while let Ok(Some(s)) = statuses.message().await {
         out.push(s);
     }
     out
@@ -530,42 +536,16 @@ fn compression_bombs_and_unknown_payloads_are_refused_and_serving_goes_on() {
     });
     assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
     // An OTAP batch with a payload type no signal has: refused, never acknowledged.
-    let statuses = block_on(async {
-        let channel = tonic::transport::Endpoint::from_shared(gateway.url())
-            .unwrap()
-            .connect()
-            .await
-            .unwrap();
-        let mut grpc = tonic::client::Grpc::new(channel);
-        grpc.ready().await.unwrap();
-        let codec = tonic_prost::ProstCodec::<BatchArrowRecords, BatchStatus>::default();
-        let path = PathAndQuery::from_static(
-            "/opentelemetry.proto.experimental.arrow.v1.ArrowLogsService/ArrowLogs",
-        );
-        let message = BatchArrowRecords {
-            batch_id: 0,
-            arrow_payloads: vec![penstock_engine::proto::ArrowPayload {
-                schema_id: "x".into(),
-                r#type: 99,
-                record: vec![1, 2, 3].into(),
-            }],
-            headers: Default::default(),
-        };
-        let response = grpc
-            .streaming(
-                tonic::Request::new(tokio_stream::iter(vec![message])),
-                path,
-                codec,
-            )
-            .await
-            .unwrap();
-        let mut statuses = response.into_inner();
-        let mut out = Vec::new();
-        while let Ok(Some(s)) = statuses.message().await {
-            out.push(s);
-        }
-        out
-    });
+    let message = BatchArrowRecords {
+        batch_id: 0,
+        arrow_payloads: vec![penstock_engine::proto::ArrowPayload {
+            schema_id: "x".into(),
+            r#type: 99,
+            record: vec![1, 2, 3].into(),
+        }],
+        headers: Default::default(),
+    };
+    let statuses = block_on(otap_statuses(&gateway.url(), vec![message]));
     assert_eq!(statuses.len(), 1, "{statuses:?}");
     assert_eq!(
         statuses[0].status_code,
@@ -573,42 +553,16 @@ fn compression_bombs_and_unknown_payloads_are_refused_and_serving_goes_on() {
         "{statuses:?}"
     );
     // Garbage where the Arrow IPC should be, with a real payload type.
-    let statuses = block_on(async {
-        let channel = tonic::transport::Endpoint::from_shared(gateway.url())
-            .unwrap()
-            .connect()
-            .await
-            .unwrap();
-        let mut grpc = tonic::client::Grpc::new(channel);
-        grpc.ready().await.unwrap();
-        let codec = tonic_prost::ProstCodec::<BatchArrowRecords, BatchStatus>::default();
-        let path = PathAndQuery::from_static(
-            "/opentelemetry.proto.experimental.arrow.v1.ArrowLogsService/ArrowLogs",
-        );
-        let message = BatchArrowRecords {
-            batch_id: 7,
-            arrow_payloads: vec![penstock_engine::proto::ArrowPayload {
-                schema_id: "x".into(),
-                r#type: penstock_engine::PayloadType::Logs.wire(),
-                record: vec![0xff; 64].into(),
-            }],
-            headers: Default::default(),
-        };
-        let response = grpc
-            .streaming(
-                tonic::Request::new(tokio_stream::iter(vec![message])),
-                path,
-                codec,
-            )
-            .await
-            .unwrap();
-        let mut statuses = response.into_inner();
-        let mut out = Vec::new();
-        while let Ok(Some(s)) = statuses.message().await {
-            out.push(s);
-        }
-        out
-    });
+    let message = BatchArrowRecords {
+        batch_id: 7,
+        arrow_payloads: vec![penstock_engine::proto::ArrowPayload {
+            schema_id: "x".into(),
+            r#type: penstock_engine::PayloadType::Logs.wire(),
+            record: vec![0xff; 64].into(),
+        }],
+        headers: Default::default(),
+    };
+    let statuses = block_on(otap_statuses(&gateway.url(), vec![message]));
     assert_eq!(statuses.len(), 1, "{statuses:?}");
     assert_eq!(statuses[0].batch_id, 7);
     assert_eq!(
