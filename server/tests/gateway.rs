@@ -174,18 +174,28 @@ fn received(dir: &Path) -> Vec<String> {
     lines
 }
 
-async fn export_otlp(
+/// A connected, ready gRPC client for `url`.
+async fn connect(
     url: &str,
-    request: ExportLogsServiceRequest,
-) -> Result<ExportLogsServiceResponse, tonic::Status> {
+) -> Result<tonic::client::Grpc<tonic::transport::Channel>, tonic::Status> {
+    let unavailable = |e: &dyn std::fmt::Display| tonic::Status::unavailable(e.to_string());
     let channel = tonic::transport::Endpoint::from_shared(url.to_string())
-        .unwrap()
+        .map_err(|e| unavailable(&e))?
         .connect()
         .await
-        .unwrap();
-    let mut grpc =
-        tonic::client::Grpc::new(channel).send_compressed(tonic::codec::CompressionEncoding::Zstd);
-    grpc.ready().await.unwrap();
+        .map_err(|e| unavailable(&e))?;
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready().await.map_err(|e| unavailable(&e))?;
+    Ok(grpc)
+}
+
+/// One OTLP logs Export, compressed with `compression`.
+async fn send_logs(
+    url: &str,
+    request: ExportLogsServiceRequest,
+    compression: tonic::codec::CompressionEncoding,
+) -> Result<ExportLogsServiceResponse, tonic::Status> {
+    let mut grpc = connect(url).await?.send_compressed(compression);
     let codec =
         tonic_prost::ProstCodec::<ExportLogsServiceRequest, ExportLogsServiceResponse>::default();
     let path =
@@ -193,6 +203,13 @@ async fn export_otlp(
     grpc.unary(tonic::Request::new(request), path, codec)
         .await
         .map(tonic::Response::into_inner)
+}
+
+async fn export_otlp(
+    url: &str,
+    request: ExportLogsServiceRequest,
+) -> Result<ExportLogsServiceResponse, tonic::Status> {
+    send_logs(url, request, tonic::codec::CompressionEncoding::Zstd).await
 }
 
 /// Sends `requests` on one OTAP logs stream, half-closes it, and returns every status.
@@ -211,13 +228,7 @@ async fn export_otap(url: &str, requests: &[ExportLogsServiceRequest]) -> Vec<Ba
 /// Sends `messages` on one OTAP logs stream, half-closes it, and returns the statuses until
 /// the stream ends.
 async fn otap_statuses(url: &str, messages: Vec<BatchArrowRecords>) -> Vec<BatchStatus> {
-    let channel = tonic::transport::Endpoint::from_shared(url.to_string())
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut grpc = tonic::client::Grpc::new(channel);
-    grpc.ready().await.unwrap();
+    let mut grpc = connect(url).await.unwrap();
     let codec = tonic_prost::ProstCodec::<BatchArrowRecords, BatchStatus>::default();
     let path = PathAndQuery::from_static(
         "/opentelemetry.proto.experimental.arrow.v1.ArrowLogsService/ArrowLogs",
@@ -353,13 +364,7 @@ fn malformed_otlp_is_rejected_and_the_gateway_keeps_serving() {
     let at = raw.windows(2).position(|w| w == b"ok").unwrap();
     raw[at] = 0xff;
     let status = block_on(async {
-        let channel = tonic::transport::Endpoint::from_shared(back.url())
-            .unwrap()
-            .connect()
-            .await
-            .unwrap();
-        let mut grpc = tonic::client::Grpc::new(channel);
-        grpc.ready().await.unwrap();
+        let mut grpc = connect(&back.url()).await.unwrap();
         let codec = RawCodec;
         let path =
             PathAndQuery::from_static("/opentelemetry.proto.collector.logs.v1.LogsService/Export");
@@ -489,18 +494,7 @@ fn no_acknowledged_record_is_lost_when_sigterm_arrives_under_load() {
 }
 
 async fn export_otlp_fallible(url: &str, request: ExportLogsServiceRequest) -> Result<(), String> {
-    let channel = tonic::transport::Endpoint::from_shared(url.to_string())
-        .map_err(|e| e.to_string())?
-        .connect()
-        .await
-        .map_err(|e| e.to_string())?;
-    let mut grpc = tonic::client::Grpc::new(channel);
-    grpc.ready().await.map_err(|e| e.to_string())?;
-    let codec =
-        tonic_prost::ProstCodec::<ExportLogsServiceRequest, ExportLogsServiceResponse>::default();
-    let path =
-        PathAndQuery::from_static("/opentelemetry.proto.collector.logs.v1.LogsService/Export");
-    grpc.unary(tonic::Request::new(request), path, codec)
+    export_otlp(url, request)
         .await
         .map(|_| ())
         .map_err(|s| s.to_string())
@@ -516,24 +510,12 @@ fn compression_bombs_and_unknown_payloads_are_refused_and_serving_goes_on() {
         Some(opentelemetry_proto::tonic::common::v1::AnyValue {
             value: Some(Value::StringValue("a".repeat(8 << 20))),
         });
-    let status = block_on(async {
-        let channel = tonic::transport::Endpoint::from_shared(gateway.url())
-            .unwrap()
-            .connect()
-            .await
-            .unwrap();
-        let mut grpc = tonic::client::Grpc::new(channel)
-            .send_compressed(tonic::codec::CompressionEncoding::Gzip);
-        grpc.ready().await.unwrap();
-        let codec =
-            tonic_prost::ProstCodec::<ExportLogsServiceRequest, ExportLogsServiceResponse>::default(
-            );
-        let path =
-            PathAndQuery::from_static("/opentelemetry.proto.collector.logs.v1.LogsService/Export");
-        grpc.unary(tonic::Request::new(request), path, codec)
-            .await
-            .unwrap_err()
-    });
+    let status = block_on(send_logs(
+        &gateway.url(),
+        request,
+        tonic::codec::CompressionEncoding::Gzip,
+    ))
+    .unwrap_err();
     assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
     // An OTAP batch with a payload type no signal has: refused, never acknowledged.
     let message = BatchArrowRecords {

@@ -129,6 +129,8 @@ pub async fn run(
             let mut failure = None;
             for d in group {
                 match encode::encode(&d.batch) {
+                    // The first request's bytes are reused; later ones are appended.
+                    Ok(bytes) if body.is_empty() => body = bytes,
                     Ok(bytes) => body.extend_from_slice(&bytes),
                     Err(e) => failure = Some(e.to_string()),
                 }
