@@ -51,6 +51,21 @@ use OptionType::*;
 
 const SIGNALS: &[&str] = &["logs", "spans", "metrics"];
 
+const ADMISSION: [OptionSpec; 2] = [
+    opt(
+        "max_in_flight_bytes",
+        Count,
+        false,
+        "admission limit on request bytes in flight",
+    ),
+    opt(
+        "admission",
+        Choice(&["wait", "refuse"]),
+        false,
+        "past the admission limit: wait or refuse (RESOURCE_EXHAUSTED, HTTP 429)",
+    ),
+];
+
 const TLS_SERVER: [OptionSpec; 3] = [
     opt("tls_cert", Str, false, "PEM certificate chain: serve TLS"),
     opt("tls_key", Str, false, "PEM private key of tls_cert"),
@@ -94,23 +109,22 @@ pub fn source_options(kind: SourceKind) -> Vec<OptionSpec> {
                 false,
                 "OTAP decoder state per stream",
             ),
-            opt(
-                "max_in_flight_bytes",
-                Count,
-                false,
-                "admission limit on request bytes in flight",
-            ),
-            opt(
-                "admission",
-                Choice(&["wait", "refuse"]),
-                false,
-                "past the admission limit: wait or refuse",
-            ),
             opt("max_streams", Count, false, "concurrent OTAP streams"),
         ],
         SourceKind::Http => vec![
             opt("listen", Str, true, "address to listen on, host:port"),
-            opt("max_body_bytes", Count, false, "largest request body"),
+            opt(
+                "max_body_bytes",
+                Count,
+                false,
+                "largest request body (after decompression)",
+            ),
+            opt(
+                "cors_origins",
+                Str,
+                false,
+                "comma-separated origins browsers may send from ('*': any)",
+            ),
         ],
         SourceKind::Generator => vec![
             opt("signal", Choice(SIGNALS), true, "what to generate"),
@@ -130,6 +144,7 @@ pub fn source_options(kind: SourceKind) -> Vec<OptionSpec> {
         ],
     };
     if matches!(kind, SourceKind::Grpc | SourceKind::Http) {
+        specs.extend(ADMISSION);
         specs.extend(TLS_SERVER);
     }
     specs

@@ -5,94 +5,23 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+mod common;
+
+use std::path::Path;
 use std::time::Duration;
 
-use opentelemetry_proto::tonic::collector::logs::v1::{
-    ExportLogsServiceRequest, ExportLogsServiceResponse,
-};
+use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value;
 use penstock_engine::datagen::DataGen;
-use penstock_engine::otap::{EncodeOptions, OtapEncoder};
-use penstock_engine::proto::{BatchArrowRecords, BatchStatus};
-use penstock_engine::{equiv, otlp};
+use penstock_engine::equiv;
+use penstock_engine::proto::BatchArrowRecords;
 use prost::Message;
 use tonic::codegen::http::uri::PathAndQuery;
 
-/// A running `penstock run`, killed when dropped.
-struct Gateway {
-    child: Child,
-    addr: String,
-    stdout: std::sync::mpsc::Receiver<String>,
-}
-
-impl Gateway {
-    /// Starts a gateway on `sql` (written to `dir/name.sql`) and waits until it listens.
-    fn start(dir: &Path, name: &str, sql: &str) -> Gateway {
-        let file = dir.join(format!("{name}.sql"));
-        std::fs::write(&file, sql).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_penstock"))
-            .args(["run", "--workers", "2"])
-            .arg(&file)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let (tx, stdout) = std::sync::mpsc::channel();
-        let out = child.stdout.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let addr = loop {
-            let line = stdout
-                .recv_timeout(Duration::from_secs(60))
-                .expect("the gateway reports its address");
-            if let Some(addr) = line.split(" gRPC on ").nth(1) {
-                break addr.trim().to_string();
-            }
-        };
-        Gateway {
-            child,
-            addr,
-            stdout,
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    /// Sends SIGTERM and waits for the exit; returns whether it exited successfully and what
-    /// it printed.
-    fn terminate(mut self) -> (bool, Vec<String>) {
-        let pid = self.child.id().to_string();
-        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-        let status = self.child.wait().unwrap();
-        let lines = self.stdout.try_iter().collect();
-        (status.success(), lines)
-    }
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("penstock-gw-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+use common::{
+    Gateway, RENAME_AND_FILTER, block_on, connect, expected, export_otap, export_otlp,
+    export_otlp_fallible, otap_statuses, received, recorder, send_logs, temp_dir,
+};
 
 /// The back gateway: receives OTLP and OTAP and writes everything to `dir/received.jsonl`.
 fn back(dir: &Path) -> Gateway {
@@ -119,144 +48,12 @@ fn front(dir: &Path, back: &str) -> Gateway {
             "CREATE SOURCE edge FROM GRPC WITH (listen = '127.0.0.1:0');
              CREATE SINK errors TO OTAP WITH (endpoint = '{back}');
              CREATE SINK rest TO OTLP WITH (endpoint = '{back}', compression = 'gzip');
-             CREATE PIPELINE p FROM edge AS BEGIN
-               ALTER TABLE logs RENAME ATTRIBUTE 'exception.type' TO 'error.type';
-               DELETE FROM logs WHERE severity_number < 9;
+             CREATE PIPELINE p FROM edge AS BEGIN {RENAME_AND_FILTER}
                INSERT INTO errors SELECT * FROM logs WHERE severity_number >= 17;
                INSERT INTO rest SELECT * FROM logs WHERE severity_number < 17;
              END;"
         ),
     )
-}
-
-/// What the front pipeline must make of `request`, computed on the OTLP objects.
-fn expected(request: &ExportLogsServiceRequest) -> Vec<String> {
-    let mut request = request.clone();
-    for rl in &mut request.resource_logs {
-        for sl in &mut rl.scope_logs {
-            sl.log_records.retain(|r| r.severity_number >= 9);
-            for r in &mut sl.log_records {
-                for kv in &mut r.attributes {
-                    if kv.key == "exception.type" {
-                        kv.key = "error.type".into();
-                    }
-                }
-                // A record that had both keys keeps only the renamed value.
-                let renamed = r.attributes.iter().any(|kv| kv.key == "error.type");
-                if renamed {
-                    let mut seen = false;
-                    r.attributes.retain(|kv| {
-                        if kv.key != "error.type" {
-                            return true;
-                        }
-                        let keep = !seen;
-                        seen = true;
-                        keep
-                    });
-                }
-            }
-        }
-    }
-    equiv::logs(&request)
-}
-
-/// The records in the back gateway's file.
-fn received(dir: &Path) -> Vec<String> {
-    let text = std::fs::read_to_string(dir.join("received.jsonl")).unwrap_or_default();
-    let mut lines = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let (_, bytes) = otlp::json::line_to_protobuf(line, i + 1).unwrap();
-        lines.extend(equiv::logs(
-            &ExportLogsServiceRequest::decode(bytes.as_slice()).unwrap(),
-        ));
-    }
-    lines.sort();
-    lines
-}
-
-/// A connected, ready gRPC client for `url`.
-async fn connect(
-    url: &str,
-) -> Result<tonic::client::Grpc<tonic::transport::Channel>, tonic::Status> {
-    let unavailable = |e: &dyn std::fmt::Display| tonic::Status::unavailable(e.to_string());
-    let channel = tonic::transport::Endpoint::from_shared(url.to_string())
-        .map_err(|e| unavailable(&e))?
-        .connect()
-        .await
-        .map_err(|e| unavailable(&e))?;
-    let mut grpc = tonic::client::Grpc::new(channel);
-    grpc.ready().await.map_err(|e| unavailable(&e))?;
-    Ok(grpc)
-}
-
-/// One OTLP logs Export, compressed with `compression`.
-async fn send_logs(
-    url: &str,
-    request: ExportLogsServiceRequest,
-    compression: tonic::codec::CompressionEncoding,
-) -> Result<ExportLogsServiceResponse, tonic::Status> {
-    let mut grpc = connect(url).await?.send_compressed(compression);
-    let codec =
-        tonic_prost::ProstCodec::<ExportLogsServiceRequest, ExportLogsServiceResponse>::default();
-    let path =
-        PathAndQuery::from_static("/opentelemetry.proto.collector.logs.v1.LogsService/Export");
-    grpc.unary(tonic::Request::new(request), path, codec)
-        .await
-        .map(tonic::Response::into_inner)
-}
-
-async fn export_otlp(
-    url: &str,
-    request: ExportLogsServiceRequest,
-) -> Result<ExportLogsServiceResponse, tonic::Status> {
-    send_logs(url, request, tonic::codec::CompressionEncoding::Zstd).await
-}
-
-/// Sends `requests` on one OTAP logs stream, half-closes it, and returns every status.
-async fn export_otap(url: &str, requests: &[ExportLogsServiceRequest]) -> Vec<BatchStatus> {
-    let mut encoder =
-        OtapEncoder::new(penstock_engine::Signal::Logs, EncodeOptions::default()).unwrap();
-    let mut messages = Vec::new();
-    for r in requests {
-        for batch in otlp::decode::decode_logs(&r.encode_to_vec()).unwrap() {
-            messages.push(encoder.encode(&batch).unwrap());
-        }
-    }
-    otap_statuses(url, messages).await
-}
-
-/// Sends `messages` on one OTAP logs stream, half-closes it, and returns the statuses until
-/// the stream ends.
-async fn otap_statuses(url: &str, messages: Vec<BatchArrowRecords>) -> Vec<BatchStatus> {
-    let mut grpc = connect(url).await.unwrap();
-    let codec = tonic_prost::ProstCodec::<BatchArrowRecords, BatchStatus>::default();
-    let path = PathAndQuery::from_static(
-        "/opentelemetry.proto.experimental.arrow.v1.ArrowLogsService/ArrowLogs",
-    );
-    let response = grpc
-        .streaming(
-            tonic::Request::new(tokio_stream::iter(messages)),
-            path,
-            codec,
-        )
-        .await
-        .unwrap();
-    let mut statuses = response.into_inner();
-    let mut out = Vec::new();
-    while let Ok(Some(s)) = statuses.message().await {
-        out.push(s);
-    }
-    out
-}
-
-/// Runs `future` on a fresh runtime; dropping it closes the client's connections (a client
-/// left idle would make the gateway wait for it on shutdown).
-fn block_on<F: Future>(future: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(future)
 }
 
 #[test]
@@ -425,20 +222,6 @@ impl tonic::codec::Codec for RawCodec {
     }
 }
 
-/// A gateway writing everything it receives to `dir/received.jsonl`, with extra source options.
-fn recorder(dir: &Path, source_options: &str) -> Gateway {
-    Gateway::start(
-        dir,
-        "recorder",
-        &format!(
-            "CREATE SOURCE edge FROM GRPC WITH (listen = '127.0.0.1:0'{source_options});
-             CREATE SINK received TO FILE WITH (path = '{}');
-             CREATE PIPELINE keep FROM edge AS BEGIN INSERT INTO received SELECT * FROM logs; END;",
-            dir.join("received.jsonl").display()
-        ),
-    )
-}
-
 #[test]
 fn no_acknowledged_record_is_lost_when_sigterm_arrives_under_load() {
     let dir = temp_dir("sigterm");
@@ -491,13 +274,6 @@ fn no_acknowledged_record_is_lost_when_sigterm_arrives_under_load() {
         missing.len(),
         acked.len()
     );
-}
-
-async fn export_otlp_fallible(url: &str, request: ExportLogsServiceRequest) -> Result<(), String> {
-    export_otlp(url, request)
-        .await
-        .map(|_| ())
-        .map_err(|s| s.to_string())
 }
 
 #[test]
@@ -556,4 +332,93 @@ fn compression_bombs_and_unknown_payloads_are_refused_and_serving_goes_on() {
     assert_eq!(received(&dir).len(), 3);
     let (ok, _) = gateway.terminate();
     assert!(ok);
+}
+
+/// `request` as the reloaded pipeline must make it: records below severity 9 gone,
+/// `exception.type` renamed to `exc.kind`.
+fn expected_after_reload(request: &ExportLogsServiceRequest) -> Vec<String> {
+    let mut request = request.clone();
+    for sl in request
+        .resource_logs
+        .iter_mut()
+        .flat_map(|rl| &mut rl.scope_logs)
+    {
+        sl.log_records.retain(|r| r.severity_number >= 9);
+        for kv in sl.log_records.iter_mut().flat_map(|r| &mut r.attributes) {
+            if kv.key == "exception.type" {
+                kv.key = "exc.kind".into();
+            }
+        }
+    }
+    equiv::logs(&request)
+}
+
+#[test]
+fn sighup_swaps_in_valid_pipelines_and_keeps_the_old_ones_on_errors() {
+    let dir = temp_dir("reload");
+    let out = dir.join("received.jsonl");
+    let header = format!(
+        "CREATE SOURCE edge FROM GRPC WITH (listen = '127.0.0.1:0');
+         CREATE SINK received TO FILE WITH (path = '{}');",
+        out.display()
+    );
+    let file = dir.join("reload.sql");
+    let gateway = Gateway::start(
+        &dir,
+        "reload",
+        &format!(
+            "{header}\nCREATE PIPELINE p FROM edge AS BEGIN INSERT INTO received SELECT * FROM logs; END;"
+        ),
+    );
+    let url = gateway.url();
+    let mut data = DataGen::new(21);
+    let first = data.logs(300);
+    block_on(export_otlp(&url, first.clone())).unwrap();
+    let mut want = equiv::logs(&first);
+
+    // A new pipeline: taken up from the next batch on.
+    std::fs::write(
+        &file,
+        format!(
+            "{header}\nCREATE PIPELINE p FROM edge AS BEGIN
+               ALTER TABLE logs RENAME ATTRIBUTE 'exception.type' TO 'exc.kind';
+               DELETE FROM logs WHERE severity_number < 9;
+               INSERT INTO received SELECT * FROM logs;
+             END;"
+        ),
+    )
+    .unwrap();
+    gateway.hang_up();
+    gateway.wait_for_line("reload: generation 1: 1 pipelines");
+    let second = data.logs(300);
+    block_on(export_otlp(&url, second.clone())).unwrap();
+    want.extend(expected_after_reload(&second));
+
+    // A file with an error, then one that changes a sink: both leave generation 1 running.
+    std::fs::write(
+        &file,
+        format!("{header}\nCREATE PIPELINE p FROM edge AS BEGIN\n  DELETE FROM logz;\nEND;"),
+    )
+    .unwrap();
+    gateway.hang_up();
+    let failed = gateway.wait_for_line("reload failed");
+    assert!(
+        failed.contains("logz") && failed.contains(":4:"),
+        "{failed}"
+    );
+    let moved = header.replace("received.jsonl", "elsewhere.jsonl");
+    std::fs::write(&file, format!("{moved}\nCREATE PIPELINE p FROM edge AS BEGIN INSERT INTO received SELECT * FROM logs; END;")).unwrap();
+    gateway.hang_up();
+    let failed = gateway.wait_for_line("reload failed");
+    assert!(failed.contains("restart"), "{failed}");
+    let third = data.logs(300);
+    block_on(export_otlp(&url, third.clone())).unwrap();
+    want.extend(expected_after_reload(&third));
+
+    want.sort();
+    let got = received(&dir);
+    if let Some(diff) = equiv::first_difference(&want, &got) {
+        panic!("{diff}");
+    }
+    assert_eq!(want.len(), got.len());
 }

@@ -9,6 +9,8 @@
 //
 //	otap-interop produce -signal logs|traces|metrics [-zstd=true] [-dict=true]
 //	otap-interop consume -signal logs|traces|metrics
+//	otap-interop send -signal logs|traces|metrics -addr HOST:PORT [-compression zstdarrow1] [-token T -token-in metadata|headers]
+//	otap-interop serve [-listen 127.0.0.1:0]
 //	otap-interop selftest
 package main
 
@@ -47,6 +49,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdConsume(rest, stdin, stdout, stderr)
 	case "selftest":
 		err = cmdSelftest(rest, stdout, stderr)
+	case "send":
+		err = cmdSend(rest, stdin, stdout, stderr)
+	case "serve":
+		err = cmdServe(rest, stdin, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		usage(stdout)
 		return exitOK
@@ -77,6 +83,13 @@ func usage(w io.Writer) {
       stdin: OTLP Export*ServiceRequest frames; stdout: BatchArrowRecords frames
   otap-interop consume -signal %[1]s
       stdin: BatchArrowRecords frames; stdout: OTLP Export*ServiceRequest frames
+  otap-interop send -signal %[1]s -addr HOST:PORT [-compression zstdarrow1|zstd|gzip|none]
+                    [-token T] [-token-in metadata|headers] [-timeout 60s]
+      stdin: OTLP request frames, sent as one OTAP stream (half-closed after the last);
+      stdout: one JSON line per BatchStatus received
+  otap-interop serve [-listen 127.0.0.1:0]
+      serves the three Arrow services until stdin closes; stdout: "listening ADDR", then
+      one frame per acknowledged batch: a signal byte (0 logs, 1 traces, 2 metrics) + OTLP
   otap-interop selftest
       round-trips built-in sample data through produce and consume
 

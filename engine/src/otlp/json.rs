@@ -54,6 +54,23 @@ pub fn line_to_protobuf(line: &str, line_number: usize) -> Result<(Signal, Vec<u
     Ok((signal, bytes))
 }
 
+/// Converts one OTLP JSON export request of a known signal (an OTLP/HTTP JSON body) to
+/// protobuf bytes. Errors name line 1.
+pub fn request_to_protobuf(signal: Signal, json: &[u8]) -> Result<Vec<u8>> {
+    let json_err = |source| Error::Json { line: 1, source };
+    Ok(match signal {
+        Signal::Logs => serde_json::from_slice::<ExportLogsServiceRequest>(json)
+            .map_err(json_err)?
+            .encode_to_vec(),
+        Signal::Traces => serde_json::from_slice::<ExportTraceServiceRequest>(json)
+            .map_err(json_err)?
+            .encode_to_vec(),
+        Signal::Metrics => serde_json::from_slice::<ExportMetricsServiceRequest>(json)
+            .map_err(json_err)?
+            .encode_to_vec(),
+    })
+}
+
 /// Decodes OTLP protobuf bytes of `signal` into batches.
 pub fn decode(signal: Signal, bytes: &[u8]) -> Result<Vec<OtapBatch>> {
     match signal {

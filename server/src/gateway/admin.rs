@@ -8,7 +8,6 @@ use http::{Request, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use penstock_dialect::Program;
 use serde_json::json;
 use tokio::sync::watch;
 
@@ -18,8 +17,6 @@ use super::telemetry::Telemetry;
 pub struct Admin {
     /// Counters.
     pub telemetry: Arc<Telemetry>,
-    /// The running program.
-    pub program: Arc<Program>,
     /// Workers.
     pub workers: usize,
 }
@@ -53,11 +50,12 @@ impl Admin {
     }
 
     fn pipelines(&self) -> serde_json::Value {
-        let pipelines: Vec<_> = self
+        let running = self.telemetry.running();
+        let pipelines: Vec<_> = running
             .program
             .pipelines
             .iter()
-            .zip(&self.telemetry.pipelines)
+            .zip(&running.pipelines)
             .map(|(p, counters)| {
                 let steps: Vec<_> = p
                     .steps
@@ -78,7 +76,11 @@ impl Admin {
                 })
             })
             .collect();
-        json!({ "workers": self.workers, "pipelines": pipelines })
+        json!({
+            "workers": self.workers,
+            "generation": running.generation,
+            "pipelines": pipelines,
+        })
     }
 }
 

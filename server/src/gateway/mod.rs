@@ -5,12 +5,15 @@
 pub mod admin;
 pub mod codec;
 pub mod delivery;
+pub mod reload;
 pub mod sinks;
 pub mod sources;
 pub mod telemetry;
+pub mod tls;
 pub mod worker;
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -20,8 +23,8 @@ use penstock_dialect::ast::SourceKind;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
-use sources::grpc::{Limits, SourceContext};
-use telemetry::Telemetry;
+use sources::listener::{Limits, SourceContext};
+use telemetry::{Running, Telemetry};
 use worker::Worker;
 
 /// How to run the gateway.
@@ -40,16 +43,11 @@ pub struct RunOptions {
 /// accepting, acknowledges or refuses everything in flight, and returns.
 pub fn run(options: RunOptions) -> anyhow::Result<()> {
     let (program, pipelines) = crate::cli::load(&options.files)?;
-    refuse_unserved_options(&program)?;
     let workers = options.workers.max(1);
     let program = Arc::new(program);
-    let telemetry = Arc::new(Telemetry::new(
-        program.sources.iter().map(|s| s.name.as_str()),
-        program.sinks.iter().map(|s| s.name.as_str()),
-        &pipelines,
-        workers,
-    ));
+    let running = Arc::new(Running::new(Arc::clone(&program), &pipelines, workers, 0));
     drop(pipelines);
+    let telemetry = Arc::new(Telemetry::new(running));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -72,13 +70,18 @@ async fn serve(
             shared_tasks.push(task.task);
         }
     }
+    #[cfg(unix)]
+    let hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .context("listening for SIGHUP")?;
+    let (publish, running) = watch::channel(telemetry.running());
     let mut pool = Vec::with_capacity(workers);
     for i in 0..workers {
         pool.push(Worker::start(
             i,
-            Arc::clone(&program),
+            running.clone(),
             shared.clone(),
             Arc::clone(&telemetry),
+            base.clone(),
         )?);
     }
     drop(shared);
@@ -91,14 +94,25 @@ async fn serve(
             continue;
         }
         match source.kind {
-            SourceKind::Grpc => {
-                let listener = sources::grpc::bind(source).await?;
+            SourceKind::Grpc | SourceKind::Http => {
+                let listener = sources::listener::bind(source).await?;
+                let what = match (source.kind, source.options.str("tls_cert").is_some()) {
+                    (SourceKind::Grpc, false) => "OTLP and OTAP gRPC",
+                    (SourceKind::Grpc, true) => "OTLP and OTAP gRPC (TLS)",
+                    (_, false) => "OTLP/HTTP",
+                    (_, true) => "OTLP/HTTPS",
+                };
                 println!(
-                    "source {}: OTLP and OTAP gRPC on {}",
+                    "source {}: {what} on {}",
                     source.name,
                     listener.local_addr()?
                 );
                 let limits = Limits::of(source, workers);
+                let alpn: &[&[u8]] = match source.kind {
+                    SourceKind::Grpc => &[b"h2"],
+                    _ => &[b"h2", b"http/1.1"],
+                };
+                let tls = tls::acceptor(source, &base, alpn)?;
                 let contexts = pool
                     .iter()
                     .map(|w| {
@@ -111,18 +125,26 @@ async fn serve(
                             worker: w.handle.clone(),
                             telemetry: Arc::clone(&telemetry),
                             shutdown: shutdown.clone(),
+                            tls: tls.clone().map(sources::listener::Tls),
                         })
                     })
                     .collect();
-                acceptors.spawn(sources::grpc::accept(listener, contexts, shutdown.clone()));
+                let task: std::pin::Pin<Box<dyn Future<Output = ()> + Send>> = match source.kind {
+                    SourceKind::Grpc => Box::pin(sources::listener::accept(
+                        listener,
+                        contexts,
+                        shutdown.clone(),
+                        sources::grpc::serve,
+                    )),
+                    _ => Box::pin(sources::listener::accept(
+                        listener,
+                        contexts,
+                        shutdown.clone(),
+                        sources::http::serve,
+                    )),
+                };
+                acceptors.spawn(task);
                 listeners += 1;
-            }
-            SourceKind::Http => {
-                anyhow::bail!(
-                    "{}: source {}: HTTP sources are not served yet; use GRPC",
-                    source.origin,
-                    source.name
-                );
             }
             SourceKind::Generator => {
                 for w in &pool {
@@ -172,11 +194,20 @@ async fn serve(
         println!("admin: http://{}/metrics", listener.local_addr()?);
         let admin = Arc::new(admin::Admin {
             telemetry: Arc::clone(&telemetry),
-            program: Arc::clone(&program),
             workers,
         });
         tokio::spawn(admin::serve(listener, admin, shutdown.clone()));
     }
+    let reloader = reload::Reloader {
+        files: options.files.clone(),
+        workers,
+        telemetry: Arc::clone(&telemetry),
+        publish,
+    };
+    #[cfg(unix)]
+    let reloads = tokio::spawn(reloader.run(hangup));
+    #[cfg(not(unix))]
+    drop(reloader);
     let mut failure = None;
     if listeners == 0 {
         // Only finite sources: done when they are (or on a signal).
@@ -188,6 +219,8 @@ async fn serve(
         terminated().await;
     }
     let _ = stop.send(true);
+    #[cfg(unix)]
+    reloads.abort();
     while acceptors.join_next().await.is_some() {}
     wait_all(&mut finite, &mut failure).await;
     // Workers end once every source let go of them and their batches were acknowledged.
@@ -206,32 +239,6 @@ async fn serve(
         Some(e) => Err(e),
         None => Ok(()),
     }
-}
-
-/// Options the gateway does not apply yet are refused rather than silently ignored (a
-/// listener configured for TLS must never serve plaintext).
-fn refuse_unserved_options(program: &penstock_dialect::Program) -> anyhow::Result<()> {
-    let sources = program
-        .sources
-        .iter()
-        .map(|s| (&s.origin, "source", &s.name, &s.options));
-    let sinks = program
-        .sinks
-        .iter()
-        .map(|s| (&s.origin, "sink", &s.name, &s.options));
-    for (origin, what, name, options) in sources.chain(sinks) {
-        for option in ["tls_cert", "tls_key", "tls_ca"] {
-            if options.str(option).is_some() {
-                anyhow::bail!(
-                    "{origin}: {what} {name}: TLS ({option}) is not supported by `run` yet"
-                );
-            }
-        }
-        if what == "sink" && options.str("auth_token").is_some() {
-            anyhow::bail!("{origin}: sink {name}: auth_token is not supported by `run` yet");
-        }
-    }
-    Ok(())
 }
 
 async fn wait_all(
@@ -280,7 +287,7 @@ fn print_summary(telemetry: &Telemetry) {
             flow.failures.load(Relaxed)
         );
     }
-    for p in &telemetry.pipelines {
+    for p in &telemetry.running().pipelines {
         for (i, step) in p.steps.iter().enumerate() {
             let [rows_in, rows_out, dropped] = Telemetry::step_totals(step);
             println!(

@@ -3,7 +3,9 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 
+use penstock_dialect::Program;
 use penstock_engine::pipeline::Pipeline;
 
 /// Records, bytes and batches through a source or sink.
@@ -51,6 +53,69 @@ pub struct PipelineCounters {
     unrouted: Vec<AtomicU64>,
 }
 
+impl PipelineCounters {
+    /// Stores the totals of `worker`'s copy of the pipeline.
+    pub fn store(&self, worker: usize, pipeline: &Pipeline) {
+        for (step, (_, stats)) in self.steps.iter().zip(pipeline.stats()) {
+            if let Some(cells) = step.per_worker.get(worker) {
+                cells[0].store(stats.rows_in, Relaxed);
+                cells[1].store(stats.rows_out, Relaxed);
+                cells[2].store(stats.rows_dropped, Relaxed);
+            }
+        }
+        if let Some(cell) = self.unrouted.get(worker) {
+            cell.store(pipeline.unrouted_rows(), Relaxed);
+        }
+    }
+}
+
+/// The program the workers run and its pipelines' counters; replaced as a whole when the
+/// files are reloaded (the new pipelines count from zero).
+#[derive(Debug)]
+pub struct Running {
+    /// The program.
+    pub program: Arc<Program>,
+    /// One per pipeline of the program, in order.
+    pub pipelines: Vec<PipelineCounters>,
+    /// 0 at start, then one more per reload.
+    pub generation: u64,
+}
+
+impl Running {
+    /// Counters for `pipelines` (compiled from `program` by any worker) on `workers` workers.
+    pub fn new(
+        program: Arc<Program>,
+        pipelines: &[Pipeline],
+        workers: usize,
+        generation: u64,
+    ) -> Self {
+        let pipelines = pipelines
+            .iter()
+            .map(|p| PipelineCounters {
+                name: p.name().to_string(),
+                steps: p
+                    .stats()
+                    .map(|(step, _)| StepCounters {
+                        label: format!(
+                            "{} {} {}",
+                            step.kind.name(),
+                            step.table.name(),
+                            step.origin.location.line
+                        ),
+                        per_worker: (0..workers).map(|_| Default::default()).collect(),
+                    })
+                    .collect(),
+                unrouted: (0..workers).map(|_| AtomicU64::new(0)).collect(),
+            })
+            .collect();
+        Running {
+            program,
+            pipelines,
+            generation,
+        }
+    }
+}
+
 /// Upper bounds (seconds) of the batch latency histogram.
 const LATENCY_BOUNDS: [f64; 12] = [
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
@@ -63,8 +128,8 @@ pub struct Telemetry {
     pub sources: BTreeMap<String, Flow>,
     /// Per sink.
     pub sinks: BTreeMap<String, Flow>,
-    /// Per pipeline.
-    pub pipelines: Vec<PipelineCounters>,
+    /// What the workers run (admin readers only; workers hold their own reference).
+    running: Mutex<Arc<Running>>,
     latency_buckets: [AtomicU64; LATENCY_BOUNDS.len() + 1],
     latency_sum_micros: AtomicU64,
     /// Request bytes admitted and not yet acknowledged.
@@ -73,60 +138,48 @@ pub struct Telemetry {
     pub queued_batches: AtomicU64,
     /// Bytes held by OTAP stream decoders.
     pub stream_state_bytes: AtomicU64,
+    /// OTAP streams being served.
+    pub otap_streams: AtomicU64,
 }
 
 impl Telemetry {
-    /// Counters for these sources, sinks and pipelines (as compiled by any worker).
-    pub fn new<'a>(
-        sources: impl Iterator<Item = &'a str>,
-        sinks: impl Iterator<Item = &'a str>,
-        pipelines: &[Pipeline],
-        workers: usize,
-    ) -> Self {
+    /// Counters for the sources, sinks and pipelines of `running`.
+    pub fn new(running: Arc<Running>) -> Self {
+        let program = &running.program;
         Telemetry {
-            sources: sources.map(|s| (s.to_string(), Flow::default())).collect(),
-            sinks: sinks.map(|s| (s.to_string(), Flow::default())).collect(),
-            pipelines: pipelines
+            sources: program
+                .sources
                 .iter()
-                .map(|p| PipelineCounters {
-                    name: p.name().to_string(),
-                    steps: p
-                        .stats()
-                        .map(|(step, _)| StepCounters {
-                            label: format!(
-                                "{} {} {}",
-                                step.kind.name(),
-                                step.table.name(),
-                                step.origin.location.line
-                            ),
-                            per_worker: (0..workers).map(|_| Default::default()).collect(),
-                        })
-                        .collect(),
-                    unrouted: (0..workers).map(|_| AtomicU64::new(0)).collect(),
-                })
+                .map(|s| (s.name.clone(), Flow::default()))
                 .collect(),
+            sinks: program
+                .sinks
+                .iter()
+                .map(|s| (s.name.clone(), Flow::default()))
+                .collect(),
+            running: Mutex::new(running),
             latency_buckets: Default::default(),
             latency_sum_micros: AtomicU64::new(0),
             in_flight_bytes: AtomicU64::new(0),
             queued_batches: AtomicU64::new(0),
             stream_state_bytes: AtomicU64::new(0),
+            otap_streams: AtomicU64::new(0),
         }
     }
 
-    /// Stores the totals of `worker`'s copy of pipeline `index`.
-    pub fn store_pipeline(&self, worker: usize, index: usize, pipeline: &Pipeline) {
-        let Some(counters) = self.pipelines.get(index) else {
-            return;
-        };
-        for (step, (_, stats)) in counters.steps.iter().zip(pipeline.stats()) {
-            if let Some(cells) = step.per_worker.get(worker) {
-                cells[0].store(stats.rows_in, Relaxed);
-                cells[1].store(stats.rows_out, Relaxed);
-                cells[2].store(stats.rows_dropped, Relaxed);
-            }
+    /// What the workers run now.
+    pub fn running(&self) -> Arc<Running> {
+        match self.running.lock() {
+            Ok(r) => Arc::clone(&r),
+            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
         }
-        if let Some(cell) = counters.unrouted.get(worker) {
-            cell.store(pipeline.unrouted_rows(), Relaxed);
+    }
+
+    /// Makes `running` what the admin endpoint reports.
+    pub fn replace_running(&self, running: Arc<Running>) {
+        match self.running.lock() {
+            Ok(mut r) => *r = running,
+            Err(poisoned) => *poisoned.into_inner() = running,
         }
     }
 
@@ -160,6 +213,7 @@ impl Telemetry {
 
     /// The Prometheus text exposition of every counter.
     pub fn prometheus(&self) -> String {
+        let running = self.running();
         let mut out = String::new();
         let flows = [
             ("source", &self.sources, "received"),
@@ -186,7 +240,7 @@ impl Telemetry {
             let name = format!("penstock_pipeline_{metric}_total");
             let _ = writeln!(out, "# HELP {name} {metric} per pipeline statement");
             let _ = writeln!(out, "# TYPE {name} counter");
-            for p in &self.pipelines {
+            for p in &running.pipelines {
                 for (n, step) in p.steps.iter().enumerate() {
                     let value = Self::step_totals(step)[i];
                     let _ = writeln!(
@@ -203,7 +257,7 @@ impl Telemetry {
             out,
             "# HELP penstock_pipeline_unrouted_rows_total rows no statement routed\n# TYPE penstock_pipeline_unrouted_rows_total counter"
         );
-        for p in &self.pipelines {
+        for p in &running.pipelines {
             let _ = writeln!(
                 out,
                 "penstock_pipeline_unrouted_rows_total{{pipeline=\"{}\"}} {}",
@@ -244,6 +298,11 @@ impl Telemetry {
                 "penstock_stream_state_bytes",
                 "memory held by OTAP stream decoders",
                 &self.stream_state_bytes,
+            ),
+            (
+                "penstock_otap_streams",
+                "OTAP streams being served",
+                &self.otap_streams,
             ),
         ] {
             let _ = writeln!(

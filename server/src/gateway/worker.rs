@@ -8,15 +8,14 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
 use anyhow::Context;
-use penstock_dialect::Program;
 use penstock_engine::OtapBatch;
 use penstock_engine::pipeline::Pipeline;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 
 use super::delivery::{Ack, Delivery, DeliveryError, SinkQueue, all, complete};
 use super::sinks::{self, SinkTask};
-use super::telemetry::Telemetry;
+use super::telemetry::{Running, Telemetry};
 
 /// Batches waiting for a worker's pipelines.
 const JOB_QUEUE: usize = 64;
@@ -73,13 +72,16 @@ pub struct Worker {
 }
 
 impl Worker {
-    /// Starts worker `index`: compiles the program's pipelines and starts its network sinks.
-    /// `shared` holds the queues of sinks all workers share (files, console).
+    /// Starts worker `index`: compiles the running program's pipelines and starts its network
+    /// sinks. `shared` holds the queues of sinks all workers share (files, console). When
+    /// `running` changes (a reload), the worker compiles the new pipelines and runs them from
+    /// the next batch on.
     pub fn start(
         index: usize,
-        program: Arc<Program>,
+        running: watch::Receiver<Arc<Running>>,
         shared: HashMap<String, SinkQueue>,
         telemetry: Arc<Telemetry>,
+        base: std::path::PathBuf,
     ) -> anyhow::Result<Worker> {
         let (jobs, queue) = mpsc::channel(JOB_QUEUE);
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
@@ -99,6 +101,7 @@ impl Worker {
                 };
                 let local = tokio::task::LocalSet::new();
                 local.block_on(&runtime, async move {
+                    let program = Arc::clone(&running.borrow().program);
                     let setup = Pipeline::compile_all(&program)
                         .context("compiling pipelines")
                         .and_then(|pipelines| {
@@ -106,7 +109,7 @@ impl Worker {
                             let mut tasks = Vec::new();
                             for sink in &program.sinks {
                                 if let Some(SinkTask { queue, task }) =
-                                    sinks::start_per_worker(sink, &thread_telemetry)?
+                                    sinks::start_per_worker(sink, &base, &thread_telemetry)?
                                 {
                                     queues.insert(sink.name.clone(), queue);
                                     tasks.push(task);
@@ -124,9 +127,8 @@ impl Worker {
                             return;
                         }
                     };
-                    let sources: Vec<&str> =
-                        program.sources.iter().map(|s| s.name.as_str()).collect();
-                    run_jobs(index, queue, pipelines, &sources, queues, &thread_telemetry).await;
+                    let current = Current::new(index, pipelines, running);
+                    run_jobs(current, queue, queues, &thread_telemetry).await;
                     for task in tasks {
                         let _ = task.await;
                     }
@@ -155,36 +157,87 @@ impl Worker {
     }
 }
 
+/// A worker's compiled pipelines, the counters they report to, and which run for each source.
+struct Current {
+    worker: usize,
+    pipelines: Vec<Pipeline>,
+    running: watch::Receiver<Arc<Running>>,
+    counters: Arc<Running>,
+    by_source: Vec<Vec<usize>>,
+}
+
+impl Current {
+    fn new(
+        worker: usize,
+        pipelines: Vec<Pipeline>,
+        mut running: watch::Receiver<Arc<Running>>,
+    ) -> Self {
+        let counters = Arc::clone(&running.borrow_and_update());
+        let by_source = counters
+            .program
+            .sources
+            .iter()
+            .map(|s| {
+                pipelines
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, p)| p.source() == s.name)
+                    .map(|(i, _)| i)
+                    .collect()
+            })
+            .collect();
+        Current {
+            worker,
+            pipelines,
+            running,
+            counters,
+            by_source,
+        }
+    }
+
+    /// Switches to the program now running (between batches).
+    fn reload(self) -> Self {
+        let next = Arc::clone(&self.running.borrow());
+        match Pipeline::compile_all(&next.program) {
+            Ok(pipelines) => Current::new(self.worker, pipelines, self.running),
+            Err(e) => {
+                // The main thread compiled the same program before publishing it.
+                eprintln!("worker {}: keeping the running pipelines: {e}", self.worker);
+                self
+            }
+        }
+    }
+}
+
 /// The pipeline loop: runs each job through the pipelines of its source, hands the routed
 /// batches to the sinks (waiting for room: backpressure) and acknowledges the job once they
 /// all accepted. Ends when every sender is gone and all acknowledgements were given.
 async fn run_jobs(
-    worker: usize,
+    mut current: Current,
     mut queue: mpsc::Receiver<Job>,
-    mut pipelines: Vec<Pipeline>,
-    sources: &[&str],
     sinks: HashMap<String, SinkQueue>,
     telemetry: &Arc<Telemetry>,
 ) {
-    let by_source: Vec<Vec<usize>> = sources
-        .iter()
-        .map(|s| {
-            pipelines
-                .iter()
-                .enumerate()
-                .filter(|(_, p)| p.source() == *s)
-                .map(|(i, _)| i)
-                .collect()
-        })
-        .collect();
     let mut waiting = JoinSet::new();
-    while let Some(job) = queue.recv().await {
+    loop {
+        let job = tokio::select! {
+            biased;
+            Ok(()) = current.running.changed() => {
+                current = current.reload();
+                continue;
+            }
+            job = queue.recv() => match job {
+                Some(job) => job,
+                None => break,
+            },
+        };
         telemetry.queued_batches.fetch_sub(1, Relaxed);
         while waiting.try_join_next().is_some() {}
         let mut acks = Vec::new();
         let mut failure = None;
-        for &p in by_source.get(job.source).into_iter().flatten() {
-            let pipeline = &mut pipelines[p];
+        let worker = current.worker;
+        for &p in current.by_source.get(job.source).into_iter().flatten() {
+            let pipeline = &mut current.pipelines[p];
             // A panic in a kernel fails this batch, not the worker.
             let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 pipeline.run(job.batch.clone())
@@ -214,7 +267,9 @@ async fn run_jobs(
                     });
                 }
             }
-            telemetry.store_pipeline(worker, p, &pipelines[p]);
+            if let Some(counters) = current.counters.pipelines.get(p) {
+                counters.store(worker, &current.pipelines[p]);
+            }
         }
         let telemetry = Arc::clone(telemetry);
         waiting.spawn_local(async move {

@@ -66,17 +66,18 @@ pub fn start_shared(
 /// `None` for shared sinks.
 pub fn start_per_worker(
     sink: &Sink,
+    base: &Path,
     telemetry: &Arc<Telemetry>,
 ) -> anyhow::Result<Option<SinkTask>> {
     let (queue, deliveries) = queue();
     let telemetry = Arc::clone(telemetry);
     let task = match sink.kind {
         SinkKind::Otlp => {
-            let config = otlp::Config::from_sink(sink)?;
+            let config = otlp::Config::from_sink(sink, base)?;
             tokio::spawn(otlp::run(config, deliveries, telemetry))
         }
         SinkKind::Otap => {
-            let config = otap::Config::from_sink(sink)?;
+            let config = otap::Config::from_sink(sink, base)?;
             tokio::spawn(otap::run(config, deliveries, telemetry))
         }
         SinkKind::File | SinkKind::Console => return Ok(None),
@@ -84,11 +85,56 @@ pub fn start_per_worker(
     Ok(Some(SinkTask { queue, task }))
 }
 
+/// Where a gRPC sink sends: a lazily connected channel, and the `authorization` every call
+/// carries (from `auth_token`).
+#[derive(Debug, Clone)]
+pub struct Upstream {
+    channel: tonic::transport::Channel,
+    authorization: Option<tonic::metadata::AsciiMetadataValue>,
+}
+
+impl Upstream {
+    /// From the sink's `endpoint`, TLS options and `auth_token`; connects on first use.
+    fn of(sink: &Sink, base: &Path) -> anyhow::Result<Upstream> {
+        let authorization = match sink.options.str("auth_token") {
+            None => None,
+            Some(token) => Some(format!("Bearer {token}").parse().map_err(|_| {
+                anyhow::anyhow!("sink {}: auth_token must be printable ASCII", sink.name)
+            })?),
+        };
+        Ok(Upstream {
+            channel: endpoint(sink, base)?.connect_lazy(),
+            authorization,
+        })
+    }
+
+    /// A client on the channel.
+    fn client(&self) -> tonic::client::Grpc<tonic::transport::Channel> {
+        tonic::client::Grpc::new(self.channel.clone())
+    }
+
+    /// A call's request, with the sink's credentials.
+    fn request<T>(&self, message: T) -> tonic::Request<T> {
+        let mut request = tonic::Request::new(message);
+        if let Some(value) = &self.authorization {
+            request
+                .metadata_mut()
+                .insert("authorization", value.clone());
+        }
+        request
+    }
+}
+
 /// A gRPC endpoint from a sink's `endpoint` option.
-fn endpoint(sink: &Sink) -> anyhow::Result<tonic::transport::Endpoint> {
+fn endpoint(sink: &Sink, base: &Path) -> anyhow::Result<tonic::transport::Endpoint> {
     let url = sink.options.str("endpoint").unwrap_or_default().to_string();
-    let endpoint = tonic::transport::Endpoint::from_shared(url.clone())
+    let mut endpoint = tonic::transport::Endpoint::from_shared(url.clone())
         .map_err(|e| anyhow::anyhow!("sink {}: bad endpoint '{url}': {e}", sink.name))?;
+    if let Some(tls) = crate::gateway::tls::client(sink, base)? {
+        endpoint = endpoint
+            .tls_config(tls)
+            .map_err(|e| anyhow::anyhow!("sink {}: TLS: {e}", sink.name))?;
+    }
     Ok(endpoint
         .connect_timeout(std::time::Duration::from_secs(5))
         .tcp_nodelay(true))

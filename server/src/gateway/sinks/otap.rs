@@ -8,6 +8,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::Upstream;
 use penstock_dialect::Sink;
 use penstock_engine::otap::{EncodeOptions, OtapEncoder};
 use penstock_engine::proto::{BatchArrowRecords, BatchStatus, StatusCode};
@@ -15,7 +16,6 @@ use penstock_engine::{OtapBatch, Signal};
 use prost::Message;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::transport::Channel;
 
 use super::retry::Policy;
 use crate::gateway::delivery::{Ack, Delivery, DeliveryError, complete};
@@ -28,7 +28,7 @@ const PENDING_PER_STREAM: usize = 64;
 #[derive(Debug, Clone)]
 pub struct Config {
     name: String,
-    channel: Channel,
+    upstream: Upstream,
     options: EncodeOptions,
     streams: usize,
     lifetime: Duration,
@@ -38,10 +38,10 @@ pub struct Config {
 
 impl Config {
     /// From the sink's options; connects lazily.
-    pub fn from_sink(sink: &Sink) -> anyhow::Result<Config> {
+    pub fn from_sink(sink: &Sink, base: &std::path::Path) -> anyhow::Result<Config> {
         Ok(Config {
             name: sink.name.clone(),
-            channel: super::endpoint(sink)?.connect_lazy(),
+            upstream: Upstream::of(sink, base)?,
             options: EncodeOptions {
                 zstd: sink.options.str("compression").unwrap_or("zstd") == "zstd",
                 ..EncodeOptions::default()
@@ -300,9 +300,9 @@ fn open_stream(
 ) -> Result<Stream, String> {
     let encoder = OtapEncoder::new(signal, config.options).map_err(|e| e.to_string())?;
     let (requests, outgoing) = mpsc::channel(PENDING_PER_STREAM * 2);
-    let channel = config.channel.clone();
+    let upstream = config.upstream.clone();
     tokio::spawn(async move {
-        let ended = read_statuses(channel, signal, outgoing, generation, &events).await;
+        let ended = read_statuses(upstream, signal, outgoing, generation, &events).await;
         let _ = events.send(Event::Ended(generation, ended.err())).await;
     });
     Ok(Stream {
@@ -314,24 +314,20 @@ fn open_stream(
 }
 
 async fn read_statuses(
-    channel: Channel,
+    upstream: Upstream,
     signal: Signal,
     outgoing: mpsc::Receiver<BatchArrowRecords>,
     generation: u64,
     events: &mpsc::Sender<Event>,
 ) -> Result<(), tonic::Status> {
-    let mut grpc = tonic::client::Grpc::new(channel);
+    let mut grpc = upstream.client();
     grpc.ready()
         .await
         .map_err(|e| tonic::Status::unavailable(format!("connecting: {e}")))?;
     let codec = tonic_prost::ProstCodec::<BatchArrowRecords, BatchStatus>::default();
     let path = http::uri::PathAndQuery::from_static(stream_path(signal));
     let response = grpc
-        .streaming(
-            tonic::Request::new(ReceiverStream::new(outgoing)),
-            path,
-            codec,
-        )
+        .streaming(upstream.request(ReceiverStream::new(outgoing)), path, codec)
         .await?;
     let mut statuses = response.into_inner();
     while let Some(status) = statuses.message().await? {

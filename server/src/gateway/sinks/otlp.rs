@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::Upstream;
 use bytes::Bytes;
 use penstock_dialect::Sink;
 use penstock_engine::Signal;
@@ -13,7 +14,6 @@ use penstock_engine::otlp::encode;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tonic::codec::CompressionEncoding;
-use tonic::transport::Channel;
 
 use super::retry::{Policy, retryable};
 use crate::gateway::codec::RawResponseCodec;
@@ -46,7 +46,7 @@ pub struct PartialSuccess {
 #[derive(Debug, Clone)]
 pub struct Config {
     name: String,
-    channel: Channel,
+    upstream: Upstream,
     compression: Option<CompressionEncoding>,
     timeout: Duration,
     policy: Policy,
@@ -55,7 +55,7 @@ pub struct Config {
 
 impl Config {
     /// From the sink's options; connects lazily.
-    pub fn from_sink(sink: &Sink) -> anyhow::Result<Config> {
+    pub fn from_sink(sink: &Sink, base: &std::path::Path) -> anyhow::Result<Config> {
         let compression = match sink.options.str("compression").unwrap_or("zstd") {
             "gzip" => Some(CompressionEncoding::Gzip),
             "zstd" => Some(CompressionEncoding::Zstd),
@@ -63,7 +63,7 @@ impl Config {
         };
         Ok(Config {
             name: sink.name.clone(),
-            channel: super::endpoint(sink)?.connect_lazy(),
+            upstream: Upstream::of(sink, base)?,
             compression,
             timeout: sink
                 .options
@@ -186,7 +186,7 @@ async fn export(config: &Config, signal: Signal, body: Bytes) -> Outcome {
 }
 
 async fn send(config: &Config, signal: Signal, body: Bytes) -> Result<(), tonic::Status> {
-    let mut grpc = tonic::client::Grpc::new(config.channel.clone());
+    let mut grpc = config.upstream.client();
     if let Some(c) = config.compression {
         grpc = grpc.send_compressed(c);
     }
@@ -196,7 +196,7 @@ async fn send(config: &Config, signal: Signal, body: Bytes) -> Result<(), tonic:
     grpc.ready()
         .await
         .map_err(|e| tonic::Status::unavailable(format!("connecting: {e}")))?;
-    let mut request = tonic::Request::new(body);
+    let mut request = config.upstream.request(body);
     request.set_timeout(config.timeout);
     let path = http::uri::PathAndQuery::from_static(export_path(signal));
     let codec = RawResponseCodec::<ExportResponse>::default();

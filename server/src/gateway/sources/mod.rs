@@ -4,6 +4,8 @@
 pub mod file;
 pub mod generator;
 pub mod grpc;
+pub mod http;
+pub mod listener;
 
 use penstock_engine::{OtapBatch, Signal};
 

@@ -2,7 +2,9 @@
 //! the pipelines concurrently (up to a bound), and each gets its `BatchStatus` once every sink
 //! accepted it. A stream the client half-closes still gets the status of every batch it sent;
 //! a decoding error answers that batch with INVALID_ARGUMENT and ends the stream (its state is
-//! no longer usable).
+//! no longer usable). Each batch's HPACK `headers` are decoded with the stream's table; on a
+//! stream opened without the bearer token, a batch must carry it there (as the otelarrow
+//! exporter sends per-request metadata) or is answered UNAUTHENTICATED, ending the stream.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -13,62 +15,24 @@ use penstock_engine::Signal;
 use penstock_engine::otap::{DecodeLimits, OtapDecoder};
 use penstock_engine::proto::{BatchArrowRecords, BatchStatus, StatusCode};
 use prost::Message;
-use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
-use super::SourceContext;
+use super::headers::HeaderDecoder;
 use crate::gateway::delivery::DeliveryError;
+use crate::gateway::sources::listener::{SourceContext, admit, bearer_matches};
 
 /// Batches of one stream in the pipelines at once.
 const IN_FLIGHT_PER_STREAM: usize = 32;
-
-/// Waits for (or refuses, as configured) admission of `bytes` more request bytes.
-pub async fn admit(context: &SourceContext, bytes: usize) -> Result<Admitted, Status> {
-    let total = context.limits.max_in_flight_bytes;
-    let wanted = bytes.clamp(1, total).min(u32::MAX as usize) as u32;
-    let semaphore = Arc::clone(&context.admission);
-    let permit = if context.limits.refuse_when_full {
-        semaphore.try_acquire_many_owned(wanted).map_err(|_| {
-            Status::resource_exhausted("too many request bytes in flight; retry later")
-        })?
-    } else {
-        semaphore
-            .acquire_many_owned(wanted)
-            .await
-            .map_err(|_| Status::unavailable("shutting down"))?
-    };
-    context
-        .telemetry
-        .in_flight_bytes
-        .fetch_add(u64::from(wanted), Relaxed);
-    Ok(Admitted {
-        _permit: permit,
-        bytes: u64::from(wanted),
-        telemetry: Arc::clone(&context.telemetry),
-    })
-}
-
-/// Admitted request bytes, released when dropped.
-pub struct Admitted {
-    _permit: OwnedSemaphorePermit,
-    bytes: u64,
-    telemetry: Arc<crate::gateway::telemetry::Telemetry>,
-}
-
-impl Drop for Admitted {
-    fn drop(&mut self) {
-        self.telemetry
-            .in_flight_bytes
-            .fetch_sub(self.bytes, Relaxed);
-    }
-}
 
 /// The Arrow streaming method of one signal.
 pub struct OtapStream {
     pub(super) signal: Signal,
     pub(super) context: Arc<SourceContext>,
+    /// The stream itself carried the bearer token (or none is required).
+    pub(super) authenticated: bool,
 }
 
 type StatusStream = ReceiverStream<Result<BatchStatus, Status>>;
@@ -81,14 +45,19 @@ impl tonic::server::StreamingService<BatchArrowRecords> for OtapStream {
     fn call(&mut self, request: Request<Streaming<BatchArrowRecords>>) -> Self::Future {
         let context = Arc::clone(&self.context);
         let signal = self.signal;
+        let authenticated = self.authenticated;
         Box::pin(async move {
             let slot = Arc::clone(&context.streams)
                 .try_acquire_owned()
                 .map_err(|_| Status::resource_exhausted("too many OTAP streams"))?;
             let (statuses, stream) = mpsc::channel(IN_FLIGHT_PER_STREAM);
+            context.telemetry.otap_streams.fetch_add(1, Relaxed);
             tokio::spawn(async move {
-                serve_stream(signal, request.into_inner(), statuses, context).await;
+                let incoming = request.into_inner();
+                let telemetry = Arc::clone(&context.telemetry);
+                serve_stream(signal, authenticated, incoming, statuses, context).await;
                 drop(slot);
+                telemetry.otap_streams.fetch_sub(1, Relaxed);
             });
             Ok(Response::new(ReceiverStream::new(stream)))
         })
@@ -119,8 +88,27 @@ fn status_of(batch_id: i64, outcome: Result<(), DeliveryError>) -> BatchStatus {
     }
 }
 
+/// Checks a batch's headers: decodable, and carrying the token where the stream did not.
+fn check_headers(
+    headers: &mut HeaderDecoder,
+    records: &BatchArrowRecords,
+    stream_authenticated: bool,
+    token: Option<&str>,
+) -> Result<(), BatchStatus> {
+    let id = records.batch_id;
+    let decoded = headers
+        .decode(&records.headers)
+        .map_err(|e| status(id, StatusCode::InvalidArgument, e.to_string()))?;
+    if stream_authenticated || bearer_matches(decoded.get("authorization"), token) {
+        return Ok(());
+    }
+    let message = "a valid bearer token is required".to_string();
+    Err(status(id, StatusCode::Unauthenticated, message))
+}
+
 async fn serve_stream(
     signal: Signal,
+    authenticated: bool,
     mut incoming: Streaming<BatchArrowRecords>,
     statuses: mpsc::Sender<Result<BatchStatus, Status>>,
     context: Arc<SourceContext>,
@@ -130,6 +118,7 @@ async fn serve_stream(
         ..DecodeLimits::default()
     };
     let mut decoder = OtapDecoder::with_limits(signal, limits);
+    let mut headers = HeaderDecoder::default();
     let mut shutdown = context.shutdown.clone();
     let mut in_flight = JoinSet::new();
     let mut state_bytes = 0u64;
@@ -146,16 +135,20 @@ async fn serve_stream(
             Err(_) => break,
         };
         let id = records.batch_id;
+        let token = context.limits.auth_token.as_deref();
+        if let Err(refusal) = check_headers(&mut headers, &records, authenticated, token) {
+            if let Some(flow) = flow {
+                flow.fail();
+            }
+            let _ = statuses.send(Ok(refusal)).await;
+            break;
+        }
         let size = records.encoded_len();
         let admitted = match admit(&context, size).await {
             Ok(a) => a,
             Err(e) => {
                 let _ = statuses
-                    .send(Ok(status(
-                        id,
-                        StatusCode::ResourceExhausted,
-                        e.message().into(),
-                    )))
+                    .send(Ok(status(id, StatusCode::ResourceExhausted, e.to_string())))
                     .await;
                 // The refused batch may carry schemas or dictionaries later batches build
                 // on: the stream's state would go wrong, so the stream ends here and the

@@ -9,9 +9,8 @@ use bytes::Bytes;
 use penstock_engine::Signal;
 use tonic::{Request, Response, Status};
 
-use super::SourceContext;
 use crate::gateway::sinks::ExportResponse;
-use crate::gateway::sources::decode_otlp;
+use crate::gateway::sources::listener::{ExportError, SourceContext, admit, export_otlp};
 
 /// The Export method of one signal.
 pub struct OtlpExport {
@@ -28,30 +27,15 @@ impl tonic::server::UnaryService<Bytes> for OtlpExport {
         let signal = self.signal;
         Box::pin(async move {
             let bytes = request.into_inner();
-            let _admitted = super::otap::admit(&context, bytes.len()).await?;
-            let flow = context.telemetry.sources.get(&context.name);
-            let batches = decode_otlp(signal, &bytes).map_err(|e| {
-                if let Some(flow) = flow {
-                    flow.fail();
-                }
-                Status::invalid_argument(format!("malformed OTLP {} request: {e}", signal.name()))
-            })?;
-            let records: usize = batches.iter().map(|b| b.num_items()).sum();
-            if let Some(flow) = flow {
-                flow.add(records, bytes.len());
-            }
-            let outcomes = futures::future::join_all(
-                batches
-                    .into_iter()
-                    .map(|b| context.worker.process(context.index, b)),
-            )
-            .await;
-            if let Some(error) = outcomes.into_iter().find_map(Result::err) {
-                if let Some(flow) = flow {
-                    flow.fail();
-                }
-                return Err(error.to_status());
-            }
+            let _admitted = admit(&context, bytes.len())
+                .await
+                .map_err(|e| e.to_status())?;
+            export_otlp(&context, signal, &bytes)
+                .await
+                .map_err(|e| match e {
+                    ExportError::Malformed { .. } => Status::invalid_argument(e.to_string()),
+                    ExportError::Delivery(d) => d.to_status(),
+                })?;
             Ok(Response::new(ExportResponse::default()))
         })
     }

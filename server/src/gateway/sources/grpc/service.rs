@@ -12,9 +12,9 @@ use penstock_engine::Signal;
 use tonic::body::Body;
 use tonic::codec::CompressionEncoding;
 
-use super::SourceContext;
 use super::otap::OtapStream;
 use super::otlp::OtlpExport;
+use crate::gateway::sources::listener::{SourceContext, bearer_matches};
 
 /// The gRPC service of one connection.
 #[derive(Debug, Clone)]
@@ -71,19 +71,11 @@ fn normalize_encoding(request: &mut Request<Incoming>) {
 }
 
 fn authorized(request: &Request<Incoming>, token: Option<&str>) -> bool {
-    let Some(token) = token else {
-        return true;
-    };
-    request
+    let given = request
         .headers()
         .get(http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|given| constant_time_eq(given.as_bytes(), token.as_bytes()))
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+        .map(HeaderValue::as_bytes);
+    bearer_matches(given, token)
 }
 
 impl hyper::service::Service<Request<Incoming>> for GrpcService {
@@ -94,12 +86,12 @@ impl hyper::service::Service<Request<Incoming>> for GrpcService {
     fn call(&self, mut request: Request<Incoming>) -> Self::Future {
         normalize_encoding(&mut request);
         let context = Arc::clone(&self.context);
-        if !authorized(&request, context.limits.auth_token.as_deref()) {
-            let status = tonic::Status::unauthenticated("a valid bearer token is required");
-            return Box::pin(async move { Ok(status.into_http()) });
-        }
+        let authenticated = authorized(&request, context.limits.auth_token.as_deref());
         let max = context.limits.max_message_bytes;
         match route(request.uri().path()) {
+            Some(Route::Otlp(_)) if !authenticated => Box::pin(async move {
+                Ok(tonic::Status::unauthenticated("a valid bearer token is required").into_http())
+            }),
             Some(Route::Otlp(signal)) => Box::pin(async move {
                 let mut grpc = tonic::server::Grpc::new(crate::gateway::codec::RawRequestCodec::<
                     crate::gateway::sinks::ExportResponse,
@@ -120,9 +112,13 @@ impl hyper::service::Service<Request<Incoming>> for GrpcService {
                     .accept_compressed(CompressionEncoding::Gzip)
                     .accept_compressed(CompressionEncoding::Zstd)
                     .max_decoding_message_size(max);
-                Ok(grpc
-                    .streaming(OtapStream { signal, context }, request)
-                    .await)
+                // Without the token on the stream, each batch must bring it in its headers.
+                let stream = OtapStream {
+                    signal,
+                    context,
+                    authenticated,
+                };
+                Ok(grpc.streaming(stream, request).await)
             }),
             None => {
                 let path = request.uri().path().to_string();

@@ -1,0 +1,88 @@
+//! SIGHUP: the pipeline files are read and checked again; when they are valid and define the
+//! same sources and sinks, the workers switch to the new pipelines between batches. A file
+//! with errors (or with changed sources or sinks, which need a restart) leaves the running
+//! pipelines in place, and the reason is printed.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use penstock_dialect::Program;
+use tokio::sync::watch;
+
+use super::telemetry::{Running, Telemetry};
+
+/// What a SIGHUP reloads and where the result goes.
+pub struct Reloader {
+    /// The pipeline files.
+    pub files: Vec<PathBuf>,
+    /// Worker count (for the counters).
+    pub workers: usize,
+    /// Counters, whose running program is replaced.
+    pub telemetry: Arc<Telemetry>,
+    /// The workers' view of the running program.
+    pub publish: watch::Sender<Arc<Running>>,
+}
+
+impl Reloader {
+    /// Reloads on every SIGHUP (`hangup` is registered before the gateway announces itself,
+    /// so an early signal is not fatal).
+    #[cfg(unix)]
+    pub async fn run(self, mut hangup: tokio::signal::unix::Signal) {
+        while hangup.recv().await.is_some() {
+            self.reload();
+        }
+    }
+
+    /// Reads the files again and publishes the new pipelines, or says why not.
+    pub fn reload(&self) {
+        let current = self.telemetry.running();
+        match self.load(&current) {
+            Ok(next) => {
+                let next = Arc::new(next);
+                println!(
+                    "reload: generation {}: {} pipelines from {} now run",
+                    next.generation,
+                    next.program.pipelines.len(),
+                    self.describe_files()
+                );
+                self.telemetry.replace_running(Arc::clone(&next));
+                let _ = self.publish.send(next);
+            }
+            Err(e) => println!("reload failed, keeping the running pipelines: {e:#}"),
+        }
+    }
+
+    fn load(&self, current: &Running) -> anyhow::Result<Running> {
+        let (program, pipelines) = crate::cli::load(&self.files)?;
+        if endpoints(&program) != endpoints(&current.program) {
+            anyhow::bail!(
+                "the sources or sinks differ from the running ones (or a source gains its \
+                 first pipeline); restart the gateway to change them"
+            );
+        }
+        Ok(Running::new(
+            Arc::new(program),
+            &pipelines,
+            self.workers,
+            current.generation + 1,
+        ))
+    }
+
+    fn describe_files(&self) -> String {
+        let names: Vec<String> = self.files.iter().map(|f| f.display().to_string()).collect();
+        names.join(", ")
+    }
+}
+
+/// What a reload may not change: each source (and whether any pipeline reads it) and sink.
+fn endpoints(program: &Program) -> Vec<String> {
+    let sources = program.sources.iter().map(|s| {
+        let used = program.pipelines.iter().any(|p| p.source == s.name);
+        format!("source {} {:?} {:?} used={used}", s.name, s.kind, s.options)
+    });
+    let sinks = program
+        .sinks
+        .iter()
+        .map(|s| format!("sink {} {:?} {:?}", s.name, s.kind, s.options));
+    sources.chain(sinks).collect()
+}

@@ -1,0 +1,155 @@
+//! The `headers` field of OTAP batches: an HPACK header block per batch, decoded with one
+//! dynamic table per stream (the sender's encoder keeps one per stream too, so every non-empty
+//! block must be decoded, in order). The Collector's otelarrow exporter puts the caller's
+//! metadata there, which may include the `authorization` the batch is sent with.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+/// Dynamic table size the sender may ask for (HTTP/2's default, what senders use).
+const MAX_TABLE_BYTES: usize = 4096;
+
+/// Most decoded header bytes (names plus values) one batch may carry. Indexed fields can
+/// repeat a dynamic-table entry many times, so the decoded size is bounded separately from
+/// the block's size.
+pub const MAX_DECODED_BYTES: usize = 64 << 10;
+
+/// A header block that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum HeaderError {
+    /// Not valid HPACK (or not valid against this stream's table).
+    #[error("malformed HPACK header block: {0}")]
+    Malformed(String),
+    /// Decodes to more than [`MAX_DECODED_BYTES`].
+    #[error("header block decodes to more than {MAX_DECODED_BYTES} bytes")]
+    TooLarge,
+}
+
+/// The decoded headers of one batch.
+#[derive(Debug, Default)]
+pub struct BatchHeaders {
+    fields: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+impl BatchHeaders {
+    /// The value of the first field called `name` (names are lower case in HPACK).
+    pub fn get(&self, name: &str) -> Option<&[u8]> {
+        self.fields
+            .iter()
+            .find(|(n, _)| n.as_slice() == name.as_bytes())
+            .map(|(_, v)| v.as_slice())
+    }
+
+    /// Number of fields.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.fields.len()
+    }
+}
+
+/// One stream's HPACK decoder.
+pub struct HeaderDecoder {
+    hpack: fluke_hpack::Decoder<'static>,
+}
+
+impl Default for HeaderDecoder {
+    fn default() -> Self {
+        let mut hpack = fluke_hpack::Decoder::new();
+        hpack.set_max_allowed_table_size(MAX_TABLE_BYTES);
+        HeaderDecoder { hpack }
+    }
+}
+
+impl std::fmt::Debug for HeaderDecoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HeaderDecoder")
+    }
+}
+
+impl HeaderDecoder {
+    /// Decodes one batch's block (empty: no headers, and the table is untouched). After an
+    /// error the table may be inconsistent with the sender's, so the stream must end.
+    pub fn decode(&mut self, block: &[u8]) -> Result<BatchHeaders, HeaderError> {
+        if block.is_empty() {
+            return Ok(BatchHeaders::default());
+        }
+        let mut fields = Vec::new();
+        let mut decoded = 0usize;
+        let hpack = &mut self.hpack;
+        // The HPACK decoder panics on some malformed integers instead of returning an error.
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            hpack.decode_with_cb(block, |name, value| {
+                decoded = decoded.saturating_add(name.len() + value.len());
+                if decoded <= MAX_DECODED_BYTES {
+                    fields.push((name.into_owned(), value.into_owned()));
+                }
+            })
+        }));
+        match outcome {
+            Ok(Ok(())) if decoded <= MAX_DECODED_BYTES => Ok(BatchHeaders { fields }),
+            Ok(Ok(())) => Err(HeaderError::TooLarge),
+            Ok(Err(e)) => Err(HeaderError::Malformed(format!("{e:?}"))),
+            Err(_) => Err(HeaderError::Malformed("invalid integer".into())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn decodes_blocks_against_the_streams_table() {
+        let mut encoder = fluke_hpack::Encoder::new();
+        let mut decoder = HeaderDecoder::default();
+        let fields = [
+            (&b"x-tenant"[..], &b"acme"[..]),
+            (&b"authorization"[..], &b"Bearer s3cret"[..]),
+        ];
+        let first = encoder.encode(fields);
+        let second = encoder.encode(fields);
+        assert!(
+            second.len() < first.len(),
+            "the second block refers to the table"
+        );
+        for block in [first, second] {
+            let headers = decoder.decode(&block).unwrap();
+            assert_eq!(headers.get("authorization"), Some(&b"Bearer s3cret"[..]));
+            assert_eq!(headers.get("x-tenant"), Some(&b"acme"[..]));
+            assert_eq!(headers.len(), 2);
+        }
+        assert_eq!(decoder.decode(&[]).unwrap().len(), 0);
+    }
+
+    #[test]
+    fn malformed_blocks_are_errors_not_panics() {
+        // An index into an empty dynamic table; an integer that never ends; a table size
+        // larger than allowed.
+        for block in [
+            &[0xbe][..],
+            &[
+                0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+            ][..],
+            &[0x3f, 0xe1, 0xff, 0x03][..],
+        ] {
+            let outcome = HeaderDecoder::default().decode(block);
+            assert!(
+                matches!(outcome, Err(HeaderError::Malformed(_))),
+                "{block:?}: {outcome:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn repeated_table_references_are_bounded() {
+        let mut encoder = fluke_hpack::Encoder::new();
+        let value = vec![b'x'; 3000];
+        let mut decoder = HeaderDecoder::default();
+        let first = encoder.encode([(&b"big"[..], value.as_slice())]);
+        decoder.decode(&first).unwrap();
+        // The entry is now the first dynamic one (index 62): one byte per repetition.
+        let bomb = vec![0x80 | 62; 100];
+        assert!(matches!(decoder.decode(&bomb), Err(HeaderError::TooLarge)));
+    }
+}

@@ -1,0 +1,404 @@
+//! HTTP source: OTLP/HTTP as SDKs and browsers send it. `POST /v1/logs`, `/v1/traces`,
+//! `/v1/metrics` with a protobuf (`application/x-protobuf`) or JSON (`application/json`)
+//! body, optionally gzip or zstd encoded; HTTP/1.1 and HTTP/2 on one port. A request is
+//! answered 200 only once every sink accepted its records; failures carry a `google.rpc.Status`
+//! body in the request's format, with the status codes the OTLP/HTTP specification gives
+//! (429/502/503/504 are the retryable ones).
+
+use std::convert::Infallible;
+use std::io::Read;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE};
+use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use penstock_engine::Signal;
+use prost::Message;
+
+use super::listener::{
+    AdmissionError, Connection, DRAIN_TIMEOUT, ExportError, SourceContext, admit, bearer_matches,
+    export_otlp, open,
+};
+use crate::gateway::delivery::DeliveryError;
+
+/// Serves one connection (HTTP/1.1 or HTTP/2, in the clear or over TLS) on the current
+/// worker.
+pub async fn serve(stream: std::net::TcpStream, context: Arc<SourceContext>) {
+    match open(stream, &context).await {
+        Some(Connection::Plain(stream)) => serve_http(stream, context).await,
+        Some(Connection::Tls(stream)) => serve_http(stream, context).await,
+        None => {}
+    }
+}
+
+async fn serve_http<I>(stream: I, context: Arc<SourceContext>)
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let mut shutdown = context.shutdown.clone();
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(30))
+        .max_buf_size(64 << 10);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(64)
+        .max_header_list_size(64 << 10)
+        .keep_alive_interval(Duration::from_secs(30))
+        .keep_alive_timeout(Duration::from_secs(20));
+    let service = hyper::service::service_fn(move |request| {
+        let context = Arc::clone(&context);
+        async move { Ok::<_, Infallible>(handle(request, &context).await) }
+    });
+    let connection = builder.serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(connection);
+    tokio::select! {
+        _ = connection.as_mut() => return,
+        _ = shutdown.wait_for(|stop| *stop) => {}
+    }
+    connection.as_mut().graceful_shutdown();
+    let _ = tokio::time::timeout(DRAIN_TIMEOUT, connection).await;
+}
+
+/// The body format of a request, and so of its response.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Format {
+    Protobuf,
+    Json,
+}
+
+impl Format {
+    fn content_type(self) -> &'static str {
+        match self {
+            Format::Protobuf => "application/x-protobuf",
+            Format::Json => "application/json",
+        }
+    }
+}
+
+/// A refused request: HTTP status, gRPC code for the `google.rpc.Status` body, message.
+#[derive(Debug)]
+struct Refusal {
+    http: StatusCode,
+    code: tonic::Code,
+    message: String,
+}
+
+fn refuse(http: StatusCode, code: tonic::Code, message: impl Into<String>) -> Refusal {
+    Refusal {
+        http,
+        code,
+        message: message.into(),
+    }
+}
+
+/// `google.rpc.Status` without details: the body of an OTLP/HTTP failure.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RpcStatus {
+    #[prost(int32, tag = "1")]
+    code: i32,
+    #[prost(string, tag = "2")]
+    message: String,
+}
+
+async fn handle(request: Request<Incoming>, context: &SourceContext) -> Response<Full<Bytes>> {
+    let origin = allowed_origin(request.headers(), &context.limits.cors_origins);
+    let mut response = if request.method() == Method::OPTIONS && origin.is_some() {
+        preflight()
+    } else {
+        let format = format_of(request.headers());
+        match export(request, context).await {
+            Ok(format) => ok(format),
+            Err(refusal) => refused(format.unwrap_or(Format::Protobuf), refusal),
+        }
+    };
+    if let Some(origin) = origin {
+        let headers = response.headers_mut();
+        headers.insert("access-control-allow-origin", origin);
+        headers.insert("vary", HeaderValue::from_static("origin"));
+    }
+    response
+}
+
+fn ok(format: Format) -> Response<Full<Bytes>> {
+    // An Export*ServiceResponse without partial success: no bytes in protobuf, `{}` in JSON.
+    let body = match format {
+        Format::Protobuf => Bytes::new(),
+        Format::Json => Bytes::from_static(b"{}"),
+    };
+    let mut response = Response::new(Full::new(body));
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static(format.content_type()),
+    );
+    response
+}
+
+fn refused(format: Format, refusal: Refusal) -> Response<Full<Bytes>> {
+    let status = RpcStatus {
+        code: refusal.code as i32,
+        message: refusal.message,
+    };
+    let body = match format {
+        Format::Protobuf => status.encode_to_vec(),
+        Format::Json => serde_json::json!({"code": status.code, "message": status.message})
+            .to_string()
+            .into_bytes(),
+    };
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = refusal.http;
+    let headers = response.headers_mut();
+    headers.insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static(format.content_type()),
+    );
+    if matches!(
+        refusal.http,
+        StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
+    ) {
+        headers.insert("retry-after", HeaderValue::from_static("1"));
+    }
+    response
+}
+
+fn preflight() -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::new()));
+    *response.status_mut() = StatusCode::NO_CONTENT;
+    let headers = response.headers_mut();
+    headers.insert(
+        "access-control-allow-methods",
+        HeaderValue::from_static("POST, OPTIONS"),
+    );
+    headers.insert(
+        "access-control-allow-headers",
+        HeaderValue::from_static("content-type, content-encoding, authorization"),
+    );
+    headers.insert("access-control-max-age", HeaderValue::from_static("600"));
+    response
+}
+
+/// The `Origin` of a browser request, when it is one the source allows.
+fn allowed_origin(headers: &HeaderMap, allowed: &[String]) -> Option<HeaderValue> {
+    let origin = headers.get(http::header::ORIGIN)?;
+    let text = origin.to_str().ok()?;
+    allowed
+        .iter()
+        .any(|a| a == "*" || a.eq_ignore_ascii_case(text))
+        .then(|| origin.clone())
+}
+
+fn format_of(headers: &HeaderMap) -> Option<Format> {
+    let value = headers.get(CONTENT_TYPE)?.to_str().ok()?;
+    let essence = value.split(';').next().unwrap_or_default().trim();
+    if essence.eq_ignore_ascii_case("application/x-protobuf")
+        || essence.eq_ignore_ascii_case("application/protobuf")
+    {
+        Some(Format::Protobuf)
+    } else if essence.eq_ignore_ascii_case("application/json") {
+        Some(Format::Json)
+    } else {
+        None
+    }
+}
+
+fn signal_of(path: &str) -> Option<Signal> {
+    match path {
+        "/v1/logs" => Some(Signal::Logs),
+        "/v1/traces" => Some(Signal::Traces),
+        "/v1/metrics" => Some(Signal::Metrics),
+        _ => None,
+    }
+}
+
+/// Takes one export request through admission, decoding and the pipelines.
+async fn export(request: Request<Incoming>, context: &SourceContext) -> Result<Format, Refusal> {
+    let Some(signal) = signal_of(request.uri().path()) else {
+        let message = format!("no OTLP endpoint at {}", request.uri().path());
+        return Err(refuse(
+            StatusCode::NOT_FOUND,
+            tonic::Code::NotFound,
+            message,
+        ));
+    };
+    if request.method() != Method::POST {
+        let message = "OTLP/HTTP exports are POST requests";
+        return Err(refuse(
+            StatusCode::METHOD_NOT_ALLOWED,
+            tonic::Code::Unimplemented,
+            message,
+        ));
+    }
+    let authorization = request.headers().get(http::header::AUTHORIZATION);
+    let token = context.limits.auth_token.as_deref();
+    if !bearer_matches(authorization.map(HeaderValue::as_bytes), token) {
+        let message = "a valid bearer token is required";
+        return Err(refuse(
+            StatusCode::UNAUTHORIZED,
+            tonic::Code::Unauthenticated,
+            message,
+        ));
+    }
+    let format = format_of(request.headers()).ok_or_else(|| {
+        let message = "Content-Type must be application/x-protobuf or application/json";
+        refuse(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            tonic::Code::InvalidArgument,
+            message,
+        )
+    })?;
+    let encoding = Encoding::of(request.headers())?;
+    let max = context.limits.max_message_bytes;
+    let too_large = || {
+        let message = format!("the request body exceeds {max} bytes");
+        refuse(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            tonic::Code::ResourceExhausted,
+            message,
+        )
+    };
+    let declared = request
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > max as u64) {
+        return Err(too_large());
+    }
+    let body = Limited::new(request.into_body(), max)
+        .collect()
+        .await
+        .map_err(|e| {
+            if e.is::<http_body_util::LengthLimitError>() {
+                too_large()
+            } else {
+                let message = format!("reading the request body: {e}");
+                refuse(
+                    StatusCode::BAD_REQUEST,
+                    tonic::Code::InvalidArgument,
+                    message,
+                )
+            }
+        })?
+        .to_bytes();
+    let body = encoding.decode(body, max).map_err(|e| match e {
+        Inflate::TooLarge => too_large(),
+        Inflate::Corrupt(e) => {
+            let message = format!("cannot decompress the request body: {e}");
+            refuse(
+                StatusCode::BAD_REQUEST,
+                tonic::Code::InvalidArgument,
+                message,
+            )
+        }
+    })?;
+    let _admitted = admit(context, body.len()).await.map_err(|e| match e {
+        AdmissionError::Full => refuse(
+            StatusCode::TOO_MANY_REQUESTS,
+            tonic::Code::ResourceExhausted,
+            e.to_string(),
+        ),
+        AdmissionError::ShuttingDown => refuse(
+            StatusCode::SERVICE_UNAVAILABLE,
+            tonic::Code::Unavailable,
+            e.to_string(),
+        ),
+    })?;
+    let protobuf = match format {
+        Format::Protobuf => body,
+        Format::Json => match penstock_engine::otlp::json::request_to_protobuf(signal, &body) {
+            Ok(bytes) => Bytes::from(bytes),
+            Err(source) => {
+                if let Some(flow) = context.telemetry.sources.get(&context.name) {
+                    flow.fail();
+                }
+                let e = ExportError::Malformed {
+                    signal: signal.name(),
+                    source,
+                };
+                return Err(malformed(&e));
+            }
+        },
+    };
+    export_otlp(context, signal, &protobuf)
+        .await
+        .map_err(|e| match &e {
+            ExportError::Malformed { .. } => malformed(&e),
+            ExportError::Delivery(d) => delivery_refusal(d),
+        })?;
+    Ok(format)
+}
+
+fn malformed(error: &ExportError) -> Refusal {
+    refuse(
+        StatusCode::BAD_REQUEST,
+        tonic::Code::InvalidArgument,
+        error.to_string(),
+    )
+}
+
+fn delivery_refusal(error: &DeliveryError) -> Refusal {
+    let status = error.to_status();
+    let http = match status.code() {
+        tonic::Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        tonic::Code::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
+        tonic::Code::ResourceExhausted => StatusCode::TOO_MANY_REQUESTS,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    refuse(http, status.code(), status.message())
+}
+
+/// A request body's `Content-Encoding`.
+enum Encoding {
+    Identity,
+    Gzip,
+    Zstd,
+}
+
+enum Inflate {
+    TooLarge,
+    Corrupt(std::io::Error),
+}
+
+impl Encoding {
+    fn of(headers: &HeaderMap) -> Result<Encoding, Refusal> {
+        let Some(value) = headers.get(CONTENT_ENCODING) else {
+            return Ok(Encoding::Identity);
+        };
+        match value.to_str().unwrap_or_default().trim() {
+            "" | "identity" => Ok(Encoding::Identity),
+            v if v.eq_ignore_ascii_case("gzip") => Ok(Encoding::Gzip),
+            v if v.eq_ignore_ascii_case("zstd") => Ok(Encoding::Zstd),
+            other => Err(refuse(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                tonic::Code::InvalidArgument,
+                format!("Content-Encoding '{other}' is not supported (gzip, zstd, identity)"),
+            )),
+        }
+    }
+
+    /// Decompresses `body`, never past `max` bytes.
+    fn decode(&self, body: Bytes, max: usize) -> Result<Bytes, Inflate> {
+        let mut out = Vec::new();
+        let limit = max as u64 + 1;
+        let read = match self {
+            Encoding::Identity => return Ok(body),
+            Encoding::Gzip => flate2::read::MultiGzDecoder::new(body.as_ref())
+                .take(limit)
+                .read_to_end(&mut out),
+            Encoding::Zstd => zstd::stream::read::Decoder::new(body.as_ref())
+                .and_then(|d| d.take(limit).read_to_end(&mut out)),
+        };
+        read.map_err(Inflate::Corrupt)?;
+        if out.len() > max {
+            return Err(Inflate::TooLarge);
+        }
+        Ok(Bytes::from(out))
+    }
+}

@@ -1,0 +1,299 @@
+//! What listening sources (GRPC, HTTP) share: limits, the per-worker context handlers run
+//! with, admission of request bytes, and accepting connections onto the workers.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use anyhow::Context;
+use penstock_dialect::Source;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+
+use crate::gateway::telemetry::Telemetry;
+use crate::gateway::worker::WorkerHandle;
+
+/// How long connections may take to finish after shutdown is signalled.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// A listening source's limits and settings.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Largest message or request body (after decompression).
+    pub max_message_bytes: usize,
+    /// Most memory one OTAP stream's decoder may hold.
+    pub max_stream_memory_bytes: usize,
+    /// Request bytes admitted and not yet acknowledged, per worker.
+    pub max_in_flight_bytes: usize,
+    /// Refuse (rather than wait) past the admission limit.
+    pub refuse_when_full: bool,
+    /// Concurrent OTAP streams per worker.
+    pub max_streams: usize,
+    /// Bearer token required from clients.
+    pub auth_token: Option<String>,
+    /// Origins browsers may send from (HTTP sources; `*` for any).
+    pub cors_origins: Vec<String>,
+}
+
+impl Limits {
+    /// From the source's options, with per-worker shares of the global limits.
+    pub fn of(source: &Source, workers: usize) -> Limits {
+        let o = &source.options;
+        let count = |name: &str, default: u64| o.count(name).unwrap_or(default) as usize;
+        Limits {
+            max_message_bytes: o
+                .count("max_message_bytes")
+                .or(o.count("max_body_bytes"))
+                .map_or(16 << 20, |n| n as usize),
+            max_stream_memory_bytes: count("max_stream_memory_bytes", 64 << 20),
+            max_in_flight_bytes: (count("max_in_flight_bytes", 256 << 20) / workers).max(1),
+            refuse_when_full: o.str("admission") == Some("refuse"),
+            max_streams: (count("max_streams", 1024) / workers).max(1),
+            auth_token: o.str("auth_token").map(str::to_string),
+            cors_origins: o
+                .str("cors_origins")
+                .unwrap_or_default()
+                .split(',')
+                .map(str::trim)
+                .filter(|origin| !origin.is_empty())
+                .map(str::to_string)
+                .collect(),
+        }
+    }
+}
+
+/// What a listening source's handlers on one worker share.
+#[derive(Debug)]
+pub struct SourceContext {
+    /// The source's name.
+    pub name: String,
+    /// The source's index in the program.
+    pub index: usize,
+    /// Limits.
+    pub limits: Limits,
+    /// The worker running the pipelines.
+    pub worker: WorkerHandle,
+    /// Admission: one permit per request byte in flight.
+    pub admission: Arc<Semaphore>,
+    /// Open OTAP streams: one permit each.
+    pub streams: Arc<Semaphore>,
+    /// Counters.
+    pub telemetry: Arc<Telemetry>,
+    /// Becomes true when the gateway stops.
+    pub shutdown: watch::Receiver<bool>,
+    /// TLS, when the source serves it.
+    pub tls: Option<Tls>,
+}
+
+/// A source's TLS acceptor.
+#[derive(Clone)]
+pub struct Tls(pub tokio_rustls::TlsAcceptor);
+
+impl std::fmt::Debug for Tls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Tls")
+    }
+}
+
+/// An accepted connection, ready for HTTP.
+pub enum Connection {
+    /// In the clear.
+    Plain(tokio::net::TcpStream),
+    /// After a completed TLS handshake.
+    Tls(Box<tokio_rustls::server::TlsStream<tokio::net::TcpStream>>),
+}
+
+/// Takes an accepted connection onto the current runtime and, when the source serves TLS,
+/// completes the handshake; `None` when that fails or takes too long (the connection closes).
+pub async fn open(stream: std::net::TcpStream, context: &SourceContext) -> Option<Connection> {
+    let stream = tokio::net::TcpStream::from_std(stream).ok()?;
+    let _ = stream.set_nodelay(true);
+    let Some(Tls(acceptor)) = &context.tls else {
+        return Some(Connection::Plain(stream));
+    };
+    let handshake = tokio::time::timeout(
+        crate::gateway::tls::HANDSHAKE_TIMEOUT,
+        acceptor.accept(stream),
+    );
+    match handshake.await {
+        Ok(Ok(tls)) => Some(Connection::Tls(Box::new(tls))),
+        _ => None,
+    }
+}
+
+/// Binds the source's listener.
+pub async fn bind(source: &Source) -> anyhow::Result<tokio::net::TcpListener> {
+    let listen = source.options.str("listen").unwrap_or_default();
+    let addr: SocketAddr = tokio::net::lookup_host(listen)
+        .await
+        .with_context(|| format!("source {}: resolving '{listen}'", source.name))?
+        .next()
+        .with_context(|| format!("source {}: '{listen}' resolves to nothing", source.name))?;
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("source {}: listening on {addr}", source.name))
+}
+
+/// Accepts connections until shutdown and hands them to the workers in turn.
+pub async fn accept<F>(
+    listener: tokio::net::TcpListener,
+    contexts: Vec<Arc<SourceContext>>,
+    mut shutdown: watch::Receiver<bool>,
+    serve: fn(std::net::TcpStream, Arc<SourceContext>) -> F,
+) where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let mut next = 0;
+    loop {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = shutdown.changed() => break,
+        };
+        let (stream, _) = match accepted {
+            Ok(s) => s,
+            Err(e) => {
+                // Out of file descriptors and the like: back off, keep serving.
+                eprintln!("accepting a connection: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(stream) = stream.into_std() else {
+            continue;
+        };
+        let context = Arc::clone(&contexts[next % contexts.len()]);
+        next += 1;
+        let runtime = context.worker.runtime.clone();
+        runtime.spawn(serve(stream, context));
+    }
+}
+
+/// Whether an `authorization` value carries the bearer `token` (always, without a token).
+pub fn bearer_matches(authorization: Option<&[u8]>, token: Option<&str>) -> bool {
+    let Some(token) = token else {
+        return true;
+    };
+    authorization
+        .and_then(|v| v.strip_prefix(b"Bearer "))
+        .is_some_and(|given| constant_time_eq(given, token.as_bytes()))
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Why request bytes were not admitted.
+#[derive(Debug, thiserror::Error)]
+pub enum AdmissionError {
+    /// The limit is reached and the source refuses rather than waits.
+    #[error("too many request bytes in flight; retry later")]
+    Full,
+    /// The gateway is stopping.
+    #[error("shutting down")]
+    ShuttingDown,
+}
+
+impl AdmissionError {
+    /// As a gRPC status (both are worth retrying).
+    pub fn to_status(&self) -> tonic::Status {
+        match self {
+            AdmissionError::Full => tonic::Status::resource_exhausted(self.to_string()),
+            AdmissionError::ShuttingDown => tonic::Status::unavailable(self.to_string()),
+        }
+    }
+}
+
+/// Waits for (or refuses, as configured) admission of `bytes` more request bytes.
+pub async fn admit(context: &SourceContext, bytes: usize) -> Result<Admitted, AdmissionError> {
+    let total = context.limits.max_in_flight_bytes;
+    let wanted = bytes.clamp(1, total).min(u32::MAX as usize) as u32;
+    let semaphore = Arc::clone(&context.admission);
+    let permit = if context.limits.refuse_when_full {
+        semaphore
+            .try_acquire_many_owned(wanted)
+            .map_err(|_| AdmissionError::Full)?
+    } else {
+        semaphore
+            .acquire_many_owned(wanted)
+            .await
+            .map_err(|_| AdmissionError::ShuttingDown)?
+    };
+    context
+        .telemetry
+        .in_flight_bytes
+        .fetch_add(u64::from(wanted), Relaxed);
+    Ok(Admitted {
+        _permit: permit,
+        bytes: u64::from(wanted),
+        telemetry: Arc::clone(&context.telemetry),
+    })
+}
+
+/// Admitted request bytes, released when dropped.
+pub struct Admitted {
+    _permit: OwnedSemaphorePermit,
+    bytes: u64,
+    telemetry: Arc<Telemetry>,
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        self.telemetry
+            .in_flight_bytes
+            .fetch_sub(self.bytes, Relaxed);
+    }
+}
+
+/// Why an OTLP export request was not acknowledged.
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    /// The request does not decode.
+    #[error("malformed OTLP {signal} request: {source}")]
+    Malformed {
+        /// The request's signal.
+        signal: &'static str,
+        /// What is wrong with it.
+        source: penstock_engine::Error,
+    },
+    /// A pipeline or sink failed some of its records.
+    #[error(transparent)]
+    Delivery(#[from] crate::gateway::delivery::DeliveryError),
+}
+
+/// Decodes an OTLP export request straight into batches, runs them through the source's
+/// pipelines and waits until every sink accepted them, counting it on the source's flow.
+pub async fn export_otlp(
+    context: &SourceContext,
+    signal: penstock_engine::Signal,
+    bytes: &[u8],
+) -> Result<(), ExportError> {
+    let flow = context.telemetry.sources.get(&context.name);
+    let fail = || {
+        if let Some(flow) = flow {
+            flow.fail();
+        }
+    };
+    let batches = super::decode_otlp(signal, bytes).map_err(|source| {
+        fail();
+        ExportError::Malformed {
+            signal: signal.name(),
+            source,
+        }
+    })?;
+    let records: usize = batches.iter().map(|b| b.num_items()).sum();
+    if let Some(flow) = flow {
+        flow.add(records, bytes.len());
+    }
+    let outcomes = futures::future::join_all(
+        batches
+            .into_iter()
+            .map(|b| context.worker.process(context.index, b)),
+    )
+    .await;
+    if let Some(error) = outcomes.into_iter().find_map(Result::err) {
+        fail();
+        return Err(error.into());
+    }
+    Ok(())
+}

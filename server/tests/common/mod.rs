@@ -1,0 +1,354 @@
+//! Helpers shared by the gateway's end-to-end tests.
+
+#![allow(dead_code, clippy::unwrap_used)] // Each test file uses its own subset.
+
+pub mod backend;
+
+use std::future::Future;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use opentelemetry_proto::tonic::collector::logs::v1::{
+    ExportLogsServiceRequest, ExportLogsServiceResponse,
+};
+use penstock_engine::otap::{EncodeOptions, OtapEncoder};
+use penstock_engine::proto::{BatchArrowRecords, BatchStatus};
+use penstock_engine::{equiv, otlp};
+use prost::Message;
+use tonic::codegen::http::uri::PathAndQuery;
+
+/// A running `penstock run`, killed when dropped.
+pub struct Gateway {
+    pub child: Child,
+    /// The admin endpoint's address, when started with `--admin-listen`.
+    pub admin: Option<String>,
+    /// The first listening source's address.
+    pub addr: String,
+    /// Every listening source's name and address.
+    pub listening: Vec<(String, String)>,
+    pub stdout: std::sync::mpsc::Receiver<String>,
+}
+
+impl Gateway {
+    /// Starts a gateway on `sql` (written to `dir/name.sql`) and waits until each of its
+    /// GRPC and HTTP sources listens.
+    pub fn start(dir: &Path, name: &str, sql: &str) -> Gateway {
+        Gateway::start_with(dir, name, sql, &[])
+    }
+
+    /// As [`Gateway::start`], with more `run` arguments; with `--admin-listen`, also waits
+    /// for the admin endpoint.
+    pub fn start_with(dir: &Path, name: &str, sql: &str, args: &[&str]) -> Gateway {
+        let file = dir.join(format!("{name}.sql"));
+        std::fs::write(&file, sql).unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_penstock"))
+            .args(["run", "--workers", "2"])
+            .args(args)
+            .arg(&file)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let (tx, stdout) = std::sync::mpsc::channel();
+        let out = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let listeners = sql.matches("FROM GRPC").count() + sql.matches("FROM HTTP").count();
+        let mut listening = Vec::new();
+        while listening.len() < listeners {
+            let line = stdout
+                .recv_timeout(Duration::from_secs(60))
+                .expect("the gateway reports its addresses");
+            // "source NAME: WHAT on ADDR"
+            if let Some(rest) = line.strip_prefix("source ") {
+                let name = rest.split(':').next().unwrap_or_default().to_string();
+                if let Some(addr) = rest.rsplit(" on ").next().filter(|_| rest.contains(" on ")) {
+                    listening.push((name, addr.trim().to_string()));
+                }
+            }
+        }
+        let mut gateway = Gateway {
+            child,
+            admin: None,
+            addr: listening
+                .first()
+                .map(|(_, a)| a.clone())
+                .unwrap_or_default(),
+            listening,
+            stdout,
+        };
+        if args.contains(&"--admin-listen") {
+            let line = gateway.wait_for_line("admin: http://");
+            let addr = line
+                .split("http://")
+                .nth(1)
+                .unwrap()
+                .trim_end_matches("/metrics");
+            gateway.admin = Some(addr.to_string());
+        }
+        gateway
+    }
+
+    /// The value of an unlabelled metric on the admin endpoint.
+    pub fn metric(&self, name: &str) -> f64 {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(self.admin.as_deref().unwrap()).unwrap();
+        stream
+            .write_all(b"GET /metrics HTTP/1.1\r\nhost: admin\r\nconnection: close\r\n\r\n")
+            .unwrap();
+        let mut text = String::new();
+        stream.read_to_string(&mut text).unwrap();
+        let prefix = format!("{name} ");
+        let line = text.lines().find(|l| l.starts_with(&prefix));
+        let line = line.unwrap_or_else(|| panic!("no metric {name}"));
+        line[prefix.len()..].trim().parse().unwrap()
+    }
+
+    /// Waits until `condition` holds for the gateway's metrics (checked every 20 ms, for at
+    /// most 30 s).
+    pub fn wait_until(&self, what: &str, condition: impl Fn(&Gateway) -> bool) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !condition(self) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "timed out waiting for {what}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits for a line of its output containing `text` and returns it (lines before it are
+    /// consumed).
+    pub fn wait_for_line(&self, text: &str) -> String {
+        loop {
+            let line = self
+                .stdout
+                .recv_timeout(Duration::from_secs(60))
+                .unwrap_or_else(|_| panic!("the gateway did not print '{text}'"));
+            if line.contains(text) {
+                return line;
+            }
+        }
+    }
+
+    /// Sends SIGHUP (reload the files).
+    pub fn hang_up(&self) {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-HUP", &pid]).status().unwrap();
+    }
+
+    /// The address of source `name`.
+    pub fn addr_of(&self, name: &str) -> &str {
+        let found = self.listening.iter().find(|(n, _)| n == name);
+        &found
+            .unwrap_or_else(|| panic!("no listening source {name}"))
+            .1
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Sends SIGTERM and waits for the exit; returns whether it exited successfully and what
+    /// it printed.
+    pub fn terminate(mut self) -> (bool, Vec<String>) {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        let status = self.child.wait().unwrap();
+        let lines = self.stdout.try_iter().collect();
+        (status.success(), lines)
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("penstock-gw-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The front pipeline of the tests, as SQL: renames `exception.type`, drops records below
+/// severity 9.
+pub const RENAME_AND_FILTER: &str = "
+  ALTER TABLE logs RENAME ATTRIBUTE 'exception.type' TO 'error.type';
+  DELETE FROM logs WHERE severity_number < 9;";
+
+/// What the front pipeline must make of `request`, computed on the OTLP objects.
+pub fn expected(request: &ExportLogsServiceRequest) -> Vec<String> {
+    let mut request = request.clone();
+    for rl in &mut request.resource_logs {
+        for sl in &mut rl.scope_logs {
+            sl.log_records.retain(|r| r.severity_number >= 9);
+            for r in &mut sl.log_records {
+                for kv in &mut r.attributes {
+                    if kv.key == "exception.type" {
+                        kv.key = "error.type".into();
+                    }
+                }
+                // A record that had both keys keeps only the renamed value.
+                let renamed = r.attributes.iter().any(|kv| kv.key == "error.type");
+                if renamed {
+                    let mut seen = false;
+                    r.attributes.retain(|kv| {
+                        if kv.key != "error.type" {
+                            return true;
+                        }
+                        let keep = !seen;
+                        seen = true;
+                        keep
+                    });
+                }
+            }
+        }
+    }
+    equiv::logs(&request)
+}
+
+/// Runs `future` on a fresh runtime; dropping it closes the client's connections (a client
+/// left idle would make the gateway wait for it on shutdown).
+pub fn block_on<F: Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(future)
+}
+
+/// A connected, ready gRPC client for `url`.
+pub async fn connect(
+    url: &str,
+) -> Result<tonic::client::Grpc<tonic::transport::Channel>, tonic::Status> {
+    let unavailable = |e: &dyn std::fmt::Display| tonic::Status::unavailable(e.to_string());
+    let channel = tonic::transport::Endpoint::from_shared(url.to_string())
+        .map_err(|e| unavailable(&e))?
+        .connect()
+        .await
+        .map_err(|e| unavailable(&e))?;
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready().await.map_err(|e| unavailable(&e))?;
+    Ok(grpc)
+}
+
+/// One OTLP logs Export, compressed with `compression`.
+pub async fn send_logs(
+    url: &str,
+    request: ExportLogsServiceRequest,
+    compression: tonic::codec::CompressionEncoding,
+) -> Result<ExportLogsServiceResponse, tonic::Status> {
+    let mut grpc = connect(url).await?.send_compressed(compression);
+    let codec =
+        tonic_prost::ProstCodec::<ExportLogsServiceRequest, ExportLogsServiceResponse>::default();
+    let path =
+        PathAndQuery::from_static("/opentelemetry.proto.collector.logs.v1.LogsService/Export");
+    grpc.unary(tonic::Request::new(request), path, codec)
+        .await
+        .map(tonic::Response::into_inner)
+}
+
+pub async fn export_otlp(
+    url: &str,
+    request: ExportLogsServiceRequest,
+) -> Result<ExportLogsServiceResponse, tonic::Status> {
+    send_logs(url, request, tonic::codec::CompressionEncoding::Zstd).await
+}
+
+/// Sends `requests` on one OTAP logs stream, half-closes it, and returns every status.
+pub async fn export_otap(url: &str, requests: &[ExportLogsServiceRequest]) -> Vec<BatchStatus> {
+    let mut encoder =
+        OtapEncoder::new(penstock_engine::Signal::Logs, EncodeOptions::default()).unwrap();
+    let mut messages = Vec::new();
+    for r in requests {
+        for batch in otlp::decode::decode_logs(&r.encode_to_vec()).unwrap() {
+            messages.push(encoder.encode(&batch).unwrap());
+        }
+    }
+    otap_statuses(url, messages).await
+}
+
+/// Sends `messages` on one OTAP logs stream, half-closes it, and returns the statuses until
+/// the stream ends.
+pub async fn otap_statuses(url: &str, messages: Vec<BatchArrowRecords>) -> Vec<BatchStatus> {
+    let mut grpc = connect(url).await.unwrap();
+    let codec = tonic_prost::ProstCodec::<BatchArrowRecords, BatchStatus>::default();
+    let path = PathAndQuery::from_static(
+        "/opentelemetry.proto.experimental.arrow.v1.ArrowLogsService/ArrowLogs",
+    );
+    let response = grpc
+        .streaming(
+            tonic::Request::new(tokio_stream::iter(messages)),
+            path,
+            codec,
+        )
+        .await
+        .unwrap();
+    let mut statuses = response.into_inner();
+    let mut out = Vec::new();
+    while let Ok(Some(s)) = statuses.message().await {
+        out.push(s);
+    }
+    out
+}
+
+/// A gateway writing everything it receives to `dir/received.jsonl`, with extra source options.
+pub fn recorder(dir: &Path, source_options: &str) -> Gateway {
+    Gateway::start(
+        dir,
+        "recorder",
+        &format!(
+            "CREATE SOURCE edge FROM GRPC WITH (listen = '127.0.0.1:0'{source_options});
+             CREATE SINK received TO FILE WITH (path = '{}');
+             CREATE PIPELINE keep FROM edge AS BEGIN INSERT INTO received SELECT * FROM logs; END;",
+            dir.join("received.jsonl").display()
+        ),
+    )
+}
+
+pub async fn export_otlp_fallible(
+    url: &str,
+    request: ExportLogsServiceRequest,
+) -> Result<(), String> {
+    export_otlp(url, request)
+        .await
+        .map(|_| ())
+        .map_err(|s| s.to_string())
+}
+
+/// The log records in `dir/received.jsonl` (a FILE sink's output), sorted.
+pub fn received(dir: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(dir.join("received.jsonl")).unwrap_or_default();
+    let mut lines = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let (_, bytes) = otlp::json::line_to_protobuf(line, i + 1).unwrap();
+        lines.extend(equiv::logs(
+            &ExportLogsServiceRequest::decode(bytes.as_slice()).unwrap(),
+        ));
+    }
+    lines.sort();
+    lines
+}
+
+/// Asserts `got` holds exactly the records of `want` (equivalence lines, in any order),
+/// showing the first difference.
+pub fn assert_same_records(mut want: Vec<String>, mut got: Vec<String>) {
+    want.sort();
+    got.sort();
+    if let Some(diff) = equiv::first_difference(&want, &got) {
+        panic!("{diff}");
+    }
+    assert_eq!(want.len(), got.len());
+}

@@ -1,0 +1,285 @@
+//! Faults on loopback with real gRPC: a slow backend, a backend that crashes and comes back,
+//! senders that vanish mid-stream or never read their statuses, a schema change inside one
+//! OTAP stream. Each counts what was sent, acknowledged and received downstream: no
+//! acknowledged record may be missing.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::Duration;
+
+use penstock_engine::datagen::DataGen;
+use penstock_engine::otap::{EncodeOptions, OtapEncoder};
+use penstock_engine::proto::{BatchArrowRecords, BatchStatus};
+use penstock_engine::{Signal, equiv, otlp};
+use prost::Message;
+use tonic::codegen::http::uri::PathAndQuery;
+
+use common::backend::{Backend, Received};
+use common::{
+    Gateway, assert_same_records, block_on, connect, export_otlp_fallible, otap_statuses, received,
+    recorder, temp_dir,
+};
+
+/// A gateway relaying logs over OTLP to `backend`.
+fn relay(dir: &std::path::Path, backend: &str, sink_options: &str) -> Gateway {
+    Gateway::start(
+        dir,
+        "relay",
+        &format!(
+            "CREATE SOURCE edge FROM GRPC WITH (listen = '127.0.0.1:0');
+             CREATE SINK backend TO OTLP WITH (endpoint = '{backend}', compression = 'none'{sink_options});
+             CREATE PIPELINE p FROM edge AS BEGIN INSERT INTO backend SELECT * FROM logs; END;"
+        ),
+    )
+}
+
+/// Asserts every line of `acked` is in `received`.
+fn assert_none_missing(acked: &[String], received: &[String]) {
+    let mut received = received.to_vec();
+    received.sort();
+    let missing = acked
+        .iter()
+        .filter(|l| received.binary_search(l).is_err())
+        .count();
+    assert_eq!(
+        missing,
+        0,
+        "{missing} of {} acknowledged records missing",
+        acked.len()
+    );
+}
+
+#[test]
+fn a_slow_backend_slows_senders_down_and_loses_nothing() {
+    let dir = temp_dir("slow");
+    let got: Received = Arc::default();
+    let backend = Backend::start("127.0.0.1:0", Duration::from_millis(100), Arc::clone(&got));
+    let gateway = relay(&dir, &backend.url(), ", timeout = '10s'");
+    let url = gateway.url();
+    let senders: Vec<_> = (0..4)
+        .map(|i| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                let mut data = DataGen::new(300 + i);
+                let mut sent = Vec::new();
+                for _ in 0..8 {
+                    let request = data.logs(100);
+                    let lines = equiv::logs(&request);
+                    block_on(export_otlp_fallible(&url, request)).unwrap();
+                    sent.extend(lines);
+                }
+                sent
+            })
+        })
+        .collect();
+    let acked: Vec<String> = senders
+        .into_iter()
+        .flat_map(|s| s.join().unwrap())
+        .collect();
+    assert_eq!(acked.len(), 4 * 8 * 100);
+    assert_none_missing(&acked, &got.lock().unwrap());
+}
+
+#[test]
+fn a_backend_that_crashes_and_restarts_loses_no_acknowledged_record() {
+    let dir = temp_dir("restart");
+    let got: Received = Arc::default();
+    let backend = Backend::start("127.0.0.1:0", Duration::ZERO, Arc::clone(&got));
+    let addr = backend.addr.to_string();
+    let gateway = relay(&dir, &backend.url(), ", timeout = '2s', retries = 1");
+    let url = gateway.url();
+    let acked = Arc::new(Mutex::new(Vec::new()));
+    let refused = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let (ack_tx, acks) = mpsc::channel();
+    let senders: Vec<_> = (0..3)
+        .map(|i| {
+            let (url, acked, refused, stop, ack_tx) = (
+                url.clone(),
+                Arc::clone(&acked),
+                Arc::clone(&refused),
+                Arc::clone(&stop),
+                ack_tx.clone(),
+            );
+            std::thread::spawn(move || {
+                let mut data = DataGen::new(400 + i);
+                while !stop.load(SeqCst) {
+                    let request = data.logs(50);
+                    let lines = equiv::logs(&request);
+                    match block_on(export_otlp_fallible(&url, request)) {
+                        Ok(()) => {
+                            acked.lock().unwrap().extend(lines);
+                            let _ = ack_tx.send(());
+                        }
+                        Err(_) => {
+                            refused.fetch_add(1, SeqCst);
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    let wait_acks = |n: usize| {
+        for _ in 0..n {
+            acks.recv_timeout(Duration::from_secs(60)).unwrap();
+        }
+    };
+    wait_acks(5);
+    drop(backend);
+    // While it is down, senders are refused (not acknowledged).
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while refused.load(SeqCst) == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no sender was refused"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _backend = Backend::start(&addr, Duration::ZERO, Arc::clone(&got));
+    while acks.try_recv().is_ok() {}
+    wait_acks(5);
+    stop.store(true, SeqCst);
+    for s in senders {
+        s.join().unwrap();
+    }
+    let acked = acked.lock().unwrap().clone();
+    assert!(acked.len() >= 10 * 50);
+    assert_none_missing(&acked, &got.lock().unwrap());
+}
+
+/// OTAP messages for `requests` from one encoder (one stream's worth).
+fn encode_stream(
+    requests: &[opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest],
+) -> Vec<BatchArrowRecords> {
+    let mut encoder = OtapEncoder::new(Signal::Logs, EncodeOptions::default()).unwrap();
+    let mut out = Vec::new();
+    for r in requests {
+        for batch in otlp::decode::decode_logs(&r.encode_to_vec()).unwrap() {
+            out.push(encoder.encode(&batch).unwrap());
+        }
+    }
+    out
+}
+
+#[test]
+fn a_schema_change_inside_one_otap_stream_is_followed() {
+    let dir = temp_dir("schema");
+    let gateway = recorder(&dir, "");
+    let mut data = DataGen::new(500);
+    // Half-way through the stream, severity texts become all different: the column goes
+    // from dictionary-encoded to plain, a new schema for the log table.
+    let mut requests = Vec::new();
+    for i in 0..6 {
+        let mut request = data.logs(100);
+        if i >= 3 {
+            let records = request
+                .resource_logs
+                .iter_mut()
+                .flat_map(|rl| &mut rl.scope_logs)
+                .flat_map(|sl| &mut sl.log_records);
+            for (n, r) in records.enumerate() {
+                r.severity_text = format!("level-{i}-{n}");
+            }
+        }
+        requests.push(request);
+    }
+    let messages = encode_stream(&requests);
+    let main = messages[0].arrow_payloads[0].r#type;
+    let schema = |m: &BatchArrowRecords| {
+        let payload = m.arrow_payloads.iter().find(|p| p.r#type == main).unwrap();
+        payload.schema_id.clone()
+    };
+    assert_ne!(
+        schema(&messages[0]),
+        schema(&messages[3]),
+        "the schema changes"
+    );
+    let statuses = block_on(otap_statuses(&gateway.url(), messages.clone()));
+    assert_eq!(statuses.len(), messages.len());
+    assert!(statuses.iter().all(|s| s.status_code == 0), "{statuses:?}");
+    let want: Vec<String> = requests.iter().flat_map(equiv::logs).collect();
+    assert_same_records(want, received(&dir));
+}
+
+/// Opens `streams` OTAP streams on one connection and sends `messages` on each without ever
+/// reading a status, then drops the connection. Returns how many streams were accepted and
+/// how many refused with RESOURCE_EXHAUSTED.
+fn abandon_streams(
+    gateway: &Gateway,
+    streams: usize,
+    messages: &[BatchArrowRecords],
+) -> (usize, usize) {
+    block_on(async {
+        let grpc = connect(&gateway.url()).await.unwrap();
+        let mut held = Vec::new();
+        let mut refused = 0;
+        for _ in 0..streams {
+            let mut grpc = grpc.clone();
+            grpc.ready().await.unwrap();
+            let codec = tonic_prost::ProstCodec::<BatchArrowRecords, BatchStatus>::default();
+            let path = PathAndQuery::from_static(
+                "/opentelemetry.proto.experimental.arrow.v1.ArrowLogsService/ArrowLogs",
+            );
+            // The request stream never ends: the client neither half-closes nor reads.
+            let outgoing = tokio_stream::StreamExt::chain(
+                tokio_stream::iter(messages.to_vec()),
+                tokio_stream::pending(),
+            );
+            match grpc
+                .streaming(tonic::Request::new(outgoing), path, codec)
+                .await
+            {
+                Ok(response) => held.push(response),
+                Err(status) => {
+                    assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+                    refused += 1;
+                }
+            }
+        }
+        (held.len(), refused)
+    })
+}
+
+#[test]
+fn vanished_senders_and_unread_statuses_release_everything_they_held() {
+    let dir = temp_dir("abandon");
+    let gateway = Gateway::start_with(
+        &dir,
+        "recorder",
+        &format!(
+            "CREATE SOURCE edge FROM GRPC WITH (listen = '127.0.0.1:0', max_streams = 64);
+             CREATE SINK received TO FILE WITH (path = '{}');
+             CREATE PIPELINE keep FROM edge AS BEGIN INSERT INTO received SELECT * FROM logs; END;",
+            dir.join("received.jsonl").display()
+        ),
+        &["--admin-listen", "127.0.0.1:0"],
+    );
+    let mut data = DataGen::new(600);
+    let requests: Vec<_> = (0..3).map(|_| data.logs(50)).collect();
+    let messages = encode_stream(&requests);
+    // Streams that send, never read a status, and vanish with their connection. A connection
+    // is served by one worker, which takes 32 of the 64 streams.
+    assert_eq!(abandon_streams(&gateway, 30, &messages), (30, 0));
+    gateway.wait_until("the abandoned streams to be released", |g| {
+        g.metric("penstock_otap_streams") == 0.0
+            && g.metric("penstock_stream_state_bytes") == 0.0
+            && g.metric("penstock_in_flight_bytes") == 0.0
+            && g.metric("penstock_queued_batches") == 0.0
+    });
+    // More streams than the limit at once: the extra ones are refused, the gateway stays up.
+    assert_eq!(abandon_streams(&gateway, 50, &messages[..1]), (32, 18));
+    gateway.wait_until("the second round to be released", |g| {
+        g.metric("penstock_otap_streams") == 0.0 && g.metric("penstock_in_flight_bytes") == 0.0
+    });
+    // A well-behaved sender is served as before.
+    let fresh: Vec<_> = (0..2).map(|_| data.logs(50)).collect();
+    let statuses = block_on(otap_statuses(&gateway.url(), encode_stream(&fresh)));
+    assert!(statuses.iter().all(|s| s.status_code == 0), "{statuses:?}");
+    let got = received(&dir);
+    let want: Vec<String> = fresh.iter().flat_map(equiv::logs).collect();
+    assert_none_missing(&want, &got);
+}

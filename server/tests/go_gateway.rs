@@ -1,0 +1,289 @@
+//! The gateway between the OTel-Arrow reference implementation's sender and receiver (Go
+//! module `github.com/open-telemetry/otel-arrow/go` v0.50.0, driven through
+//! `tests/interop-go`): the reference producer streams logs, spans and metrics to `penstock
+//! run` over gRPC as the Collector's otelarrow exporter does (zstdarrowN compression, HPACK
+//! batch headers carrying the bearer token, half-close before the statuses arrive); the gateway
+//! transforms them and sends them on over OTAP to the reference consumer. Every acknowledged
+//! record must have reached the consumer, transformed.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use penstock_engine::datagen::DataGen;
+use penstock_engine::equiv;
+use prost::Message;
+
+use common::{Gateway, RENAME_AND_FILTER, expected, temp_dir};
+
+/// Builds the Go helper, or returns None (with the reason printed) without Go.
+fn interop_binary() -> Option<PathBuf> {
+    if Command::new("go").arg("version").output().is_err() {
+        println!("skipped: the Go toolchain is not installed");
+        return None;
+    }
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/interop-go");
+    let status = Command::new("go")
+        .args(["build", "-o", "bin/otap-interop", "."])
+        .current_dir(&dir)
+        .status()
+        .unwrap();
+    assert!(status.success(), "go build of tests/interop-go failed");
+    Some(dir.join("bin/otap-interop"))
+}
+
+/// The reference receiver (`otap-interop serve`): the batches it acknowledged, by signal.
+struct Receiver {
+    child: Child,
+    addr: String,
+    batches: mpsc::Receiver<(u8, Vec<u8>)>,
+}
+
+impl Receiver {
+    fn start(binary: &PathBuf) -> Receiver {
+        let mut child = Command::new(binary)
+            .arg("serve")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        let addr = line.trim().strip_prefix("listening ").unwrap().to_string();
+        let (tx, batches) = mpsc::channel();
+        std::thread::spawn(move || {
+            loop {
+                let mut len = [0u8; 4];
+                if out.read_exact(&mut len).is_err() {
+                    break;
+                }
+                let mut frame = vec![0u8; u32::from_le_bytes(len) as usize];
+                out.read_exact(&mut frame).unwrap();
+                let otlp = frame.split_off(1);
+                if tx.send((frame[0], otlp)).is_err() {
+                    break;
+                }
+            }
+        });
+        Receiver {
+            child,
+            addr,
+            batches,
+        }
+    }
+
+    /// Waits until the received records of each signal number `want` (logs, spans, metric
+    /// data points as equivalence lines) and returns them, sorted.
+    fn wait_for(&self, want: [usize; 3]) -> [Vec<String>; 3] {
+        let mut got: [Vec<String>; 3] = Default::default();
+        while (0..3).any(|i| got[i].len() < want[i]) {
+            let (tag, otlp) = self
+                .batches
+                .recv_timeout(Duration::from_secs(30))
+                .unwrap_or_else(|_| {
+                    panic!("received {:?} of {want:?}", got.each_ref().map(Vec::len))
+                });
+            let lines = match tag {
+                0 => equiv::logs(&ExportLogsServiceRequest::decode(otlp.as_slice()).unwrap()),
+                1 => equiv::traces(&ExportTraceServiceRequest::decode(otlp.as_slice()).unwrap()),
+                _ => equiv::metrics(&ExportMetricsServiceRequest::decode(otlp.as_slice()).unwrap()),
+            };
+            got[usize::from(tag.min(2))].extend(lines);
+        }
+        got.each_mut().map(|lines| {
+            lines.sort();
+            std::mem::take(lines)
+        })
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One BatchStatus as `otap-interop send` prints it.
+#[derive(Debug)]
+struct Status {
+    batch_id: i64,
+    code: i64,
+    message: String,
+}
+
+/// Streams `requests` (OTLP protobuf) with the reference producer and returns the statuses.
+fn send(
+    binary: &PathBuf,
+    signal: &str,
+    addr: &str,
+    flags: &[&str],
+    requests: &[Vec<u8>],
+) -> Vec<Status> {
+    let mut child = Command::new(binary)
+        .args(["send", "-signal", signal, "-addr", addr])
+        .args(flags)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = Vec::new();
+    for r in requests {
+        input.extend_from_slice(&(r.len() as u32).to_le_bytes());
+        input.extend_from_slice(r);
+    }
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || stdin.write_all(&input));
+    let output = child.wait_with_output().unwrap();
+    // A write error means the helper stopped reading; its exit status and stderr say why.
+    let _ = writer.join().unwrap();
+    assert!(
+        output.status.success(),
+        "otap-interop send failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            Status {
+                batch_id: v["batch_id"].as_i64().unwrap(),
+                code: v["code"].as_i64().unwrap(),
+                message: v["message"].as_str().unwrap_or_default().to_string(),
+            }
+        })
+        .collect()
+}
+
+fn assert_all_ok(statuses: &[Status], batches: usize) {
+    let mut ids: Vec<i64> = statuses.iter().map(|s| s.batch_id).collect();
+    ids.sort();
+    assert_eq!(ids, (0..batches as i64).collect::<Vec<_>>(), "{statuses:?}");
+    assert!(statuses.iter().all(|s| s.code == 0), "{statuses:?}");
+}
+
+fn gateway(dir: &std::path::Path, downstream: &str) -> Gateway {
+    Gateway::start(
+        dir,
+        "relay",
+        &format!(
+            "CREATE SOURCE edge FROM GRPC WITH (listen = '127.0.0.1:0', auth_token = 's3cret');
+             CREATE SINK downstream TO OTAP WITH (endpoint = 'http://{downstream}');
+             CREATE PIPELINE p FROM edge AS BEGIN {RENAME_AND_FILTER}
+               INSERT INTO downstream SELECT * FROM logs;
+               INSERT INTO downstream SELECT * FROM spans;
+               INSERT INTO downstream SELECT * FROM metrics;
+             END;"
+        ),
+    )
+}
+
+#[test]
+fn the_reference_exporter_and_receiver_interoperate_through_the_gateway() {
+    let Some(binary) = interop_binary() else {
+        return;
+    };
+    let dir = temp_dir("go");
+    let receiver = Receiver::start(&binary);
+    let relay = gateway(&dir, &receiver.addr);
+    let mut data = DataGen::new(7);
+
+    // Logs: the token rides in every batch's HPACK headers, gRPC compression zstdarrow1.
+    let logs: Vec<ExportLogsServiceRequest> = (0..4).map(|_| data.logs(500)).collect();
+    let frames: Vec<Vec<u8>> = logs.iter().map(Message::encode_to_vec).collect();
+    let flags = [
+        "-token",
+        "s3cret",
+        "-token-in",
+        "headers",
+        "-compression",
+        "zstdarrow1",
+    ];
+    assert_all_ok(&send(&binary, "logs", &relay.addr, &flags, &frames), 4);
+
+    // Spans and metrics: the token on the stream, zstd and gzip.
+    let traces: Vec<ExportTraceServiceRequest> = (0..3).map(|_| data.traces(300)).collect();
+    let frames: Vec<Vec<u8>> = traces.iter().map(Message::encode_to_vec).collect();
+    let flags = ["-token", "s3cret", "-compression", "zstd"];
+    assert_all_ok(&send(&binary, "traces", &relay.addr, &flags, &frames), 3);
+    let metrics: Vec<ExportMetricsServiceRequest> = (0..3).map(|_| data.metrics(300)).collect();
+    let frames: Vec<Vec<u8>> = metrics.iter().map(Message::encode_to_vec).collect();
+    let flags = ["-token", "s3cret", "-compression", "gzip"];
+    assert_all_ok(&send(&binary, "metrics", &relay.addr, &flags, &frames), 3);
+
+    let mut want_logs: Vec<String> = logs.iter().flat_map(expected).collect();
+    let mut want_spans: Vec<String> = traces.iter().flat_map(equiv::traces).collect();
+    // Metric metadata does not travel: the reference producer does not encode it.
+    let mut want_points: Vec<String> = metrics
+        .iter()
+        .map(|m| {
+            let mut m = m.clone();
+            m.resource_metrics
+                .iter_mut()
+                .flat_map(|rm| &mut rm.scope_metrics)
+                .flat_map(|sm| &mut sm.metrics)
+                .for_each(|metric| metric.metadata.clear());
+            m
+        })
+        .flat_map(|m| equiv::metrics(&m))
+        .collect();
+    want_logs.sort();
+    want_spans.sort();
+    want_points.sort();
+    assert!(want_logs.len() < 2000, "the filter drops some records");
+    let [got_logs, got_spans, got_points] =
+        receiver.wait_for([want_logs.len(), want_spans.len(), want_points.len()]);
+    for (want, got) in [
+        (want_logs, got_logs),
+        (want_spans, got_spans),
+        (want_points, got_points),
+    ] {
+        assert_eq!(want.len(), got.len());
+        if let Some(diff) = equiv::first_difference(&want, &got) {
+            panic!("{diff}");
+        }
+    }
+}
+
+#[test]
+fn batches_without_the_token_are_refused_unauthenticated() {
+    let Some(binary) = interop_binary() else {
+        return;
+    };
+    let dir = temp_dir("go-auth");
+    let receiver = Receiver::start(&binary);
+    let relay = gateway(&dir, &receiver.addr);
+    let mut data = DataGen::new(8);
+    let frames: Vec<Vec<u8>> = (0..3).map(|_| data.logs(100).encode_to_vec()).collect();
+    for flags in [
+        &["-token-in", "headers"][..],
+        &["-token", "wrong", "-token-in", "headers"],
+    ] {
+        let statuses = send(&binary, "logs", &relay.addr, flags, &frames);
+        // The first batch is refused and the stream ends: nothing after it is acknowledged.
+        assert_eq!(statuses.len(), 1, "{statuses:?}");
+        assert_eq!(
+            (statuses[0].batch_id, statuses[0].code),
+            (0, 16),
+            "{statuses:?}"
+        );
+        assert!(statuses[0].message.contains("bearer token"), "{statuses:?}");
+    }
+    // The gateway still serves senders with the token.
+    let flags = ["-token", "s3cret", "-token-in", "headers"];
+    assert_all_ok(&send(&binary, "logs", &relay.addr, &flags, &frames), 3);
+}

@@ -1,0 +1,285 @@
+package main
+
+// The send and serve subcommands: the reference producer and consumer over real gRPC
+// streams (ArrowLogsService, ArrowTracesService, ArrowMetricsService), behaving as the
+// Collector's otelarrow exporter and receiver do on the wire: zstd gRPC compression named
+// zstdarrowN, one HPACK encoder per stream for the batch headers, statuses awaited after the
+// client half-closes.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+	arrowpb "github.com/open-telemetry/otel-arrow/go/api/experimental/arrow/v1"
+	"github.com/open-telemetry/otel-arrow/go/pkg/otel/arrow_record"
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding"
+	_ "google.golang.org/grpc/encoding/gzip" // the gzip compressor, by name
+
+	"google.golang.org/grpc/metadata"
+)
+
+// zstdCompressor is plain zstd under a gRPC encoding name.
+type zstdCompressor struct {
+	name  string
+	level zstd.EncoderLevel
+}
+
+func (c zstdCompressor) Name() string { return c.name }
+
+func (c zstdCompressor) Compress(w io.Writer) (io.WriteCloser, error) {
+	return zstd.NewWriter(w, zstd.WithEncoderLevel(c.level))
+}
+
+func (c zstdCompressor) Decompress(r io.Reader) (io.Reader, error) {
+	d, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1))
+	if err != nil {
+		return nil, err
+	}
+	out, err := io.ReadAll(d)
+	d.Close()
+	if err != nil {
+		return nil, err
+	}
+	return bytes.NewReader(out), nil
+}
+
+func init() {
+	encoding.RegisterCompressor(zstdCompressor{name: "zstd", level: zstd.SpeedDefault})
+	// The otelarrow exporter's names: zstdarrow1 (fastest) .. zstdarrow10.
+	for level := 1; level <= 10; level++ {
+		encoding.RegisterCompressor(zstdCompressor{
+			name:  "zstdarrow" + strconv.Itoa(level),
+			level: zstd.EncoderLevelFromZstd(level),
+		})
+	}
+}
+
+// batchResult is one line of send's output.
+type batchResult struct {
+	BatchID int64  `json:"batch_id"`
+	Code    int32  `json:"code"`
+	Message string `json:"message,omitempty"`
+}
+
+func cmdSend(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := newFlagSet("send", stderr)
+	sigName := signalFlag(fs)
+	addr := fs.String("addr", "", "host:port of the OTAP receiver")
+	compression := fs.String("compression", "zstdarrow1", "gRPC compression: zstdarrow1..10, zstd, gzip or none")
+	token := fs.String("token", "", "bearer token")
+	tokenIn := fs.String("token-in", "metadata", "where the token goes: metadata (the stream) or headers (every batch)")
+	timeout := fs.Duration("timeout", 60*time.Second, "deadline for the whole exchange")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	sig, err := lookupSignal(*sigName)
+	if err != nil {
+		return usageError{err}
+	}
+	if *addr == "" {
+		return usageError{errors.New("-addr is required")}
+	}
+	conn, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	if *token != "" && *tokenIn == "metadata" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+*token)
+	}
+	var opts []grpc.CallOption
+	if *compression != "none" {
+		opts = append(opts, grpc.UseCompressor(*compression))
+	}
+	stream, err := sig.open(ctx, conn, opts...)
+	if err != nil {
+		return fmt.Errorf("open %s stream: %w", sig.name, err)
+	}
+
+	producer := arrow_record.NewProducer()
+	defer producer.Close()
+	var headerBuf bytes.Buffer
+	headers := hpack.NewEncoder(&headerBuf)
+	fr := newFrameReader(stdin)
+	for batch := 0; ; batch++ {
+		otlp, err := fr.next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("read frame %d: %w", batch, err)
+		}
+		bar, err := sig.encode(producer, otlp)
+		if err != nil {
+			return fmt.Errorf("frame %d: produce: %w", batch, err)
+		}
+		headerBuf.Reset()
+		fields := []hpack.HeaderField{
+			{Name: "otlp-pdata-size", Value: strconv.Itoa(len(otlp))},
+			{Name: "x-tenant", Value: "interop"},
+		}
+		if *token != "" && *tokenIn == "headers" {
+			fields = append(fields, hpack.HeaderField{Name: "authorization", Value: "Bearer " + *token})
+		}
+		for _, f := range fields {
+			if err := headers.WriteField(f); err != nil {
+				return err
+			}
+		}
+		bar.Headers = bytes.Clone(headerBuf.Bytes())
+		if err := stream.SendMsg(bar); err != nil {
+			// io.EOF: the receiver ended the stream; its statuses say why.
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return fmt.Errorf("send batch %d: %w", batch, err)
+		}
+	}
+	// Half-close with batches still unacknowledged: every one must still get its status.
+	if err := stream.CloseSend(); err != nil {
+		return err
+	}
+	out := bufio.NewWriter(stdout)
+	defer out.Flush()
+	enc := json.NewEncoder(out)
+	for {
+		status := &arrowpb.BatchStatus{}
+		err := stream.RecvMsg(status)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("receive status: %w", err)
+		}
+		if err := enc.Encode(batchResult{status.GetBatchId(), int32(status.GetStatusCode()), status.GetStatusMessage()}); err != nil {
+			return err
+		}
+	}
+}
+
+// open starts the signal's Arrow stream.
+func (s *signal) open(ctx context.Context, conn *grpc.ClientConn, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	switch s.name {
+	case "logs":
+		return arrowpb.NewArrowLogsServiceClient(conn).ArrowLogs(ctx, opts...)
+	case "traces":
+		return arrowpb.NewArrowTracesServiceClient(conn).ArrowTraces(ctx, opts...)
+	default:
+		return arrowpb.NewArrowMetricsServiceClient(conn).ArrowMetrics(ctx, opts...)
+	}
+}
+
+// receiver consumes the three Arrow services, one reference consumer per stream, and writes
+// every batch it acknowledged as a frame: one byte naming the signal (0 logs, 1 traces,
+// 2 metrics) followed by the OTLP request.
+type receiver struct {
+	arrowpb.UnimplementedArrowLogsServiceServer
+	arrowpb.UnimplementedArrowTracesServiceServer
+	arrowpb.UnimplementedArrowMetricsServiceServer
+
+	mu  sync.Mutex
+	out *frameWriter
+}
+
+func (r *receiver) ArrowLogs(s arrowpb.ArrowLogsService_ArrowLogsServer) error {
+	return r.serve(0, logsSignal, s)
+}
+
+func (r *receiver) ArrowTraces(s arrowpb.ArrowTracesService_ArrowTracesServer) error {
+	return r.serve(1, tracesSignal, s)
+}
+
+func (r *receiver) ArrowMetrics(s arrowpb.ArrowMetricsService_ArrowMetricsServer) error {
+	return r.serve(2, metricsSignal, s)
+}
+
+type barStream interface {
+	Send(*arrowpb.BatchStatus) error
+	Recv() (*arrowpb.BatchArrowRecords, error)
+}
+
+func (r *receiver) serve(tag byte, sig *signal, s barStream) error {
+	consumer := arrow_record.NewConsumer()
+	defer consumer.Close()
+	headers := hpack.NewDecoder(4096, nil)
+	for {
+		bar, err := s.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if len(bar.GetHeaders()) > 0 {
+			if _, err := headers.DecodeFull(bar.GetHeaders()); err != nil {
+				return s.Send(&arrowpb.BatchStatus{BatchId: bar.GetBatchId(), StatusCode: arrowpb.StatusCode_INVALID_ARGUMENT, StatusMessage: err.Error()})
+			}
+		}
+		otlp, parts, err := sig.decode(consumer, bar)
+		if err == nil && parts == 0 && len(bar.GetArrowPayloads()) > 0 {
+			err = errors.New("the batch decoded to nothing")
+		}
+		if err != nil {
+			if serr := s.Send(&arrowpb.BatchStatus{BatchId: bar.GetBatchId(), StatusCode: arrowpb.StatusCode_INVALID_ARGUMENT, StatusMessage: err.Error()}); serr != nil {
+				return serr
+			}
+			continue
+		}
+		r.mu.Lock()
+		err = r.out.write(append([]byte{tag}, otlp...))
+		r.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		if err := s.Send(&arrowpb.BatchStatus{BatchId: bar.GetBatchId(), StatusCode: arrowpb.StatusCode_OK}); err != nil {
+			return err
+		}
+	}
+}
+
+func cmdServe(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := newFlagSet("serve", stderr)
+	listen := fs.String("listen", "127.0.0.1:0", "address to listen on")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	lis, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	server := grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20))
+	r := &receiver{out: newFrameWriter(stdout)}
+	arrowpb.RegisterArrowLogsServiceServer(server, r)
+	arrowpb.RegisterArrowTracesServiceServer(server, r)
+	arrowpb.RegisterArrowMetricsServiceServer(server, r)
+	r.mu.Lock()
+	_, err = fmt.Fprintf(r.out.w, "listening %s\n", lis.Addr())
+	if err == nil {
+		err = r.out.w.Flush()
+	}
+	r.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	// Serves until stdin closes.
+	go func() {
+		_, _ = io.Copy(io.Discard, stdin)
+		server.Stop()
+	}()
+	return server.Serve(lis)
+}
