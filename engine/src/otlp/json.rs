@@ -40,17 +40,7 @@ pub fn line_to_protobuf(line: &str, line_number: usize) -> Result<(Signal, Vec<u
             "expected an object with resourceLogs, resourceSpans or resourceMetrics",
         ),
     })?;
-    let bytes = match signal {
-        Signal::Logs => serde_json::from_value::<ExportLogsServiceRequest>(value)
-            .map_err(json_err)?
-            .encode_to_vec(),
-        Signal::Traces => serde_json::from_value::<ExportTraceServiceRequest>(value)
-            .map_err(json_err)?
-            .encode_to_vec(),
-        Signal::Metrics => serde_json::from_value::<ExportMetricsServiceRequest>(value)
-            .map_err(json_err)?
-            .encode_to_vec(),
-    };
+    let bytes = typed_to_protobuf(signal, value).map_err(json_err)?;
     Ok((signal, bytes))
 }
 
@@ -58,16 +48,22 @@ pub fn line_to_protobuf(line: &str, line_number: usize) -> Result<(Signal, Vec<u
 /// protobuf bytes. Errors name line 1.
 pub fn request_to_protobuf(signal: Signal, json: &[u8]) -> Result<Vec<u8>> {
     let json_err = |source| Error::Json { line: 1, source };
+    let mut deserializer = serde_json::Deserializer::from_slice(json);
+    let bytes = typed_to_protobuf(signal, &mut deserializer).map_err(json_err)?;
+    deserializer.end().map_err(json_err)?;
+    Ok(bytes)
+}
+
+/// Deserializes the export request type of `signal` and encodes it as protobuf.
+fn typed_to_protobuf<'de, D>(signal: Signal, json: D) -> std::result::Result<Vec<u8>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    use serde::Deserialize;
     Ok(match signal {
-        Signal::Logs => serde_json::from_slice::<ExportLogsServiceRequest>(json)
-            .map_err(json_err)?
-            .encode_to_vec(),
-        Signal::Traces => serde_json::from_slice::<ExportTraceServiceRequest>(json)
-            .map_err(json_err)?
-            .encode_to_vec(),
-        Signal::Metrics => serde_json::from_slice::<ExportMetricsServiceRequest>(json)
-            .map_err(json_err)?
-            .encode_to_vec(),
+        Signal::Logs => ExportLogsServiceRequest::deserialize(json)?.encode_to_vec(),
+        Signal::Traces => ExportTraceServiceRequest::deserialize(json)?.encode_to_vec(),
+        Signal::Metrics => ExportMetricsServiceRequest::deserialize(json)?.encode_to_vec(),
     })
 }
 

@@ -11,12 +11,14 @@ use hyper_util::rt::TokioIo;
 use serde_json::json;
 use tokio::sync::watch;
 
-use super::telemetry::Telemetry;
+use super::telemetry::{Running, Telemetry};
 
 /// What the admin endpoint reports on.
 pub struct Admin {
     /// Counters.
     pub telemetry: Arc<Telemetry>,
+    /// The program the workers run, with its pipelines' counters.
+    pub running: watch::Receiver<Arc<Running>>,
     /// Workers.
     pub workers: usize,
 }
@@ -27,7 +29,7 @@ impl Admin {
             "/metrics" => (
                 StatusCode::OK,
                 "text/plain; version=0.0.4",
-                self.telemetry.prometheus(),
+                self.telemetry.prometheus(&self.running.borrow()),
             ),
             "/healthz" => (StatusCode::OK, "text/plain", "ok\n".to_string()),
             "/pipelines" => (
@@ -50,7 +52,7 @@ impl Admin {
     }
 
     fn pipelines(&self) -> serde_json::Value {
-        let running = self.telemetry.running();
+        let running = Arc::clone(&self.running.borrow());
         let pipelines: Vec<_> = running
             .program
             .pipelines

@@ -47,18 +47,19 @@ pub fn run(options: RunOptions) -> anyhow::Result<()> {
     let program = Arc::new(program);
     let running = Arc::new(Running::new(Arc::clone(&program), &pipelines, workers, 0));
     drop(pipelines);
-    let telemetry = Arc::new(Telemetry::new(running));
+    let telemetry = Arc::new(Telemetry::new(&program));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the main runtime")?;
-    runtime.block_on(serve(options, workers, program, telemetry))
+    runtime.block_on(serve(options, workers, program, running, telemetry))
 }
 
 async fn serve(
     options: RunOptions,
     workers: usize,
     program: Arc<penstock_dialect::Program>,
+    running: Arc<Running>,
     telemetry: Arc<Telemetry>,
 ) -> anyhow::Result<()> {
     let base = options.files.first().cloned().unwrap_or_default();
@@ -73,7 +74,7 @@ async fn serve(
     #[cfg(unix)]
     let hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
         .context("listening for SIGHUP")?;
-    let (publish, running) = watch::channel(telemetry.running());
+    let (publish, running) = watch::channel(running);
     let mut pool = Vec::with_capacity(workers);
     for i in 0..workers {
         pool.push(Worker::start(
@@ -194,6 +195,7 @@ async fn serve(
         println!("admin: http://{}/metrics", listener.local_addr()?);
         let admin = Arc::new(admin::Admin {
             telemetry: Arc::clone(&telemetry),
+            running: running.clone(),
             workers,
         });
         tokio::spawn(admin::serve(listener, admin, shutdown.clone()));
@@ -201,7 +203,6 @@ async fn serve(
     let reloader = reload::Reloader {
         files: options.files.clone(),
         workers,
-        telemetry: Arc::clone(&telemetry),
         publish,
     };
     #[cfg(unix)]
@@ -234,7 +235,7 @@ async fn serve(
     for task in shared_tasks {
         let _ = task.await;
     }
-    print_summary(&telemetry);
+    print_summary(&telemetry, &running.borrow());
     match failure {
         Some(e) => Err(e),
         None => Ok(()),
@@ -277,7 +278,7 @@ async fn terminated() {
     }
 }
 
-fn print_summary(telemetry: &Telemetry) {
+fn print_summary(telemetry: &Telemetry, running: &Running) {
     use std::sync::atomic::Ordering::Relaxed;
     for (name, flow) in &telemetry.sources {
         println!(
@@ -287,7 +288,7 @@ fn print_summary(telemetry: &Telemetry) {
             flow.failures.load(Relaxed)
         );
     }
-    for p in &telemetry.running().pipelines {
+    for p in &running.pipelines {
         for (i, step) in p.steps.iter().enumerate() {
             let [rows_in, rows_out, dropped] = Telemetry::step_totals(step);
             println!(

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use penstock_dialect::Program;
 use tokio::sync::watch;
 
-use super::telemetry::{Running, Telemetry};
+use super::telemetry::Running;
 
 /// What a SIGHUP reloads and where the result goes.
 pub struct Reloader {
@@ -17,9 +17,7 @@ pub struct Reloader {
     pub files: Vec<PathBuf>,
     /// Worker count (for the counters).
     pub workers: usize,
-    /// Counters, whose running program is replaced.
-    pub telemetry: Arc<Telemetry>,
-    /// The workers' view of the running program.
+    /// The running program, as the workers and the admin endpoint see it.
     pub publish: watch::Sender<Arc<Running>>,
 }
 
@@ -35,7 +33,7 @@ impl Reloader {
 
     /// Reads the files again and publishes the new pipelines, or says why not.
     pub fn reload(&self) {
-        let current = self.telemetry.running();
+        let current = Arc::clone(&self.publish.borrow());
         match self.load(&current) {
             Ok(next) => {
                 let next = Arc::new(next);
@@ -45,7 +43,6 @@ impl Reloader {
                     next.program.pipelines.len(),
                     self.describe_files()
                 );
-                self.telemetry.replace_running(Arc::clone(&next));
                 let _ = self.publish.send(next);
             }
             Err(e) => println!("reload failed, keeping the running pipelines: {e:#}"),

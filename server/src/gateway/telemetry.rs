@@ -2,8 +2,8 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
 
 use penstock_dialect::Program;
 use penstock_engine::pipeline::Pipeline;
@@ -128,8 +128,6 @@ pub struct Telemetry {
     pub sources: BTreeMap<String, Flow>,
     /// Per sink.
     pub sinks: BTreeMap<String, Flow>,
-    /// What the workers run (admin readers only; workers hold their own reference).
-    running: Mutex<Arc<Running>>,
     latency_buckets: [AtomicU64; LATENCY_BOUNDS.len() + 1],
     latency_sum_micros: AtomicU64,
     /// Request bytes admitted and not yet acknowledged.
@@ -143,9 +141,9 @@ pub struct Telemetry {
 }
 
 impl Telemetry {
-    /// Counters for the sources, sinks and pipelines of `running`.
-    pub fn new(running: Arc<Running>) -> Self {
-        let program = &running.program;
+    /// Counters for the sources and sinks of `program` (pipeline counters live in
+    /// [`Running`], replaced on reload).
+    pub fn new(program: &Program) -> Self {
         Telemetry {
             sources: program
                 .sources
@@ -157,29 +155,12 @@ impl Telemetry {
                 .iter()
                 .map(|s| (s.name.clone(), Flow::default()))
                 .collect(),
-            running: Mutex::new(running),
             latency_buckets: Default::default(),
             latency_sum_micros: AtomicU64::new(0),
             in_flight_bytes: AtomicU64::new(0),
             queued_batches: AtomicU64::new(0),
             stream_state_bytes: AtomicU64::new(0),
             otap_streams: AtomicU64::new(0),
-        }
-    }
-
-    /// What the workers run now.
-    pub fn running(&self) -> Arc<Running> {
-        match self.running.lock() {
-            Ok(r) => Arc::clone(&r),
-            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
-        }
-    }
-
-    /// Makes `running` what the admin endpoint reports.
-    pub fn replace_running(&self, running: Arc<Running>) {
-        match self.running.lock() {
-            Ok(mut r) => *r = running,
-            Err(poisoned) => *poisoned.into_inner() = running,
         }
     }
 
@@ -212,8 +193,7 @@ impl Telemetry {
     }
 
     /// The Prometheus text exposition of every counter.
-    pub fn prometheus(&self) -> String {
-        let running = self.running();
+    pub fn prometheus(&self, running: &Running) -> String {
         let mut out = String::new();
         let flows = [
             ("source", &self.sources, "received"),

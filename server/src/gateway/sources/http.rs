@@ -20,25 +20,17 @@ use penstock_engine::Signal;
 use prost::Message;
 
 use super::listener::{
-    AdmissionError, Connection, DRAIN_TIMEOUT, ExportError, SourceContext, admit, bearer_matches,
-    export_otlp, open,
+    AdmissionError, DRAIN_TIMEOUT, ExportError, SourceContext, admit, bearer_matches, export_otlp,
+    open,
 };
 use crate::gateway::delivery::DeliveryError;
 
 /// Serves one connection (HTTP/1.1 or HTTP/2, in the clear or over TLS) on the current
 /// worker.
 pub async fn serve(stream: std::net::TcpStream, context: Arc<SourceContext>) {
-    match open(stream, &context).await {
-        Some(Connection::Plain(stream)) => serve_http(stream, context).await,
-        Some(Connection::Tls(stream)) => serve_http(stream, context).await,
-        None => {}
-    }
-}
-
-async fn serve_http<I>(stream: I, context: Arc<SourceContext>)
-where
-    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-{
+    let Some(io) = open(stream, &context).await else {
+        return;
+    };
     let mut shutdown = context.shutdown.clone();
     let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
     builder
@@ -57,7 +49,7 @@ where
         let context = Arc::clone(&context);
         async move { Ok::<_, Infallible>(handle(request, &context).await) }
     });
-    let connection = builder.serve_connection(TokioIo::new(stream), service);
+    let connection = builder.serve_connection(TokioIo::new(io), service);
     tokio::pin!(connection);
     tokio::select! {
         _ = connection.as_mut() => return,

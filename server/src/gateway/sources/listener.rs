@@ -96,28 +96,25 @@ impl std::fmt::Debug for Tls {
     }
 }
 
-/// An accepted connection, ready for HTTP.
-pub enum Connection {
-    /// In the clear.
-    Plain(tokio::net::TcpStream),
-    /// After a completed TLS handshake.
-    Tls(Box<tokio_rustls::server::TlsStream<tokio::net::TcpStream>>),
-}
+/// A byte stream HTTP can be served over: plain TCP or TLS.
+pub trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
 
 /// Takes an accepted connection onto the current runtime and, when the source serves TLS,
 /// completes the handshake; `None` when that fails or takes too long (the connection closes).
-pub async fn open(stream: std::net::TcpStream, context: &SourceContext) -> Option<Connection> {
+pub async fn open(stream: std::net::TcpStream, context: &SourceContext) -> Option<Box<dyn Io>> {
     let stream = tokio::net::TcpStream::from_std(stream).ok()?;
     let _ = stream.set_nodelay(true);
     let Some(Tls(acceptor)) = &context.tls else {
-        return Some(Connection::Plain(stream));
+        return Some(Box::new(stream));
     };
     let handshake = tokio::time::timeout(
         crate::gateway::tls::HANDSHAKE_TIMEOUT,
         acceptor.accept(stream),
     );
     match handshake.await {
-        Ok(Ok(tls)) => Some(Connection::Tls(Box::new(tls))),
+        Ok(Ok(tls)) => Some(Box::new(tls)),
         _ => None,
     }
 }

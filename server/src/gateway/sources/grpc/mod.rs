@@ -13,22 +13,14 @@ use std::time::Duration;
 
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 
-use super::listener::{Connection, DRAIN_TIMEOUT, SourceContext, open};
+use super::listener::{DRAIN_TIMEOUT, SourceContext, open};
 pub use service::GrpcService;
 
 /// Serves one connection (HTTP/2, in the clear or over TLS) on the current worker.
 pub async fn serve(stream: std::net::TcpStream, context: Arc<SourceContext>) {
-    match open(stream, &context).await {
-        Some(Connection::Plain(stream)) => serve_http2(stream, context).await,
-        Some(Connection::Tls(stream)) => serve_http2(stream, context).await,
-        None => {}
-    }
-}
-
-async fn serve_http2<I>(stream: I, context: Arc<SourceContext>)
-where
-    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-{
+    let Some(io) = open(stream, &context).await else {
+        return;
+    };
     let mut shutdown = context.shutdown.clone();
     let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
     builder
@@ -37,7 +29,7 @@ where
         .max_header_list_size(64 << 10)
         .keep_alive_interval(Duration::from_secs(30))
         .keep_alive_timeout(Duration::from_secs(20));
-    let connection = builder.serve_connection(TokioIo::new(stream), GrpcService::new(context));
+    let connection = builder.serve_connection(TokioIo::new(io), GrpcService::new(context));
     tokio::pin!(connection);
     tokio::select! {
         _ = connection.as_mut() => return,
