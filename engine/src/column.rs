@@ -89,10 +89,122 @@ where
         }
     }
 
+    /// Whether rows `a` and `b` hold equal values (two nulls are equal, as `get(a) == get(b)`).
+    /// Rows of a dictionary with the same key are equal without reading the values, which is
+    /// why the item type's equality must be reflexive (`Eq`: not for floats).
+    #[inline]
+    pub(crate) fn same_rows(&self, a: usize, b: usize) -> bool
+    where
+        <&'a A as ArrayAccessor>::Item: Eq,
+    {
+        match self {
+            Col::Absent => true,
+            Col::Plain(v) => match (v.is_valid(a), v.is_valid(b)) {
+                (true, true) => v.value(a) == v.value(b),
+                (x, y) => x == y,
+            },
+            Col::Dict8(k, _) if same_key(k, a, b) => true,
+            Col::Dict16(k, _) if same_key(k, a, b) => true,
+            _ => self.get(a) == self.get(b),
+        }
+    }
+
+    /// [`Col::same_rows`], where `distinct` says a dictionary holds distinct values: rows
+    /// with different keys then differ without reading the values.
+    #[inline]
+    pub(crate) fn same_rows_given(&self, a: usize, b: usize, distinct: bool) -> bool
+    where
+        <&'a A as ArrayAccessor>::Item: Eq,
+    {
+        match self {
+            Col::Dict8(k, _) if distinct => k.is_valid(a) == k.is_valid(b) && same_or_null(k, a, b),
+            Col::Dict16(k, _) if distinct => {
+                k.is_valid(a) == k.is_valid(b) && same_or_null(k, a, b)
+            }
+            _ => self.same_rows(a, b),
+        }
+    }
+
+    /// Each row's value mapped through `map` (None rows stay None). For a dictionary, `map`
+    /// runs once per dictionary entry the rows use rather than once per row. Returns None as
+    /// soon as `map` does.
+    pub(crate) fn map_values<T: Copy>(
+        &self,
+        rows: usize,
+        mut map: impl FnMut(<&'a A as ArrayAccessor>::Item) -> Option<T>,
+    ) -> Option<Vec<Option<T>>> {
+        match self {
+            Col::Dict8(k, v) if dictionary_pays(v.len(), rows) => map_dictionary(k, *v, map),
+            Col::Dict16(k, v) if dictionary_pays(v.len(), rows) => map_dictionary(k, *v, map),
+            _ => (0..rows)
+                .map(|i| match self.get(i) {
+                    None => Some(None),
+                    Some(value) => map(value).map(Some),
+                })
+                .collect(),
+        }
+    }
+
     /// Whether the column is absent from its table.
     pub(crate) fn is_absent(&self) -> bool {
         matches!(self, Col::Absent)
     }
+}
+
+/// Whether a table per dictionary entry is cheaper than working row by row.
+fn dictionary_pays(entries: usize, rows: usize) -> bool {
+    entries <= 4 * rows + 256
+}
+
+/// [`Col::map_values`] for a dictionary: each used entry is mapped once.
+fn map_dictionary<'a, K, A, T>(
+    keys: &PrimitiveArray<K>,
+    values: &'a A,
+    mut map: impl FnMut(<&'a A as ArrayAccessor>::Item) -> Option<T>,
+) -> Option<Vec<Option<T>>>
+where
+    K: ArrowDictionaryKeyType,
+    A: Array,
+    &'a A: ArrayAccessor,
+    T: Copy,
+{
+    use arrow::datatypes::ArrowNativeType;
+    // Per entry: None until mapped, then the mapped value (None for a null entry).
+    let mut mapped: Vec<Option<Option<T>>> = vec![None; values.len()];
+    let mut out = Vec::with_capacity(keys.len());
+    for i in 0..keys.len() {
+        if keys.is_null(i) {
+            out.push(None);
+            continue;
+        }
+        let entry = keys.value(i).as_usize();
+        let value = match mapped.get(entry) {
+            None => None, // a key past the dictionary reads as null, as `get` does
+            Some(Some(value)) => *value,
+            Some(None) => {
+                let value = match values.is_valid(entry) {
+                    true => Some(map(values.value(entry))?),
+                    false => None,
+                };
+                mapped[entry] = Some(value);
+                value
+            }
+        };
+        out.push(value);
+    }
+    Some(out)
+}
+
+/// Whether two rows of a dictionary, both valid or both null, carry the same key.
+#[inline]
+fn same_or_null<K: ArrowDictionaryKeyType>(keys: &PrimitiveArray<K>, a: usize, b: usize) -> bool {
+    keys.is_null(a) || keys.value(a) == keys.value(b)
+}
+
+/// Whether two rows of a dictionary carry the same (non-null) key.
+#[inline]
+fn same_key<K: ArrowDictionaryKeyType>(keys: &PrimitiveArray<K>, a: usize, b: usize) -> bool {
+    keys.is_valid(a) && keys.is_valid(b) && keys.value(a) == keys.value(b)
 }
 
 #[inline]

@@ -62,6 +62,11 @@ impl<'a> ValueView<'a> {
         })
     }
 
+    /// The string value column.
+    pub(crate) fn strings(&self) -> &Col<'a, StringArray> {
+        &self.str
+    }
+
     /// The value type of row `i`.
     #[inline]
     pub(crate) fn value_type(&self, i: usize) -> u8 {
@@ -141,6 +146,32 @@ impl ValueView<'_> {
             value_type::BOOL => ScalarField::Bool(self.bool.get(i).unwrap_or(false)),
             _ => return None,
         })
+    }
+
+    /// Whether rows `a` and `b`, both of value type `ty`, hold the same scalar value: the
+    /// value is present in `b` and equal to `a`'s (doubles compared as IEEE numbers). Empty,
+    /// map and slice values are never the same. `distinct_strings`: a string dictionary holds
+    /// distinct values, so different keys mean different strings.
+    #[inline]
+    pub(crate) fn same_scalar(&self, a: usize, b: usize, ty: u8, distinct_strings: bool) -> bool {
+        fn same<'a, A>(column: &Col<'a, A>, a: usize, b: usize, distinct: bool) -> bool
+        where
+            A: arrow::array::Array + 'static,
+            &'a A: arrow::array::ArrayAccessor,
+            <&'a A as arrow::array::ArrayAccessor>::Item: Eq,
+        {
+            column.get(b).is_some() && column.same_rows_given(a, b, distinct)
+        }
+        match ty {
+            value_type::STR => same(&self.str, a, b, distinct_strings),
+            value_type::INT => same(&self.int, a, b, false),
+            value_type::BOOL => same(&self.bool, a, b, false),
+            value_type::BYTES => same(&self.bytes, a, b, false),
+            value_type::DOUBLE => {
+                matches!((self.double.get(a), self.double.get(b)), (Some(x), Some(y)) if x == y)
+            }
+            _ => false,
+        }
     }
 
     /// The scalar value of row `i` (None for empty, map, slice, or a null active column).

@@ -1,5 +1,5 @@
-//! Malformed and hostile input: every decoder returns an error, never panics, and never
-//! allocates without bound.
+//! Malformed, hostile and odd input: every decoder returns an error, never panics, and never
+//! allocates without bound; odd but valid input decodes as written.
 
 #![allow(clippy::unwrap_used)]
 
@@ -213,6 +213,60 @@ fn repeated_ids_are_refused() {
         )]))
         .unwrap_err();
     assert!(matches!(err, Error::InvalidIds { .. }), "{err}");
+}
+
+/// Scenario: a log attribute table whose key dictionary holds the same key twice, with two
+/// equal attributes written through different dictionary entries, the second's parent id
+/// quasi-delta encoded against the first.
+/// Guarantees: rows are compared by value, not by dictionary entry: the second row continues
+/// the run and decodes to parent 2.
+#[test]
+fn repeated_dictionary_values_compare_by_value() {
+    use arrow::array::DictionaryArray;
+    use arrow::datatypes::UInt8Type;
+    let logs = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![Field::new("id", DataType::UInt16, true)])),
+        vec![Arc::new(UInt16Array::from(vec![0u16, 1, 1])) as ArrayRef],
+    )
+    .unwrap();
+    let keys = DictionaryArray::<UInt8Type>::try_new(
+        UInt8Array::from(vec![0u8, 1]),
+        Arc::new(StringArray::from(vec!["k", "k"])),
+    )
+    .unwrap();
+    let key_type = DataType::Dictionary(Box::new(DataType::UInt8), Box::new(DataType::Utf8));
+    let attrs = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![
+            Field::new("parent_id", DataType::UInt16, false),
+            Field::new("key", key_type, false),
+            Field::new("type", DataType::UInt8, false),
+            Field::new("str", DataType::Utf8, true),
+        ])),
+        vec![
+            Arc::new(UInt16Array::from(vec![1u16, 1])) as ArrayRef,
+            Arc::new(keys),
+            Arc::new(UInt8Array::from(vec![1u8, 1])),
+            Arc::new(StringArray::from(vec!["v", "v"])),
+        ],
+    )
+    .unwrap();
+    let batch = OtapDecoder::new(Signal::Logs)
+        .decode(&bar(vec![
+            payload(PayloadType::Logs, "0", ipc(&logs, None)),
+            payload(PayloadType::LogAttrs, "1", ipc(&attrs, None)),
+        ]))
+        .unwrap();
+    let parents = batch
+        .get(PayloadType::LogAttrs)
+        .unwrap()
+        .column_by_name("parent_id")
+        .unwrap()
+        .as_any()
+        .downcast_ref::<UInt16Array>()
+        .unwrap()
+        .values()
+        .to_vec();
+    assert_eq!(parents, vec![1, 2]);
 }
 
 /// Scenario: OTLP encoding under a byte budget smaller than the batch.

@@ -141,3 +141,67 @@ fn dictionaries_start_afresh_when_full() {
         assert_eq!(got, values, "round {round}");
     }
 }
+
+/// Scenario: a log attribute table whose keys form one block (as in a table that arrived in
+/// transport order) but whose equal attributes have decreasing parent ids.
+/// Guarantees: the encoder notices, sorts the table, and the records decode unchanged.
+#[test]
+fn attribute_runs_out_of_parent_order_are_sorted() {
+    use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
+    use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
+    use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
+    let record = |body: &str| LogRecord {
+        body: Some(AnyValue {
+            value: Some(any_value::Value::StringValue(body.into())),
+        }),
+        attributes: vec![KeyValue {
+            key: "k".into(),
+            value: Some(AnyValue {
+                value: Some(any_value::Value::StringValue("v".into())),
+            }),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let request = ExportLogsServiceRequest {
+        resource_logs: vec![ResourceLogs {
+            scope_logs: vec![ScopeLogs {
+                log_records: vec![record("a"), record("b"), record("c")],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    };
+    let batch = json::decode(Signal::Logs, &request.encode_to_vec())
+        .unwrap()
+        .remove(0);
+    let expected = penstock_engine::otlp::encode::encode(&batch).unwrap();
+    let attrs = batch.get(PayloadType::LogAttrs).unwrap();
+    let reversed =
+        arrow::compute::take_record_batch(attrs, &arrow::array::UInt32Array::from(vec![2, 1, 0]))
+            .unwrap();
+    let key_index = reversed.schema().index_of("key").unwrap();
+    let mut columns = reversed.columns().to_vec();
+    let dictionary = DataType::Dictionary(Box::new(DataType::UInt8), Box::new(DataType::Utf8));
+    columns[key_index] = arrow::compute::cast(&columns[key_index], &dictionary).unwrap();
+    let mut fields: Vec<Field> = reversed
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    fields[key_index] = Field::new("key", dictionary, false);
+    let reversed = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap();
+    let mut shuffled = batch.clone();
+    shuffled.set(PayloadType::LogAttrs, reversed).unwrap();
+
+    let bar = OtapEncoder::new(Signal::Logs, EncodeOptions::default())
+        .unwrap()
+        .encode(&shuffled)
+        .unwrap();
+    let decoded = OtapDecoder::new(Signal::Logs).decode(&bar).unwrap();
+    assert_eq!(
+        penstock_engine::otlp::encode::encode(&decoded).unwrap(),
+        expected
+    );
+}

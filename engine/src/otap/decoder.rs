@@ -3,17 +3,18 @@
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use arrow::array::RecordBatch;
+use arrow::array::{AsArray, RecordBatch, StringArray};
 use arrow::buffer::Buffer;
 use arrow::ipc::reader::StreamDecoder;
 
-use super::ids::{Direction, check_unique_ids, transform_ids};
+use super::growing::DistinctValues;
+use super::ids::{Strings, check_unique_ids, decode_ids};
 use super::prescan::prescan;
 use super::validate::validate;
 use crate::batch::OtapBatch;
 use crate::error::{Error, Result};
 use crate::proto::{ArrowPayload, BatchArrowRecords};
-use crate::schema::{PayloadType, Signal};
+use crate::schema::{PayloadType, Signal, consts};
 
 /// Limits that bound what one stream may make the decoder allocate.
 #[derive(Debug, Clone, Copy)]
@@ -38,6 +39,41 @@ struct PayloadStream {
     decoder: StreamDecoder,
     /// Arrow memory of the last table decoded (an estimate of the dictionaries held).
     last_size: usize,
+    /// Whether the attribute `key` and `str` dictionaries hold distinct values (then rows
+    /// compare by dictionary key when the parent ids are decoded).
+    distinct_keys: DistinctValues,
+    distinct_strs: DistinctValues,
+}
+
+impl PayloadStream {
+    fn new(schema_id: String) -> Self {
+        PayloadStream {
+            schema_id,
+            decoder: StreamDecoder::new(),
+            last_size: 0,
+            distinct_keys: DistinctValues::default(),
+            distinct_strs: DistinctValues::default(),
+        }
+    }
+
+    /// How the string dictionaries of `records` (an attribute table) compare.
+    fn strings(&mut self, records: &RecordBatch) -> Strings {
+        fn dictionary_values(records: &RecordBatch, name: &str) -> Option<StringArray> {
+            let dictionary = records.column_by_name(name)?.as_any_dictionary_opt()?;
+            dictionary.values().as_string_opt::<i32>().cloned()
+        }
+        let distinct = |column: &mut DistinctValues, name| match dictionary_values(records, name) {
+            Some(values) => column.check(&values),
+            None => true,
+        };
+        if distinct(&mut self.distinct_keys, consts::KEY)
+            && distinct(&mut self.distinct_strs, consts::STR)
+        {
+            Strings::Distinct
+        } else {
+            Strings::MayRepeat
+        }
+    }
 }
 
 /// Decodes the `BatchArrowRecords` of one OTAP stream (one signal) into [`OtapBatch`]es.
@@ -96,7 +132,11 @@ impl OtapDecoder {
             }
             let records = self.decode_payload(table, payload)?;
             validate(table, &records.schema())?;
-            let records = transform_ids(records, table, Direction::Decode)?;
+            let strings = match (table.is_attrs(), self.streams.get_mut(&table)) {
+                (true, Some(stream)) => stream.strings(&records),
+                _ => Strings::MayRepeat,
+            };
+            let records = decode_ids(records, table, strings)?;
             check_unique_ids(&records, table)?;
             batch.set(table, records)?;
         }
@@ -120,12 +160,8 @@ impl OtapDecoder {
         let stream = match self.streams.get_mut(&table) {
             Some(s) if s.schema_id == payload.schema_id => s,
             _ => {
-                let fresh = PayloadStream {
-                    schema_id: payload.schema_id.clone(),
-                    decoder: StreamDecoder::new(),
-                    last_size: 0,
-                };
-                self.streams.insert(table, fresh);
+                self.streams
+                    .insert(table, PayloadStream::new(payload.schema_id.clone()));
                 self.streams
                     .get_mut(&table)
                     .ok_or_else(|| bad("stream state lost".into()))?

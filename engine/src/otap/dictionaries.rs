@@ -10,11 +10,14 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, DictionaryArray, StringArray, UInt8Array, UInt16Array};
+use arrow::array::{
+    Array, ArrayRef, DictionaryArray, PrimitiveArray, StringArray, UInt8Array, UInt16Array,
+};
 use arrow::buffer::{Buffer, OffsetBuffer, ScalarBuffer};
 use arrow::compute::cast;
-use arrow::datatypes::{DataType, UInt8Type, UInt16Type};
+use arrow::datatypes::{ArrowDictionaryKeyType, ArrowNativeType, DataType, UInt8Type, UInt16Type};
 
+use super::growing::Growing;
 use crate::column::Col;
 use crate::schema::PayloadType;
 
@@ -23,7 +26,7 @@ pub const MAX_DICTIONARY_BYTES: usize = 4 << 20;
 
 /// A column's dictionary state within a stream.
 enum ColumnDictionary {
-    Memo(Memo),
+    Memo(Box<Memo>),
     /// Sent natively for the rest of the stream.
     Native,
 }
@@ -35,48 +38,106 @@ struct Memo {
     data: Vec<u8>,
     /// Keys are `UInt16` (once widened, they stay so: no schema flapping).
     wide: bool,
+    /// The values as an Arrow array, until a value is added: handing the IPC writer the same
+    /// array batch after batch lets it see at once that nothing changed.
+    values: Option<ArrayRef>,
+    /// For a column that arrives dictionary-encoded: the incoming dictionary, and the key of
+    /// each of its entries here ([`UNMAPPED`] until used), kept while that dictionary grows.
+    source: Growing,
+    translation: Vec<u32>,
 }
+
+/// An incoming dictionary entry not yet given a key.
+const UNMAPPED: u32 = u32::MAX;
 
 impl Memo {
     fn clear(&mut self) {
         self.index.clear();
         self.offsets.clear();
         self.data.clear();
+        self.values = None;
+        self.source.reset();
+        self.translation.clear();
     }
 
-    /// Keys for `values`, adding new values; None when the dictionary would overflow.
-    fn keys<'a>(
-        &mut self,
-        values: impl Iterator<Item = Option<&'a str>>,
-    ) -> Option<(Vec<Option<u16>>, usize)> {
+    /// The key of `value`, adding it (counted in `added`); None when the dictionary is full.
+    fn key_of(&mut self, value: &str, added: &mut usize) -> Option<u16> {
+        if let Some(k) = self.index.get(value) {
+            return Some(*k);
+        }
+        let k = u16::try_from(self.index.len()).ok()?;
         if self.offsets.is_empty() {
             self.offsets.push(0);
         }
-        let mut added = 0;
-        let mut keys = Vec::new();
-        for value in values {
-            let key = match value {
-                None => None,
-                Some(s) => Some(match self.index.get(s) {
-                    Some(k) => *k,
-                    None => {
-                        let k = u16::try_from(self.index.len()).ok()?;
-                        self.index.insert(s.into(), k);
-                        self.data.extend_from_slice(s.as_bytes());
-                        self.offsets.push(self.data.len() as i32);
-                        added += 1;
-                        k
-                    }
-                }),
-            };
-            keys.push(key);
-        }
-        Some((keys, added))
+        self.index.insert(value.into(), k);
+        self.data.extend_from_slice(value.as_bytes());
+        self.offsets.push(self.data.len() as i32);
+        self.values = None;
+        *added += 1;
+        Some(k)
     }
 
-    fn values(&self) -> StringArray {
-        let offsets = OffsetBuffer::new(ScalarBuffer::from(self.offsets.clone()));
-        StringArray::new(offsets, Buffer::from(self.data.clone()), None)
+    /// Keys for the rows of `column`, adding new values; None when the dictionary would
+    /// overflow. Also returns how many values were added.
+    fn keys(
+        &mut self,
+        column: &Col<'_, StringArray>,
+        rows: usize,
+    ) -> Option<(Vec<Option<u16>>, usize)> {
+        match column {
+            Col::Dict8(keys, values) => self.translate(keys, values),
+            Col::Dict16(keys, values) => self.translate(keys, values),
+            _ => {
+                let mut added = 0;
+                let keys = column.map_values(rows, |value| self.key_of(value, &mut added))?;
+                Some((keys, added))
+            }
+        }
+    }
+
+    /// [`Memo::keys`] for a dictionary-encoded column: each incoming entry is looked up once
+    /// for as long as the incoming dictionary keeps growing, not once per batch.
+    fn translate<K: ArrowDictionaryKeyType>(
+        &mut self,
+        keys: &PrimitiveArray<K>,
+        values: &StringArray,
+    ) -> Option<(Vec<Option<u16>>, usize)> {
+        let known = self.source.update(values);
+        self.translation.truncate(known);
+        self.translation.resize(values.len(), UNMAPPED);
+        let mut added = 0;
+        let mut out = Vec::with_capacity(keys.len());
+        for i in 0..keys.len() {
+            if keys.is_null(i) {
+                out.push(None);
+                continue;
+            }
+            let entry = keys.value(i).as_usize();
+            let key = match self.translation.get(entry) {
+                None => None, // a key past the dictionary reads as null
+                Some(&key) if key != UNMAPPED => Some(key as u16),
+                Some(_) if values.is_null(entry) => None,
+                Some(_) => {
+                    let key = self.key_of(values.value(entry), &mut added)?;
+                    self.translation[entry] = u32::from(key);
+                    Some(key)
+                }
+            };
+            out.push(key);
+        }
+        Some((out, added))
+    }
+
+    fn values(&mut self) -> ArrayRef {
+        if self.offsets.is_empty() {
+            self.offsets.push(0);
+        }
+        let (offsets, data) = (&self.offsets, &self.data);
+        let values = self.values.get_or_insert_with(|| {
+            let offsets = OffsetBuffer::new(ScalarBuffer::from(offsets.clone()));
+            Arc::new(StringArray::new(offsets, Buffer::from(data.clone()), None))
+        });
+        Arc::clone(values)
     }
 }
 
@@ -109,17 +170,17 @@ impl Dictionaries {
         let state = self
             .columns
             .entry((kind, path.to_string()))
-            .or_insert_with(|| ColumnDictionary::Memo(Memo::default()));
+            .or_insert_with(|| ColumnDictionary::Memo(Box::default()));
         let ColumnDictionary::Memo(memo) = state else {
             return native(array);
         };
         if memo.data.len() > MAX_DICTIONARY_BYTES {
             memo.clear();
         }
-        let mut result = memo.keys((0..rows).map(|i| column.get(i)));
+        let mut result = memo.keys(&column, rows);
         if result.is_none() {
             memo.clear();
-            result = memo.keys((0..rows).map(|i| column.get(i)));
+            result = memo.keys(&column, rows);
         }
         let Some((keys, _)) = result.filter(|(_, added)| rows <= 16 || added * 2 <= rows) else {
             *state = ColumnDictionary::Native;
@@ -128,7 +189,7 @@ impl Dictionaries {
         if !(allow_u8 && memo.index.len() <= usize::from(u8::MAX)) {
             memo.wide = true;
         }
-        let values: ArrayRef = Arc::new(memo.values());
+        let values = memo.values();
         let encoded = if memo.wide {
             DictionaryArray::<UInt16Type>::try_new(UInt16Array::from(keys), values)
                 .map(|d| Arc::new(d) as ArrayRef)

@@ -9,19 +9,24 @@ use arrow::ipc::{CompressionType, MetadataVersion};
 use bytes::Bytes;
 
 use super::dictionaries::Dictionaries;
-use super::ids::{Direction, transform_ids};
-use super::optimize::optimize;
+use super::ids::{Strings, encode_ids};
+use super::optimize::{optimize, sort_attrs};
 use super::shape::{SentColumns, shape};
 use crate::batch::OtapBatch;
 use crate::error::{Error, Result};
 use crate::proto::{ArrowPayload, BatchArrowRecords};
 use crate::schema::{PayloadType, Signal};
 
+/// The zstd level of Arrow IPC bodies unless told otherwise.
+pub const DEFAULT_ZSTD_LEVEL: i32 = 1;
+
 /// How an [`OtapEncoder`] writes its payloads.
 #[derive(Debug, Clone, Copy)]
 pub struct EncodeOptions {
     /// Compress Arrow IPC bodies with zstd.
     pub zstd: bool,
+    /// The zstd level (negative levels trade size for speed).
+    pub zstd_level: i32,
     /// Dictionary-encode low-cardinality string columns.
     pub dictionaries: bool,
     /// Send metric metadata (`METRIC_ATTRS`). The reference Go consumer rejects that table, so
@@ -33,6 +38,7 @@ impl Default for EncodeOptions {
     fn default() -> Self {
         EncodeOptions {
             zstd: true,
+            zstd_level: DEFAULT_ZSTD_LEVEL,
             dictionaries: true,
             metric_metadata: false,
         }
@@ -67,6 +73,10 @@ impl OtapEncoder {
         let compression = options.zstd.then_some(CompressionType::ZSTD);
         let write_options = IpcWriteOptions::try_new(8, false, MetadataVersion::V5)
             .and_then(|o| o.try_with_compression(compression))
+            .and_then(|o| match compression {
+                Some(_) => o.try_with_compression_level(Some(options.zstd_level)),
+                None => Ok(o),
+            })
             .map_err(|e| Error::arrow("IPC write options", e))?
             .with_dictionary_handling(DictionaryHandling::Delta);
         Ok(OtapEncoder {
@@ -96,10 +106,13 @@ impl OtapEncoder {
             {
                 continue;
             }
-            let dictionaries = self.options.dictionaries.then_some(&mut self.dictionaries);
-            let table = shape(kind, &table, dictionaries, &mut self.sent_columns)?;
-            let table = transform_ids(table, kind, Direction::Encode)?;
-            payloads.push(self.payload(kind, &table)?);
+            let encoded = match self.shape_and_encode_ids(kind, &table)? {
+                Some(encoded) => encoded,
+                None => self
+                    .shape_and_encode_ids(kind, &sort_attrs(table, kind)?)?
+                    .ok_or_else(|| Error::ids(kind, "rows out of order after sorting"))?,
+            };
+            payloads.push(self.payload(kind, &encoded)?);
         }
         let batch_id = self.next_batch_id;
         self.next_batch_id += 1;
@@ -108,6 +121,23 @@ impl OtapEncoder {
             arrow_payloads: payloads,
             headers: Bytes::new(),
         })
+    }
+
+    /// The table as sent (see [`encode_ids`]: None when its rows need sorting first).
+    fn shape_and_encode_ids(
+        &mut self,
+        kind: PayloadType,
+        table: &RecordBatch,
+    ) -> Result<Option<RecordBatch>> {
+        let dictionaries = self.options.dictionaries.then_some(&mut self.dictionaries);
+        let table = shape(kind, table, dictionaries, &mut self.sent_columns)?;
+        // Shaped string columns are either native or the stream's own dictionaries, which
+        // never hold a value twice.
+        let strings = match self.options.dictionaries {
+            true => Strings::Distinct,
+            false => Strings::MayRepeat,
+        };
+        encode_ids(table, kind, strings)
     }
 
     fn payload(&mut self, kind: PayloadType, table: &RecordBatch) -> Result<ArrowPayload> {

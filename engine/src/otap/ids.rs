@@ -7,15 +7,19 @@
 
 use std::sync::Arc;
 
+use arrow::array::PrimitiveArray;
 use arrow::array::{
     Array, ArrayRef, AsArray, FixedSizeBinaryArray, Float64Array, Int64Array, RecordBatch,
     StringArray, StructArray, UInt16Array, UInt32Array,
 };
-use arrow::datatypes::{DataType, Field, FieldRef, Schema, UInt16Type, UInt32Type};
+use arrow::datatypes::{
+    ArrowDictionaryKeyType, ArrowNativeType, DataType, Field, FieldRef, Schema, UInt16Type,
+    UInt32Type,
+};
 
 use crate::column::Col;
 use crate::error::{Error, Result};
-use crate::schema::consts::{self, ENCODING_METADATA};
+use crate::schema::consts::{self, ENCODING_METADATA, value_type};
 use crate::schema::{ParentKind, PayloadType};
 use crate::value_view::ValueView;
 
@@ -138,33 +142,104 @@ fn quasi_decode(
     Ok(())
 }
 
-/// Quasi-delta encoding, the inverse of [`quasi_decode`].
-fn quasi_encode(values: &mut [Option<u32>], continues: &[bool], width: Width) {
+/// Quasi-delta encoding, the inverse of [`quasi_decode`]. Returns false (leaving `values`
+/// partly encoded) when a run's ids decrease: the rows are not in transport order.
+#[must_use]
+fn quasi_encode(values: &mut [Option<u32>], continues: &[bool], width: Width) -> bool {
     let mut prev: Option<u32> = None;
     for (i, v) in values.iter_mut().enumerate() {
         let Some(actual) = *v else { continue };
         if let Some(p) = prev
             && continues[i]
         {
-            *v = Some(width.wrap(actual.wrapping_sub(p)));
+            if actual < p {
+                return false;
+            }
+            *v = Some(width.wrap(actual - p));
         }
         prev = Some(actual);
     }
+    true
+}
+
+/// How the string dictionaries of a table (attribute `key` and `str`) compare.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Strings {
+    /// A dictionary may hold a value twice: rows with different keys are compared by value.
+    MayRepeat,
+    /// Each dictionary holds distinct values (the encoder's own): rows compare by key alone.
+    Distinct,
+}
+
+/// The code of a null or absent value in [`entry_codes`].
+const NULL_CODE: u32 = u32::MAX;
+
+/// Per row, the dictionary entry of a string column whose dictionary holds distinct values
+/// (so equal codes mean equal strings); [`NULL_CODE`] for nulls. None for a column that is
+/// not dictionary-encoded or whose dictionary has null entries.
+fn entry_codes(column: &Col<'_, StringArray>, rows: usize) -> Option<Vec<u32>> {
+    fn codes<K: ArrowDictionaryKeyType>(
+        keys: &PrimitiveArray<K>,
+        values: &StringArray,
+    ) -> Option<Vec<u32>> {
+        if values.null_count() > 0 {
+            return None;
+        }
+        Some(
+            keys.iter()
+                .map(|k| k.map_or(NULL_CODE, |k| k.as_usize() as u32))
+                .collect(),
+        )
+    }
+    match column {
+        Col::Absent => Some(vec![NULL_CODE; rows]),
+        Col::Dict8(keys, values) => codes(keys, values),
+        Col::Dict16(keys, values) => codes(keys, values),
+        Col::Plain(_) => None,
+    }
+}
+
+/// The runs of an attribute table whose keys and string values are given as entry codes.
+fn attribute_runs_by_code(values: &ValueView<'_>, keys: &[u32], strs: &[u32]) -> Vec<bool> {
+    let n = keys.len();
+    let types: Vec<u8> = (0..n).map(|i| values.value_type(i)).collect();
+    let mut continues = vec![false; n];
+    for i in 1..n {
+        let ty = types[i];
+        continues[i] = ty == types[i - 1]
+            && keys[i] == keys[i - 1]
+            && match ty {
+                value_type::STR => strs[i] != NULL_CODE && strs[i] == strs[i - 1],
+                _ => values.same_scalar(i - 1, i, ty, true),
+            };
+    }
+    continues
 }
 
 /// For each row, whether it continues the previous row's quasi-delta run, by table kind.
-fn continuation(table: &RecordBatch, kind: PayloadType) -> Result<Vec<bool>> {
+fn continuation(table: &RecordBatch, kind: PayloadType, strings: Strings) -> Result<Vec<bool>> {
     let n = table.num_rows();
     Ok(match kind.parent_kind() {
         Some(ParentKind::Attributes) => {
             let key = Col::<StringArray>::of(table, kind, consts::KEY)?;
             let values = ValueView::of_table(table, kind)?;
-            runs(n, |i| {
-                values.value_type(i) == values.value_type(i - 1)
-                    && key.get(i) == key.get(i - 1)
-                    && values.scalar(i).is_some()
-                    && values.scalar(i) == values.scalar(i - 1)
-            })
+            let distinct = strings == Strings::Distinct;
+            if distinct
+                && let (Some(keys), Some(strs)) =
+                    (entry_codes(&key, n), entry_codes(values.strings(), n))
+            {
+                return Ok(attribute_runs_by_code(&values, &keys, &strs));
+            }
+            let mut continues = vec![false; n];
+            let mut previous_type = if n > 0 { values.value_type(0) } else { 0 };
+            for (i, c) in continues.iter_mut().enumerate().skip(1) {
+                let ty = values.value_type(i);
+                *c = ty == previous_type
+                    && key.same_rows_given(i - 1, i, distinct)
+                    && values.same_scalar(i - 1, i, ty, distinct);
+                previous_type = ty;
+            }
+            continues
         }
         Some(ParentKind::Columnar) => match kind {
             PayloadType::SpanEvents => {
@@ -271,7 +346,7 @@ impl IdMap {
 
 /// Direction of an id transformation.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Direction {
+enum Direction {
     /// Transport encoding → plain values.
     Decode,
     /// Plain values → transport encoding.
@@ -286,17 +361,39 @@ fn plain_field(field: &Field, width: Width) -> FieldRef {
     ))
 }
 
-/// Applies (or removes) the id transport encodings of one table.
-pub(crate) fn transform_ids(
+/// Removes the id transport encodings of one table: its ids come out plain.
+pub(crate) fn decode_ids(
+    table: RecordBatch,
+    kind: PayloadType,
+    strings: Strings,
+) -> Result<RecordBatch> {
+    transform_ids(table, kind, Direction::Decode, strings)?
+        .ok_or_else(|| Error::ids(kind, "ids could not be decoded"))
+}
+
+/// Applies the id transport encodings to one table. None when its rows are not in transport
+/// order (a run of equal attributes whose parent ids decrease): sort it and try again.
+pub(crate) fn encode_ids(
+    table: RecordBatch,
+    kind: PayloadType,
+    strings: Strings,
+) -> Result<Option<RecordBatch>> {
+    transform_ids(table, kind, Direction::Encode, strings)
+}
+
+fn transform_ids(
     table: RecordBatch,
     kind: PayloadType,
     direction: Direction,
-) -> Result<RecordBatch> {
+    strings: Strings,
+) -> Result<Option<RecordBatch>> {
     let schema = table.schema();
     let mut fields: Vec<FieldRef> = schema.fields().iter().cloned().collect();
     let mut columns: Vec<ArrayRef> = table.columns().to_vec();
     let continues = match kind.parent_kind() {
-        Some(ParentKind::Attributes | ParentKind::Columnar) => Some(continuation(&table, kind)?),
+        Some(ParentKind::Attributes | ParentKind::Columnar) => {
+            Some(continuation(&table, kind, strings)?)
+        }
         _ => None,
     };
     for (index, field) in schema.fields().iter().enumerate() {
@@ -321,7 +418,11 @@ pub(crate) fn transform_ids(
                 let (width, mut values) = read_ids(&columns[index], kind, name)?;
                 match (&continues, direction) {
                     (Some(c), Direction::Decode) => quasi_decode(&mut values, c, width, kind)?,
-                    (Some(c), Direction::Encode) => quasi_encode(&mut values, c, width),
+                    (Some(c), Direction::Encode) => {
+                        if !quasi_encode(&mut values, c, width) {
+                            return Ok(None);
+                        }
+                    }
                     (None, Direction::Decode) => delta_decode(&mut values, width),
                     (None, Direction::Encode) => delta_encode(&mut values, width),
                 }
@@ -340,7 +441,9 @@ pub(crate) fn transform_ids(
         }
     }
     let schema = Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()));
-    RecordBatch::try_new(schema, columns).map_err(|e| Error::arrow(format!("ids of {kind:?}"), e))
+    RecordBatch::try_new(schema, columns)
+        .map(Some)
+        .map_err(|e| Error::arrow(format!("ids of {kind:?}"), e))
 }
 
 fn transform_struct_id(
@@ -417,7 +520,7 @@ mod tests {
         ];
         quasi_decode(&mut raw, &continues, Width::U16, PayloadType::LogAttrs).unwrap();
         assert_eq!(raw, [0, 2, 1, 3, 0, 1, 2, 3].map(Some).to_vec());
-        quasi_encode(&mut raw, &continues, Width::U16);
+        assert!(quasi_encode(&mut raw, &continues, Width::U16));
         assert_eq!(raw, [0, 2, 1, 2, 0, 1, 1, 1].map(Some).to_vec());
     }
 }

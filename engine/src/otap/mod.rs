@@ -4,6 +4,7 @@
 mod decoder;
 mod dictionaries;
 mod encoder;
+mod growing;
 pub(crate) mod ids;
 mod optimize;
 mod prescan;

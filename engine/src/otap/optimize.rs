@@ -6,8 +6,10 @@
 //! - Every table with an `id` gets ids `0..n` in row order; its children's `parent_id`s are
 //!   remapped (children whose parent is missing are dropped).
 //! - Child tables are sorted so that rows of a quasi-delta run are ordered by parent id:
-//!   attributes by (key, parent id), events by (name, parent id), links by (trace id, parent
-//!   id), exemplars by (value, parent id), data points by parent id.
+//!   attributes by (key, value, parent id), events by (name, parent id), links by (trace id,
+//!   parent id), exemplars by (value, parent id), data points by parent id. An attribute table
+//!   whose keys already form blocks (one that arrived in transport order) keeps its order: the
+//!   encoder checks each run's parent ids as it encodes them and sorts the table only if needed.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -15,7 +17,8 @@ use std::sync::Arc;
 use arrow::array::PrimitiveArray;
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StringArray, StructArray, UInt32Array};
 use arrow::compute::take_record_batch;
-use arrow::datatypes::{ArrowNativeType, ArrowPrimitiveType};
+use arrow::datatypes::{ArrowDictionaryKeyType, ArrowNativeType};
+
 use arrow::datatypes::{DataType, Field, FieldRef, Schema};
 
 use super::ids::{IdMap, Width, read_ids};
@@ -23,6 +26,7 @@ use crate::batch::OtapBatch;
 use crate::column::Col;
 use crate::error::{Error, Result};
 use crate::otlp::encode::index::{ChildIndex, struct_ids};
+use crate::schema::consts::value_type;
 use crate::schema::{ParentKind, PayloadType, consts};
 use crate::value_view::{Scalar, ValueView};
 
@@ -56,39 +60,19 @@ fn codes<T: std::hash::Hash + Eq>(values: impl Iterator<Item = T>) -> (Vec<u32>,
     (codes, seen.len())
 }
 
-/// Codes for a string column: its dictionary keys when it is a dictionary of distinct values
-/// (no per-row hashing), else assigned by hashing the strings.
+/// Codes for a string column in order of first appearance (null rows share the last code).
+/// A dictionary's entries are hashed once each, not once per row.
 fn string_codes(column: &Col<'_, StringArray>, rows: usize) -> (Vec<u32>, usize) {
-    let from_keys = match column {
-        Col::Dict8(keys, values) => key_codes(keys, values, rows),
-        Col::Dict16(keys, values) => key_codes(keys, values, rows),
-        _ => None,
-    };
-    from_keys.unwrap_or_else(|| codes((0..rows).map(|i| column.get(i).unwrap_or(""))))
-}
-
-/// Dictionary keys as codes (null rows get their own code), when the values are distinct.
-fn key_codes<K: ArrowPrimitiveType>(
-    keys: &PrimitiveArray<K>,
-    values: &StringArray,
-    rows: usize,
-) -> Option<(Vec<u32>, usize)> {
-    let mut seen = std::collections::HashSet::with_capacity_and_hasher(
-        values.len(),
-        ahash::RandomState::new(),
-    );
-    if !(0..values.len()).all(|i| values.is_valid(i) && seen.insert(values.value(i))) {
-        return None;
-    }
-    let null = values.len() as u32;
-    let codes = (0..rows).map(|i| {
-        if keys.is_valid(i) {
-            keys.value(i).as_usize() as u32
-        } else {
-            null
-        }
-    });
-    Some((codes.collect(), values.len() + 1))
+    let mut seen: HashMap<&str, u32, ahash::RandomState> = HashMap::default();
+    let mapped = column
+        .map_values(rows, |s| {
+            let next = seen.len() as u32;
+            Some(*seen.entry(s).or_insert(next))
+        })
+        .unwrap_or_default();
+    let null = seen.len() as u32;
+    let codes = mapped.into_iter().map(|c| c.unwrap_or(null)).collect();
+    (codes, null as usize + 1)
 }
 
 fn is_identity(order: &[u32]) -> bool {
@@ -235,10 +219,18 @@ fn remap_and_sort(
     }
     let table = take(table, &keep, kind)?;
     let mut order: Vec<u32> = (0..keep.len() as u32).collect();
-    let bound = parents.iter().max().map_or(0, |m| *m as usize + 1);
-    counting_sort(&mut order, &parents, bound);
+    let attributes = kind.parent_kind() == Some(ParentKind::Attributes);
+    // Attribute tables whose keys already form blocks (as in tables that arrived in transport
+    // order) keep their order; the encoder sorts one whose parent ids turn out out of order.
+    let keep_order = attributes && keys_grouped(&table, kind)?;
+    if !keep_order {
+        let bound = parents.iter().max().map_or(0, |m| *m as usize + 1);
+        counting_sort(&mut order, &parents, bound);
+    }
     match kind.parent_kind() {
-        Some(ParentKind::Attributes) => sort_by_key_and_value(&table, kind, &mut order)?,
+        Some(ParentKind::Attributes) if !keep_order => {
+            sort_by_key_and_value(&table, kind, &mut order)?
+        }
         Some(ParentKind::Columnar) => {
             let eq_codes = columnar_codes(&table, kind)?;
             if let Some((c, distinct)) = eq_codes {
@@ -350,14 +342,20 @@ pub(crate) fn optimize(batch: &OtapBatch) -> Result<Vec<(PayloadType, RecordBatc
         PayloadType::ResourceAttrs,
         &res_old,
     )? {
-        out.push((PayloadType::ResourceAttrs, sort_attrs(t)?));
+        out.push((
+            PayloadType::ResourceAttrs,
+            sort_attrs(t, PayloadType::ResourceAttrs)?,
+        ));
     }
     if let Some(t) = regroup_attrs(
         batch.get(PayloadType::ScopeAttrs),
         PayloadType::ScopeAttrs,
         &scope_old,
     )? {
-        out.push((PayloadType::ScopeAttrs, sort_attrs(t)?));
+        out.push((
+            PayloadType::ScopeAttrs,
+            sort_attrs(t, PayloadType::ScopeAttrs)?,
+        ));
     }
 
     // Ids, top-down: each table's children are remapped through its old → new id map.
@@ -384,9 +382,36 @@ pub(crate) fn optimize(batch: &OtapBatch) -> Result<Vec<(PayloadType, RecordBatc
     Ok(out)
 }
 
-/// Sorts an attribute table by (key, parent id), stably.
-fn sort_attrs(table: RecordBatch) -> Result<RecordBatch> {
-    let kind = PayloadType::ResourceAttrs;
+/// Whether the rows of each key form one block, judged by dictionary key (false for keys that
+/// are not dictionary-encoded, and for null keys).
+fn keys_grouped(table: &RecordBatch, kind: PayloadType) -> Result<bool> {
+    fn blocks<K: ArrowDictionaryKeyType>(keys: &PrimitiveArray<K>, entries: usize) -> bool {
+        if keys.null_count() > 0 {
+            return false;
+        }
+        let mut seen = vec![false; entries];
+        let mut previous = None;
+        for key in keys.values().iter() {
+            let key = key.as_usize();
+            if previous != Some(key) {
+                match seen.get_mut(key) {
+                    Some(s) if !*s => *s = true,
+                    _ => return false,
+                }
+                previous = Some(key);
+            }
+        }
+        true
+    }
+    Ok(match Col::<StringArray>::of(table, kind, consts::KEY)? {
+        Col::Dict8(keys, values) => blocks(keys, values.len()),
+        Col::Dict16(keys, values) => blocks(keys, values.len()),
+        _ => false,
+    })
+}
+
+/// Sorts an attribute table by (key, value, parent id), stably.
+pub(crate) fn sort_attrs(table: RecordBatch, kind: PayloadType) -> Result<RecordBatch> {
     let column = table
         .column_by_name(consts::PARENT_ID)
         .ok_or_else(|| Error::schema(kind, "missing parent_id"))?;
@@ -399,11 +424,10 @@ fn sort_attrs(table: RecordBatch) -> Result<RecordBatch> {
     take(&table, &order, kind)
 }
 
-/// A hashable form of an attribute's value, for grouping equal values (doubles by bits, with
-/// -0.0 as 0.0 since the run test compares with IEEE equality).
+/// A hashable form of an attribute's non-string value, for grouping equal values (doubles by
+/// bits, with -0.0 as 0.0 since the run test compares with IEEE equality).
 #[derive(Hash, PartialEq, Eq)]
 enum ValueKey<'a> {
-    Str(&'a str),
     Int(i64),
     Double(u64),
     Bool(bool),
@@ -421,15 +445,29 @@ fn sort_by_key_and_value(
 ) -> Result<()> {
     let rows = table.num_rows();
     let values = ValueView::of_table(table, kind)?;
-    let (value_codes, distinct_values) = codes((0..rows).map(|i| match values.scalar(i) {
-        Some(Scalar::Str(s)) => ValueKey::Str(s),
-        Some(Scalar::Int(v)) => ValueKey::Int(v),
-        Some(Scalar::Double(d)) => ValueKey::Double(if d == 0.0 { 0 } else { d.to_bits() }),
-        Some(Scalar::Bool(b)) => ValueKey::Bool(b),
-        Some(Scalar::Bytes(b)) => ValueKey::Bytes(b),
-        None => ValueKey::Other,
-    }));
-    counting_sort(order, &value_codes, distinct_values);
+    // String values (most of them) are grouped by their string codes; the others after them.
+    let (strings, string_groups) = string_codes(values.strings(), rows);
+    let mut others: HashMap<ValueKey<'_>, u32, ahash::RandomState> = HashMap::default();
+    let mut value_codes = Vec::with_capacity(rows);
+    for (i, string) in strings.iter().enumerate() {
+        let ty = values.value_type(i);
+        let other = match ty {
+            value_type::STR if values.strings().get(i).is_some() => {
+                value_codes.push(*string);
+                continue;
+            }
+            _ => match values.scalar(i) {
+                Some(Scalar::Int(v)) => ValueKey::Int(v),
+                Some(Scalar::Double(d)) => ValueKey::Double(if d == 0.0 { 0 } else { d.to_bits() }),
+                Some(Scalar::Bool(b)) => ValueKey::Bool(b),
+                Some(Scalar::Bytes(b)) => ValueKey::Bytes(b),
+                Some(Scalar::Str(_)) | None => ValueKey::Other,
+            },
+        };
+        let next = others.len() as u32;
+        value_codes.push(string_groups as u32 + *others.entry(other).or_insert(next));
+    }
+    counting_sort(order, &value_codes, string_groups + others.len());
     let key = Col::<StringArray>::of(table, kind, consts::KEY)?;
     let (key_codes, distinct_keys) = string_codes(&key, rows);
     counting_sort(order, &key_codes, distinct_keys);

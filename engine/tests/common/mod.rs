@@ -40,12 +40,15 @@ pub fn full_options() -> [EncodeOptions; 2] {
             zstd: false,
             dictionaries: false,
             metric_metadata: true,
+            ..EncodeOptions::default()
         },
     ]
 }
 
 /// Checks that each request survives OTLP decode/encode and one OTAP stream (encoded to bytes
-/// and parsed back, as on the wire). Returns a description of the first difference.
+/// and parsed back, as on the wire), then a second stream that relays what the first decoded
+/// (as a gateway does, keeping the tables' transport order). Returns a description of the
+/// first difference.
 pub fn round_trip(
     signal: Signal,
     requests: &[Vec<u8>],
@@ -53,6 +56,8 @@ pub fn round_trip(
 ) -> Result<(), String> {
     let mut encoder = OtapEncoder::new(signal, options).unwrap();
     let mut decoder = OtapDecoder::new(signal);
+    let mut relay_encoder = OtapEncoder::new(signal, options).unwrap();
+    let mut relay_decoder = OtapDecoder::new(signal);
     for (i, bytes) in requests.iter().enumerate() {
         let expected = canonical(signal, bytes);
         let batches = json::decode(signal, bytes).map_err(|e| format!("request {i}: {e}"))?;
@@ -62,14 +67,30 @@ pub fn round_trip(
             ));
         }
         let mut via_otap = Vec::new();
+        let mut relayed = Vec::new();
         for batch in &batches {
             let bar = encoder.encode(batch).map_err(|e| format!("encode: {e}"))?;
             let bar = BatchArrowRecords::decode(bar.encode_to_vec().as_slice()).unwrap();
-            via_otap.push(decoder.decode(&bar).map_err(|e| format!("decode: {e}"))?);
+            let decoded = decoder.decode(&bar).map_err(|e| format!("decode: {e}"))?;
+            let bar = relay_encoder
+                .encode(&decoded)
+                .map_err(|e| format!("relay encode: {e}"))?;
+            let bar = BatchArrowRecords::decode(bar.encode_to_vec().as_slice()).unwrap();
+            relayed.push(
+                relay_decoder
+                    .decode(&bar)
+                    .map_err(|e| format!("relay decode: {e}"))?,
+            );
+            via_otap.push(decoded);
         }
         if let Some(diff) = equiv::first_difference(&expected, &otlp_lines(&via_otap)) {
             return Err(format!(
                 "{signal} request {i}: OTAP round trip differs: {diff}"
+            ));
+        }
+        if let Some(diff) = equiv::first_difference(&expected, &otlp_lines(&relayed)) {
+            return Err(format!(
+                "{signal} request {i}: relayed OTAP stream differs: {diff}"
             ));
         }
     }
