@@ -7,6 +7,7 @@ mod file;
 mod otap;
 mod otlp;
 mod retry;
+mod unary;
 
 pub use otap::stream_path as otap_stream_path;
 pub use otlp::{ExportResponse, export_path as otlp_export_path};

@@ -11,12 +11,12 @@ use bytes::Bytes;
 use penstock_dialect::Sink;
 use penstock_engine::Signal;
 use penstock_engine::otlp::encode;
+use prost::Message;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
-use tonic::codec::CompressionEncoding;
 
 use super::retry::{Policy, retryable};
-use crate::gateway::codec::RawResponseCodec;
+use super::unary::{self, Compression};
 use crate::gateway::delivery::{Ack, Delivery, DeliveryError, Outcome, complete};
 use crate::gateway::telemetry::Telemetry;
 
@@ -47,7 +47,7 @@ pub struct PartialSuccess {
 pub struct Config {
     name: String,
     upstream: Upstream,
-    compression: Option<CompressionEncoding>,
+    compression: Compression,
     timeout: Duration,
     policy: Policy,
     target_records: usize,
@@ -57,9 +57,9 @@ impl Config {
     /// From the sink's options; connects lazily.
     pub fn from_sink(sink: &Sink, base: &std::path::Path) -> anyhow::Result<Config> {
         let compression = match sink.options.str("compression").unwrap_or("zstd") {
-            "gzip" => Some(CompressionEncoding::Gzip),
-            "zstd" => Some(CompressionEncoding::Zstd),
-            _ => None,
+            "gzip" => Compression::Gzip,
+            "zstd" => Compression::Zstd,
+            _ => Compression::None,
         };
         Ok(Config {
             name: sink.name.clone(),
@@ -163,7 +163,7 @@ pub async fn run(
 async fn export(config: &Config, signal: Signal, body: Bytes) -> Outcome {
     let mut attempt = 0;
     loop {
-        let status = match send(config, signal, body.clone()).await {
+        let status = match send(config, signal, &body).await {
             Ok(()) => return Ok(()),
             Err(status) => status,
         };
@@ -185,30 +185,20 @@ async fn export(config: &Config, signal: Signal, body: Bytes) -> Outcome {
     }
 }
 
-async fn send(config: &Config, signal: Signal, body: Bytes) -> Result<(), tonic::Status> {
-    let mut grpc = config.upstream.client();
-    if let Some(c) = config.compression {
-        grpc = grpc.send_compressed(c);
-    }
-    grpc = grpc
-        .accept_compressed(CompressionEncoding::Gzip)
-        .accept_compressed(CompressionEncoding::Zstd);
-    grpc.ready()
-        .await
-        .map_err(|e| tonic::Status::unavailable(format!("connecting: {e}")))?;
-    let mut request = config.upstream.request(body);
-    request.set_timeout(config.timeout);
-    let path = http::uri::PathAndQuery::from_static(export_path(signal));
-    let codec = RawResponseCodec::<ExportResponse>::default();
-    let response = tokio::time::timeout(config.timeout, grpc.unary(request, path, codec))
-        .await
-        .map_err(|_| tonic::Status::deadline_exceeded("no response in time"))??;
+async fn send(config: &Config, signal: Signal, body: &[u8]) -> Result<(), tonic::Status> {
+    let path = export_path(signal);
+    let response = unary::call(
+        &config.upstream,
+        path,
+        body,
+        config.compression,
+        config.timeout,
+    )
+    .await?;
+    let response = ExportResponse::decode(response)
+        .map_err(|e| tonic::Status::internal(format!("malformed export response: {e}")))?;
     // A partial success must not be retried (OTLP): the request is done either way.
-    if let Some(p) = response
-        .into_inner()
-        .partial_success
-        .filter(|p| p.rejected > 0)
-    {
+    if let Some(p) = response.partial_success.filter(|p| p.rejected > 0) {
         eprintln!(
             "sink {}: the backend rejected {} records: {}",
             config.name, p.rejected, p.error_message
