@@ -50,13 +50,44 @@ fn frame(message: &[u8], compression: Compression) -> Result<Bytes, Status> {
             std::io::Write::write_all(&mut gzip, message).map_err(failed)?;
             gzip.finish().map_err(failed)?;
         }
-        Compression::Zstd => zstd::stream::copy_encode(message, &mut writer, 1).map_err(failed)?,
+        Compression::Zstd => {
+            let out = writer.into_inner();
+            return zstd_frame(message, out).map_err(failed);
+        }
     }
     let mut out = writer.into_inner();
     let length = u32::try_from(out.len() - 5)
         .map_err(|_| Status::internal("the request is larger than 4 GiB"))?;
     out[1..5].copy_from_slice(&length.to_be_bytes());
     Ok(out.freeze())
+}
+
+thread_local! {
+    /// A worker's zstd context, reused from one request to the next.
+    static ZSTD: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Completes a zstd frame whose 5 header bytes are in `out`: the message is compressed in one
+/// call, straight after them.
+fn zstd_frame(message: &[u8], out: BytesMut) -> std::io::Result<Bytes> {
+    let mut out = Vec::from(out);
+    out.reserve(zstd::zstd_safe::compress_bound(message.len()));
+    let mut cursor = std::io::Cursor::new(out);
+    cursor.set_position(5);
+    ZSTD.with(|cell| {
+        let mut cell = cell.borrow_mut();
+        let compressor = match cell.as_mut() {
+            Some(c) => c,
+            None => cell.insert(zstd::bulk::Compressor::new(1)?),
+        };
+        compressor.compress_to_buffer(message, &mut cursor)
+    })?;
+    let mut out = cursor.into_inner();
+    let length = u32::try_from(out.len() - 5)
+        .map_err(|_| std::io::Error::other("the request is larger than 4 GiB"))?;
+    out[1..5].copy_from_slice(&length.to_be_bytes());
+    Ok(Bytes::from(out))
 }
 
 /// The gRPC status an HTTP status stands for when a response carries none (as gRPC
