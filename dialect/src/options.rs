@@ -175,7 +175,6 @@ pub fn sink_options(kind: SinkKind) -> Vec<OptionSpec> {
             ),
             opt("timeout", Duration, false, "deadline for a batch's status"),
             opt("retries", Count, false, "retries of a failed batch"),
-            opt("batch", Count, false, "target records per batch"),
         ],
         SinkKind::Otlp => vec![
             opt(
@@ -287,7 +286,25 @@ fn literal(expr: &Expr) -> Option<Literal> {
     }
 }
 
-/// Parses `'10s'`, `'250ms'`, `'2m'`, `'1h'`, `'1500us'`.
+/// The longest duration an option takes.
+pub const MAX_DURATION: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// The counts an option accepts: sizes that would exhaust memory or make no sense are
+/// refused at `check` time rather than failing at run time.
+fn count_range(name: &str) -> (u64, u64) {
+    match name {
+        "streams" => (1, 256),
+        "max_streams" => (1, 1_000_000),
+        "retries" => (0, 100),
+        "batch" => (1, 1 << 20),
+        "limit" => (0, 1_000_000),
+        "rate" => (0, 1_000_000_000),
+        _ if name.ends_with("_bytes") => (1, 1 << 40),
+        _ => (0, u64::MAX),
+    }
+}
+
+/// Parses `'10s'`, `'250ms'`, `'2m'`, `'1h'`, `'1500us'` (up to [`MAX_DURATION`]).
 pub fn parse_duration(text: &str) -> Option<Duration> {
     let text = text.trim();
     let split = text.find(|c: char| !c.is_ascii_digit() && c != '.')?;
@@ -302,7 +319,9 @@ pub fn parse_duration(text: &str) -> Option<Duration> {
         "h" => number * 3600.0,
         _ => return None,
     };
-    (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds))
+    let limit = MAX_DURATION.as_secs_f64();
+    (seconds.is_finite() && (0.0..=limit).contains(&seconds))
+        .then(|| Duration::from_secs_f64(seconds))
 }
 
 /// Checks `entries` against `specs` (`what`: e.g. "GRPC source").
@@ -343,14 +362,28 @@ pub(crate) fn validate(
             (Str, Some(Literal::Str(s))) => OptionValue::Str(s),
             (Str, _) => return Err(bad("a 'string'")),
             (Count, Some(Literal::Number(n))) => {
-                OptionValue::Count(n.parse().map_err(|_| bad("a non-negative integer"))?)
+                let count: u64 = n.parse().map_err(|_| bad("a non-negative integer"))?;
+                let (low, high) = count_range(&name);
+                if !(low..=high).contains(&count) {
+                    return Err(bad(&format!("a count from {low} to {high}")));
+                }
+                OptionValue::Count(count)
             }
             (Count, _) => return Err(bad("a non-negative integer")),
-            (Duration, Some(Literal::Str(s))) => OptionValue::Duration(
-                parse_duration(&s)
-                    .ok_or_else(|| bad("a duration such as '500ms', '10s' or '2m'"))?,
-            ),
-            (Duration, _) => return Err(bad("a duration such as '500ms', '10s' or '2m'")),
+            (Duration, Some(Literal::Str(s))) => {
+                let duration = parse_duration(&s).ok_or_else(|| {
+                    bad("a duration such as '500ms', '10s' or '2m' (at most 30 days)")
+                })?;
+                if duration.is_zero() {
+                    return Err(bad("a duration greater than zero"));
+                }
+                OptionValue::Duration(duration)
+            }
+            (Duration, _) => {
+                return Err(bad(
+                    "a duration such as '500ms', '10s' or '2m' (at most 30 days)",
+                ));
+            }
             (Bool, Some(Literal::Bool(b))) => OptionValue::Bool(b),
             (Bool, _) => return Err(bad("true or false")),
             (Choice(choices), Some(Literal::Str(s))) => {

@@ -25,6 +25,18 @@ const CASES: &[(&str, &str)] = &[
         "bad duration",
         "CREATE SINK y TO OTAP WITH (endpoint = 'http://h:1', timeout = '10 parsecs');",
     ),
+    (
+        "count out of range",
+        "CREATE SINK y TO OTAP WITH (endpoint = 'http://h:1', streams = 100000000);",
+    ),
+    (
+        "zero duration",
+        "CREATE SINK y TO OTLP WITH (endpoint = 'http://h:1', timeout = '0s');",
+    ),
+    (
+        "duration too long",
+        "CREATE SINK y TO OTLP WITH (endpoint = 'http://h:1', timeout = '99999999999999999999h');",
+    ),
     ("duplicate sink", "CREATE SINK out TO CONSOLE;"),
     ("unknown statement", "DROP TABLE logs;"),
     (

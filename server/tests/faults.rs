@@ -84,6 +84,46 @@ fn a_slow_backend_slows_senders_down_and_loses_nothing() {
     assert_none_missing(&acked, &got.lock().unwrap());
 }
 
+/// Scenario: the backend accepts a request but rejects some of its records (an OTLP partial
+/// success).
+/// Guarantees: the request is acknowledged (a partial success is not retried), the other
+/// records arrive, and the rejected ones are counted per sink.
+#[test]
+fn records_a_backend_rejects_are_counted() {
+    use common::backend::REJECTED_BODY;
+    use opentelemetry_proto::tonic::common::v1::{AnyValue, any_value};
+    let dir = temp_dir("partial");
+    let got: Received = Arc::default();
+    let backend = Backend::start("127.0.0.1:0", Duration::ZERO, Arc::clone(&got));
+    let gateway = Gateway::start_with(
+        &dir,
+        "relay",
+        &format!(
+            "CREATE SOURCE edge FROM GRPC WITH (listen = '127.0.0.1:0');
+             CREATE SINK backend TO OTLP WITH (endpoint = '{}', compression = 'none');
+             CREATE PIPELINE p FROM edge AS BEGIN INSERT INTO backend SELECT * FROM logs; END;",
+            backend.url()
+        ),
+        &["--admin-listen", "127.0.0.1:0"],
+    );
+    let mut request = DataGen::new(77).logs(40);
+    let records = request.resource_logs[0].scope_logs[0]
+        .log_records
+        .iter_mut();
+    for record in records.take(3) {
+        record.body = Some(AnyValue {
+            value: Some(any_value::Value::StringValue(REJECTED_BODY.into())),
+        });
+    }
+    let expected = equiv::logs(&request).len() - 3;
+    block_on(export_otlp_fallible(&gateway.url(), request)).unwrap();
+    assert_eq!(got.lock().unwrap().len(), expected);
+    assert_eq!(
+        gateway.metric("penstock_sink_rejected_records_total{sink=\"backend\"}"),
+        3.0
+    );
+}
+
 #[test]
 fn a_backend_that_crashes_and_restarts_loses_no_acknowledged_record() {
     let dir = temp_dir("restart");

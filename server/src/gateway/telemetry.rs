@@ -19,6 +19,8 @@ pub struct Flow {
     pub batches: AtomicU64,
     /// Batches refused or failed.
     pub failures: AtomicU64,
+    /// Records a backend accepted the request of but rejected (OTLP partial success).
+    pub rejected: AtomicU64,
 }
 
 impl Flow {
@@ -215,6 +217,15 @@ impl Telemetry {
                     let _ = writeln!(out, "{name}{{{kind}=\"{label}\"}} {value}");
                 }
             }
+        }
+        let name = "penstock_sink_rejected_records_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} records a backend rejected in an accepted request (partial success)\n# TYPE {name} counter"
+        );
+        for (label, flow) in self.sinks.iter() {
+            let value = flow.rejected.load(Relaxed);
+            let _ = writeln!(out, "{name}{{sink=\"{label}\"}} {value}");
         }
         for (i, metric) in ["rows_in", "rows_out", "rows_dropped"].iter().enumerate() {
             let name = format!("penstock_pipeline_{metric}_total");

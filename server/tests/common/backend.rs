@@ -1,6 +1,7 @@
 //! A small OTLP/gRPC logs backend for fault tests, on real HTTP/2: it answers each Export
 //! after `delay` (a slow backend), keeps the records it acknowledged, and can be stopped
-//! abruptly (connections cut, as in a crash) and started again on the same port.
+//! abruptly (connections cut, as in a crash) and started again on the same port. Records whose
+//! body is [`REJECTED_BODY`] are refused with a partial success.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -12,10 +13,15 @@ use http::{HeaderMap, HeaderValue, Request, Response};
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
+use opentelemetry_proto::tonic::collector::logs::v1::{
+    ExportLogsPartialSuccess, ExportLogsServiceRequest, ExportLogsServiceResponse,
+};
 use penstock_engine::equiv;
 use prost::Message;
 use tokio::sync::oneshot;
+
+/// The body of a record the backend rejects (in an otherwise accepted request).
+pub const REJECTED_BODY: &str = "reject me";
 
 /// Records acknowledged by a backend (equivalence lines), shared across its restarts.
 pub type Received = Arc<Mutex<Vec<String>>>;
@@ -97,6 +103,27 @@ async fn serve(
     }
 }
 
+/// Removes the records whose body is [`REJECTED_BODY`]; returns how many there were.
+fn reject(export: &mut ExportLogsServiceRequest) -> i64 {
+    use opentelemetry_proto::tonic::common::v1::any_value::Value;
+    let mut rejected = 0;
+    for scope in export
+        .resource_logs
+        .iter_mut()
+        .flat_map(|r| r.scope_logs.iter_mut())
+    {
+        scope.log_records.retain(|record| {
+            let refuse = matches!(
+                record.body.as_ref().and_then(|b| b.value.as_ref()),
+                Some(Value::StringValue(s)) if s == REJECTED_BODY
+            );
+            rejected += i64::from(refuse);
+            !refuse
+        });
+    }
+    rejected
+}
+
 /// One Export: an uncompressed gRPC message in, an empty response and `grpc-status` out.
 async fn export(
     request: Request<Incoming>,
@@ -104,11 +131,13 @@ async fn export(
     received: &Received,
 ) -> Response<Body> {
     let body = request.into_body().collect().await.map(|b| b.to_bytes());
+    let mut rejected = 0;
     let status = match body {
         Ok(bytes) if bytes.len() >= 5 && bytes[0] == 0 => {
             match ExportLogsServiceRequest::decode(&bytes[5..]) {
-                Ok(export) => {
+                Ok(mut export) => {
                     tokio::time::sleep(delay).await;
+                    rejected = reject(&mut export);
                     received.lock().unwrap().extend(equiv::logs(&export));
                     0
                 }
@@ -121,7 +150,17 @@ async fn export(
     trailers.insert("grpc-status", HeaderValue::from(status));
     let mut frames = Vec::new();
     if status == 0 {
-        frames.push(Ok(Frame::data(Bytes::from_static(&[0, 0, 0, 0, 0]))));
+        let response = ExportLogsServiceResponse {
+            partial_success: (rejected > 0).then(|| ExportLogsPartialSuccess {
+                rejected_log_records: rejected,
+                error_message: "rejected on request".into(),
+            }),
+        }
+        .encode_to_vec();
+        let mut frame = vec![0];
+        frame.extend_from_slice(&(response.len() as u32).to_be_bytes());
+        frame.extend_from_slice(&response);
+        frames.push(Ok(Frame::data(Bytes::from(frame))));
     }
     frames.push(Ok(Frame::trailers(trailers)));
     Response::builder()

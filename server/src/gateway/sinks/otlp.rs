@@ -4,6 +4,7 @@
 //! batch is acknowledged with its request's outcome.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use super::Upstream;
@@ -17,7 +18,7 @@ use tokio::task::JoinSet;
 
 use super::retry::{Policy, retryable};
 use super::unary::{self, Compression};
-use crate::gateway::delivery::{Ack, Delivery, DeliveryError, Outcome, complete};
+use crate::gateway::delivery::{Ack, Delivery, DeliveryError, complete};
 use crate::gateway::telemetry::Telemetry;
 
 /// Requests in flight at once per worker.
@@ -147,10 +148,14 @@ pub async fn run(
             };
             if let Some(flow) = telemetry.sinks.get(&config.name) {
                 match &outcome {
-                    Ok(()) => flow.add(records, bytes),
+                    Ok(rejected) => {
+                        flow.add(records, bytes);
+                        flow.rejected.fetch_add(*rejected, Relaxed);
+                    }
                     Err(_) => flow.fail(),
                 }
             }
+            let outcome = outcome.map(|_| ());
             for ack in acks {
                 complete(ack, outcome.clone());
             }
@@ -159,12 +164,12 @@ pub async fn run(
     while requests.join_next().await.is_some() {}
 }
 
-/// One export, retried on retryable failures.
-async fn export(config: &Config, signal: Signal, body: Bytes) -> Outcome {
+/// One export, retried on retryable failures; returns the records the backend rejected.
+async fn export(config: &Config, signal: Signal, body: Bytes) -> Result<u64, DeliveryError> {
     let mut attempt = 0;
     loop {
         let status = match send(config, signal, &body).await {
-            Ok(()) => return Ok(()),
+            Ok(rejected) => return Ok(rejected),
             Err(status) => status,
         };
         let retry = retryable(status.code());
@@ -185,7 +190,8 @@ async fn export(config: &Config, signal: Signal, body: Bytes) -> Outcome {
     }
 }
 
-async fn send(config: &Config, signal: Signal, body: &[u8]) -> Result<(), tonic::Status> {
+/// One export call; returns the records the backend rejected (a partial success).
+async fn send(config: &Config, signal: Signal, body: &[u8]) -> Result<u64, tonic::Status> {
     let path = export_path(signal);
     let response = unary::call(
         &config.upstream,
@@ -198,11 +204,14 @@ async fn send(config: &Config, signal: Signal, body: &[u8]) -> Result<(), tonic:
     let response = ExportResponse::decode(response)
         .map_err(|e| tonic::Status::internal(format!("malformed export response: {e}")))?;
     // A partial success must not be retried (OTLP): the request is done either way.
-    if let Some(p) = response.partial_success.filter(|p| p.rejected > 0) {
-        eprintln!(
-            "sink {}: the backend rejected {} records: {}",
-            config.name, p.rejected, p.error_message
-        );
+    match response.partial_success.filter(|p| p.rejected > 0) {
+        Some(p) => {
+            eprintln!(
+                "sink {}: the backend rejected {} records: {}",
+                config.name, p.rejected, p.error_message
+            );
+            Ok(p.rejected as u64)
+        }
+        None => Ok(0),
     }
-    Ok(())
 }
