@@ -134,8 +134,12 @@ where
         mut map: impl FnMut(<&'a A as ArrayAccessor>::Item) -> Option<T>,
     ) -> Option<Vec<Option<T>>> {
         match self {
-            Col::Dict8(k, v) if dictionary_pays(v.len(), rows) => map_dictionary(k, *v, map),
-            Col::Dict16(k, v) if dictionary_pays(v.len(), rows) => map_dictionary(k, *v, map),
+            Col::Dict8(k, v) if dictionary_pays(v.len(), rows) => {
+                map_dictionary(k, *v, &mut vec![None; v.len()], map)
+            }
+            Col::Dict16(k, v) if dictionary_pays(v.len(), rows) => {
+                map_dictionary(k, *v, &mut vec![None; v.len()], map)
+            }
             _ => (0..rows)
                 .map(|i| match self.get(i) {
                     None => Some(None),
@@ -156,10 +160,13 @@ fn dictionary_pays(entries: usize, rows: usize) -> bool {
     entries <= 4 * rows + 256
 }
 
-/// [`Col::map_values`] for a dictionary: each used entry is mapped once.
-fn map_dictionary<'a, K, A, T>(
+/// Each row of a dictionary mapped through `map`, which runs once per entry: `mapped` holds,
+/// per entry of `values`, None until it was mapped, then the result (None for a null entry).
+/// A caller that keeps `mapped` from batch to batch maps each entry once for good.
+pub(crate) fn map_dictionary<'a, K, A, T>(
     keys: &PrimitiveArray<K>,
     values: &'a A,
+    mapped: &mut [Option<Option<T>>],
     mut map: impl FnMut(<&'a A as ArrayAccessor>::Item) -> Option<T>,
 ) -> Option<Vec<Option<T>>>
 where
@@ -169,8 +176,6 @@ where
     T: Copy,
 {
     use arrow::datatypes::ArrowNativeType;
-    // Per entry: None until mapped, then the mapped value (None for a null entry).
-    let mut mapped: Vec<Option<Option<T>>> = vec![None; values.len()];
     let mut out = Vec::with_capacity(keys.len());
     for i in 0..keys.len() {
         if keys.is_null(i) {

@@ -10,15 +10,13 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow::array::{
-    Array, ArrayRef, DictionaryArray, PrimitiveArray, StringArray, UInt8Array, UInt16Array,
-};
+use arrow::array::{Array, ArrayRef, DictionaryArray, StringArray, UInt8Array, UInt16Array};
 use arrow::buffer::{Buffer, OffsetBuffer, ScalarBuffer};
 use arrow::compute::cast;
-use arrow::datatypes::{ArrowDictionaryKeyType, ArrowNativeType, DataType, UInt8Type, UInt16Type};
+use arrow::datatypes::{DataType, UInt8Type, UInt16Type};
 
 use super::growing::Growing;
-use crate::column::Col;
+use crate::column::{Col, map_dictionary};
 use crate::schema::PayloadType;
 
 /// Most bytes of values one column's dictionary holds before it starts afresh.
@@ -33,33 +31,27 @@ enum ColumnDictionary {
 
 #[derive(Default)]
 struct Memo {
+    values: Values,
+    /// Keys are `UInt16` (once widened, they stay so: no schema flapping).
+    wide: bool,
+    /// For a column that arrives dictionary-encoded: the incoming dictionary, and the key of
+    /// each of its entries here (None until used), kept while that dictionary grows.
+    source: Growing,
+    translation: Vec<Option<Option<u16>>>,
+}
+
+/// The values of a stream's dictionary, each with its key.
+#[derive(Default)]
+struct Values {
     index: HashMap<Box<str>, u16, ahash::RandomState>,
     offsets: Vec<i32>,
     data: Vec<u8>,
-    /// Keys are `UInt16` (once widened, they stay so: no schema flapping).
-    wide: bool,
     /// The values as an Arrow array, until a value is added: handing the IPC writer the same
     /// array batch after batch lets it see at once that nothing changed.
-    values: Option<ArrayRef>,
-    /// For a column that arrives dictionary-encoded: the incoming dictionary, and the key of
-    /// each of its entries here ([`UNMAPPED`] until used), kept while that dictionary grows.
-    source: Growing,
-    translation: Vec<u32>,
+    array: Option<ArrayRef>,
 }
 
-/// An incoming dictionary entry not yet given a key.
-const UNMAPPED: u32 = u32::MAX;
-
-impl Memo {
-    fn clear(&mut self) {
-        self.index.clear();
-        self.offsets.clear();
-        self.data.clear();
-        self.values = None;
-        self.source.reset();
-        self.translation.clear();
-    }
-
+impl Values {
     /// The key of `value`, adding it (counted in `added`); None when the dictionary is full.
     fn key_of(&mut self, value: &str, added: &mut usize) -> Option<u16> {
         if let Some(k) = self.index.get(value) {
@@ -72,72 +64,56 @@ impl Memo {
         self.index.insert(value.into(), k);
         self.data.extend_from_slice(value.as_bytes());
         self.offsets.push(self.data.len() as i32);
-        self.values = None;
+        self.array = None;
         *added += 1;
         Some(k)
     }
 
+    fn array(&mut self) -> ArrayRef {
+        if self.offsets.is_empty() {
+            self.offsets.push(0);
+        }
+        let (offsets, data) = (&self.offsets, &self.data);
+        let array = self.array.get_or_insert_with(|| {
+            let offsets = OffsetBuffer::new(ScalarBuffer::from(offsets.clone()));
+            Arc::new(StringArray::new(offsets, Buffer::from(data.clone()), None))
+        });
+        Arc::clone(array)
+    }
+}
+
+impl Memo {
+    fn clear(&mut self) {
+        self.values = Values::default();
+        self.source.reset();
+        self.translation.clear();
+    }
+
     /// Keys for the rows of `column`, adding new values; None when the dictionary would
-    /// overflow. Also returns how many values were added.
+    /// overflow. Also returns how many values were added. A dictionary-encoded column's
+    /// entries are each looked up once for as long as its dictionary keeps growing.
     fn keys(
         &mut self,
         column: &Col<'_, StringArray>,
         rows: usize,
     ) -> Option<(Vec<Option<u16>>, usize)> {
-        match column {
-            Col::Dict8(keys, values) => self.translate(keys, values),
-            Col::Dict16(keys, values) => self.translate(keys, values),
-            _ => {
-                let mut added = 0;
-                let keys = column.map_values(rows, |value| self.key_of(value, &mut added))?;
-                Some((keys, added))
-            }
-        }
-    }
-
-    /// [`Memo::keys`] for a dictionary-encoded column: each incoming entry is looked up once
-    /// for as long as the incoming dictionary keeps growing, not once per batch.
-    fn translate<K: ArrowDictionaryKeyType>(
-        &mut self,
-        keys: &PrimitiveArray<K>,
-        values: &StringArray,
-    ) -> Option<(Vec<Option<u16>>, usize)> {
-        let known = self.source.update(values);
-        self.translation.truncate(known);
-        self.translation.resize(values.len(), UNMAPPED);
         let mut added = 0;
-        let mut out = Vec::with_capacity(keys.len());
-        for i in 0..keys.len() {
-            if keys.is_null(i) {
-                out.push(None);
-                continue;
+        let values = &mut self.values;
+        let key_of = |value: &str| values.key_of(value, &mut added);
+        let keys = match column {
+            Col::Dict8(keys, dictionary) => {
+                self.translation.truncate(self.source.update(dictionary));
+                self.translation.resize(dictionary.len(), None);
+                map_dictionary(keys, *dictionary, &mut self.translation, key_of)?
             }
-            let entry = keys.value(i).as_usize();
-            let key = match self.translation.get(entry) {
-                None => None, // a key past the dictionary reads as null
-                Some(&key) if key != UNMAPPED => Some(key as u16),
-                Some(_) if values.is_null(entry) => None,
-                Some(_) => {
-                    let key = self.key_of(values.value(entry), &mut added)?;
-                    self.translation[entry] = u32::from(key);
-                    Some(key)
-                }
-            };
-            out.push(key);
-        }
-        Some((out, added))
-    }
-
-    fn values(&mut self) -> ArrayRef {
-        if self.offsets.is_empty() {
-            self.offsets.push(0);
-        }
-        let (offsets, data) = (&self.offsets, &self.data);
-        let values = self.values.get_or_insert_with(|| {
-            let offsets = OffsetBuffer::new(ScalarBuffer::from(offsets.clone()));
-            Arc::new(StringArray::new(offsets, Buffer::from(data.clone()), None))
-        });
-        Arc::clone(values)
+            Col::Dict16(keys, dictionary) => {
+                self.translation.truncate(self.source.update(dictionary));
+                self.translation.resize(dictionary.len(), None);
+                map_dictionary(keys, *dictionary, &mut self.translation, key_of)?
+            }
+            _ => column.map_values(rows, key_of)?,
+        };
+        Some((keys, added))
     }
 }
 
@@ -174,7 +150,7 @@ impl Dictionaries {
         let ColumnDictionary::Memo(memo) = state else {
             return native(array);
         };
-        if memo.data.len() > MAX_DICTIONARY_BYTES {
+        if memo.values.data.len() > MAX_DICTIONARY_BYTES {
             memo.clear();
         }
         let mut result = memo.keys(&column, rows);
@@ -186,10 +162,10 @@ impl Dictionaries {
             *state = ColumnDictionary::Native;
             return native(array);
         };
-        if !(allow_u8 && memo.index.len() <= usize::from(u8::MAX)) {
+        if !(allow_u8 && memo.values.index.len() <= usize::from(u8::MAX)) {
             memo.wide = true;
         }
-        let values = memo.values();
+        let values = memo.values.array();
         let encoded = if memo.wide {
             DictionaryArray::<UInt16Type>::try_new(UInt16Array::from(keys), values)
                 .map(|d| Arc::new(d) as ArrayRef)
