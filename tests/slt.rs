@@ -10,7 +10,7 @@ use std::path::Path;
 use penstock_dialect::check_source;
 use penstock_engine::OtapBatch;
 use penstock_engine::otlp::json;
-use penstock_engine::pipeline::Pipeline;
+use penstock_engine::pipeline::{Pipeline, Windows};
 use serde_json::Value;
 
 /// One block of a file.
@@ -183,6 +183,18 @@ fn render(request: &Value) -> Vec<String> {
     out
 }
 
+/// The derived metrics of closed aggregation windows, by sink.
+fn windows(windows: Vec<Windows>) -> Result<Vec<(String, OtapBatch)>, String> {
+    let mut out = Vec::new();
+    for w in windows {
+        let sink = w.sink().to_string();
+        if let Some(b) = w.into_batch().map_err(|e| e.to_string())? {
+            out.push((sink, b));
+        }
+    }
+    Ok(out)
+}
+
 fn run_file(path: &Path) -> Result<usize, String> {
     let text = std::fs::read_to_string(path).unwrap();
     run_text(&path.display().to_string(), &text, 0)
@@ -233,12 +245,18 @@ fn run_text(name: &str, text: &str, offset: usize) -> Result<usize, String> {
                         json::line_to_protobuf(l, i + 1).map_err(|e| format!("{at}: {e}"))?;
                     for batch in json::decode(signal, &bytes).map_err(|e| format!("{at}: {e}"))? {
                         let out = p.run(batch).map_err(|e| format!("{at}: {e}"))?;
-                        for (sink, b) in out.routed {
+                        let closed = windows(out.closed).map_err(|e| format!("{at}: {e}"))?;
+                        for (sink, b) in out.routed.into_iter().chain(closed) {
                             let value: Value =
                                 serde_json::from_str(&json::to_line(&b).unwrap()).unwrap();
                             outputs.entry(sink).or_default().extend(render(&value));
                         }
                     }
+                }
+                // The input block ended: its aggregation windows are complete.
+                for (sink, b) in windows(p.finish()).map_err(|e| format!("{at}: {e}"))? {
+                    let value: Value = serde_json::from_str(&json::to_line(&b).unwrap()).unwrap();
+                    outputs.entry(sink).or_default().extend(render(&value));
                 }
             }
             Block::Output { sink, mut records } => {

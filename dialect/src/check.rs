@@ -284,18 +284,21 @@ fn step(program: &Program, file: &str, statement: &PipelineStatement) -> Result<
     })
 }
 
+/// Whether `expr` is a call of an aggregate function (by name; the engine checks further).
+fn is_aggregate_call(expr: &Expr) -> bool {
+    matches!(expr, Expr::Function(f)
+        if f.over.is_none() && AGGREGATES.contains(&f.name.to_string().to_lowercase().as_str()))
+}
+
 /// Whether an expression calls an aggregate function (by name; the engine checks further).
 fn has_aggregate(expr: &Expr) -> bool {
     struct Finder(bool);
     impl Visitor for Finder {
         type Break = ();
         fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<()> {
-            if let Expr::Function(f) = expr {
-                let name = f.name.to_string().to_lowercase();
-                if AGGREGATES.contains(&name.as_str()) && f.over.is_none() {
-                    self.0 = true;
-                    return ControlFlow::Break(());
-                }
+            if is_aggregate_call(expr) {
+                self.0 = true;
+                return ControlFlow::Break(());
             }
             ControlFlow::Continue(())
         }
@@ -373,9 +376,6 @@ fn insert(sink: String, query: &Query) -> Result<(Table, StepKind)> {
         ));
     };
     let table = table(&ident)?;
-    if select.having.is_some() {
-        return unsupported("HAVING", select.span());
-    }
     if select.distinct.is_some() {
         return unsupported("DISTINCT", select.span());
     }
@@ -391,6 +391,9 @@ fn insert(sink: String, query: &Query) -> Result<(Table, StepKind)> {
         _ => false,
     });
     if group_by.is_empty() && !aggregates {
+        if select.having.is_some() {
+            return unsupported("HAVING without GROUP BY or aggregates", select.span());
+        }
         let projection = projection(table, &select.projection)?;
         return Ok((
             table,
@@ -422,6 +425,15 @@ fn insert(sink: String, query: &Query) -> Result<(Table, StepKind)> {
         .iter()
         .map(|e| resolve(table, e, &aliases))
         .collect::<Result<Vec<_>>>()?;
+    let having = match &select.having {
+        Some(condition) => Some(Box::new(crate::having::having(
+            table,
+            condition,
+            &outputs,
+            is_aggregate_call,
+        )?)),
+        None => None,
+    };
     Ok((
         table,
         StepKind::Aggregate {
@@ -429,6 +441,7 @@ fn insert(sink: String, query: &Query) -> Result<(Table, StepKind)> {
             filter,
             outputs,
             group_by,
+            having,
         },
     ))
 }

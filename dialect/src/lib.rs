@@ -24,6 +24,7 @@ pub mod ast;
 mod check;
 mod error;
 mod exprs;
+mod having;
 pub mod model;
 pub mod options;
 mod parser;

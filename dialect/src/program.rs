@@ -1,5 +1,7 @@
 //! The checked program: what the engine compiles and runs.
 
+use sqlparser::ast::Expr;
+
 use crate::ast::{SinkKind, SourceKind};
 use crate::error::Location;
 use crate::exprs::ResolvedExpr;
@@ -144,7 +146,21 @@ pub enum StepKind {
         outputs: Vec<(String, ResolvedExpr)>,
         /// The grouping expressions.
         group_by: Vec<ResolvedExpr>,
+        /// Which groups are sent (all when None).
+        having: Option<Box<Having>>,
     },
+}
+
+/// The `HAVING` condition of an aggregation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Having {
+    /// The condition as written.
+    pub original: Expr,
+    /// The condition over the group's outputs, each a quoted identifier named as the output.
+    pub expr: Expr,
+    /// Aggregates the condition calls that are not outputs: computed per group like outputs
+    /// but not sent.
+    pub hidden: Vec<(String, ResolvedExpr)>,
 }
 
 /// What an assignment sets.

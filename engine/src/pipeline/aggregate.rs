@@ -1,53 +1,47 @@
-//! `INSERT INTO sink SELECT keys..., agg(...) FROM t [WHERE p] GROUP BY keys`: derived metrics.
+//! `INSERT INTO sink SELECT keys..., agg(...) FROM t [WHERE p] GROUP BY keys [HAVING c]`:
+//! derived metrics.
 //!
-//! Each batch is aggregated on its own; every aggregate output becomes a metric named by its
-//! alias, with one data point per group: `count` and `sum` as delta sums (a backend adds them
-//! up), `min`, `max` and `avg` as gauges. The group key named `time` (or the first timestamp
-//! key, e.g. `date_bin(INTERVAL '1 minute', time_unix_nano)`) is the point's time; the other
-//! keys are its attributes.
+//! Every batch is grouped by its keys with vectorized row encoding; each batch group's partial
+//! aggregates fold into the statement's open [`Windows`], which keep them until the window
+//! closes. Every aggregate output becomes a metric named by its alias, with one data point per
+//! group and window: `count`, `count(DISTINCT ...)` and `sum` as delta sums (over the window,
+//! `start_time_unix_nano` to `time_unix_nano`), `min`, `max` and `avg` as gauges. The group
+//! key named `time` (or the first timestamp key, e.g. `date_bin(INTERVAL '1 minute',
+//! time_unix_nano)`) gives the window; the other keys are the points' attributes.
 
 use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, UInt32Array};
-use arrow::compute::{cast, filter, take};
-use arrow::datatypes::{DataType, Int64Type, TimeUnit};
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch, RecordBatchOptions};
+use arrow::compute::{cast, filter};
+use arrow::datatypes::{DataType, Field, Float64Type, Int64Type, Schema, TimeUnit};
 use arrow::row::{RowConverter, SortField};
+use datafusion::common::{DFSchema, ScalarValue};
 use datafusion::execution::context::SessionState;
-use datafusion::sql::sqlparser::ast::{Expr, FunctionArg, FunctionArgExpr, FunctionArguments};
-use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
-use opentelemetry_proto::tonic::common::v1::{AnyValue, InstrumentationScope, KeyValue, any_value};
-use opentelemetry_proto::tonic::metrics::v1::{
-    AggregationTemporality, Gauge, Metric, NumberDataPoint, ResourceMetrics, ScopeMetrics, Sum,
-    metric, number_data_point,
+use datafusion::logical_expr::ColumnarValue;
+use datafusion::sql::sqlparser::ast::{
+    DuplicateTreatment, Expr, ExprWithAlias, FunctionArg, FunctionArgExpr, FunctionArguments, Value,
 };
-use penstock_dialect::ResolvedExpr;
-use prost::Message;
+use opentelemetry_proto::tonic::common::v1::{AnyValue, any_value};
+use penstock_dialect::{Having, ResolvedExpr};
 
 use super::error::{PipelineError, Result};
 use super::expr::{CompiledExpr, compile};
 use super::rows::Rows;
-use crate::batch::OtapBatch;
-use crate::schema::Signal;
-
-/// An aggregate function.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Func {
-    Count,
-    Sum,
-    Min,
-    Max,
-    Avg,
-}
+use super::windows::{
+    ARRIVAL_WINDOW, Acc, AggregateSpec, Func, Group, HavingSpec, MAX_OPEN_STATE, Spec, Windows,
+};
 
 impl Func {
-    fn parse(name: &str) -> Option<Func> {
-        Some(match name.to_lowercase().as_str() {
-            "count" => Func::Count,
-            "sum" => Func::Sum,
-            "min" => Func::Min,
-            "max" => Func::Max,
-            "avg" | "mean" => Func::Avg,
+    fn parse(name: &str, distinct: bool) -> Option<Func> {
+        Some(match (name.to_lowercase().as_str(), distinct) {
+            ("count", false) => Func::Count,
+            ("count", true) => Func::CountDistinct,
+            ("sum", false) => Func::Sum,
+            ("min", _) => Func::Min,
+            ("max", _) => Func::Max,
+            ("avg" | "mean", false) => Func::Avg,
             _ => return None,
         })
     }
@@ -63,25 +57,32 @@ pub(crate) enum Output {
         name: String,
         func: Func,
         arg: Option<CompiledExpr>,
+        /// Computed for `HAVING` only.
+        hidden: bool,
     },
 }
 
-/// A compiled aggregation.
+/// A compiled aggregation and the windows it keeps open.
 pub(crate) struct Aggregation {
     pub(crate) outputs: Vec<Output>,
-    pipeline: String,
+    pub(crate) spec: Arc<Spec>,
+    /// Encodes the keys of a row as bytes (None without keys).
+    converter: Option<RowConverter>,
+    open: Windows,
 }
 
-/// `f(arg)` or `count(*)`: the function and its single argument (None for `*`).
+/// `f(arg)`, `f(DISTINCT arg)` or `count(*)`: the function and its single argument (None for
+/// `*`).
 fn aggregate_call(expr: &Expr) -> Option<(Func, Option<Expr>)> {
     let Expr::Function(f) = expr else { return None };
-    let func = Func::parse(&f.name.to_string())?;
     let FunctionArguments::List(list) = &f.args else {
         return None;
     };
-    if list.duplicate_treatment.is_some() || f.filter.is_some() || f.over.is_some() {
+    if f.filter.is_some() || f.over.is_some() {
         return None;
     }
+    let distinct = matches!(list.duplicate_treatment, Some(DuplicateTreatment::Distinct));
+    let func = Func::parse(&f.name.to_string(), distinct)?;
     match list.args.as_slice() {
         [FunctionArg::Unnamed(FunctionArgExpr::Wildcard)] if func == Func::Count => {
             Some((func, None))
@@ -91,6 +92,84 @@ fn aggregate_call(expr: &Expr) -> Option<(Func, Option<Expr>)> {
     }
 }
 
+/// The value of a constant expression (an interval literal, a unit name).
+fn constant(state: &SessionState, expr: &Expr) -> Option<ScalarValue> {
+    let schema = DFSchema::empty();
+    let logical = state
+        .create_logical_expr_from_sql_expr(
+            ExprWithAlias {
+                expr: expr.clone(),
+                alias: None,
+            },
+            &schema,
+        )
+        .ok()?;
+    let physical = state.create_physical_expr(logical, &schema).ok()?;
+    let empty = RecordBatch::try_new_with_options(
+        Arc::new(Schema::empty()),
+        vec![],
+        &RecordBatchOptions::new().with_row_count(Some(1)),
+    )
+    .ok()?;
+    match physical.evaluate(&empty).ok()? {
+        ColumnarValue::Scalar(v) => Some(v),
+        ColumnarValue::Array(a) => ScalarValue::try_from_array(&a, 0).ok(),
+    }
+}
+
+const SECOND: u64 = 1_000_000_000;
+
+/// The window length (ns) of a time key: `date_bin(INTERVAL, ...)` or `date_trunc('unit',
+/// ...)`; 0 when it is not one of those or the length varies (months, years).
+fn window_width(state: &SessionState, expr: &Expr) -> u64 {
+    let Expr::Function(f) = expr else { return 0 };
+    let FunctionArguments::List(list) = &f.args else {
+        return 0;
+    };
+    let Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(first))) = list.args.first() else {
+        return 0;
+    };
+    match f.name.to_string().to_lowercase().as_str() {
+        "date_bin" => match constant(state, first) {
+            Some(ScalarValue::IntervalMonthDayNano(Some(v))) if v.months == 0 => {
+                (v.days.max(0) as u64 * 86_400 * SECOND).saturating_add(v.nanoseconds.max(0) as u64)
+            }
+            Some(ScalarValue::IntervalDayTime(Some(v))) => {
+                v.days.max(0) as u64 * 86_400 * SECOND + v.milliseconds.max(0) as u64 * 1_000_000
+            }
+            _ => 0,
+        },
+        "date_trunc" | "datetrunc" => {
+            let unit = match first {
+                Expr::Value(v) => match &v.value {
+                    Value::SingleQuotedString(s) => s.to_lowercase(),
+                    _ => return 0,
+                },
+                _ => return 0,
+            };
+            match unit.as_str() {
+                "microsecond" => 1_000,
+                "millisecond" => 1_000_000,
+                "second" => SECOND,
+                "minute" => 60 * SECOND,
+                "hour" => 3_600 * SECOND,
+                "day" => 86_400 * SECOND,
+                "week" => 7 * 86_400 * SECOND,
+                _ => 0,
+            }
+        }
+        _ => 0,
+    }
+}
+
+/// Identifies the statement's windows across workers and reloads.
+pub(crate) struct Statement<'a> {
+    pub(crate) pipeline: &'a str,
+    pub(crate) sql: &'a str,
+    pub(crate) sink: &'a str,
+    pub(crate) origin: &'a str,
+}
+
 impl Aggregation {
     /// Compiles the outputs; `group_by` items must name key outputs (by alias, position or
     /// text), and every other output must be one aggregate call.
@@ -98,15 +177,19 @@ impl Aggregation {
         state: &SessionState,
         outputs: &[(String, ResolvedExpr)],
         group_by: &[ResolvedExpr],
-        origin: &str,
-        pipeline: &str,
+        having: Option<&Having>,
+        statement: Statement<'_>,
     ) -> Result<Aggregation> {
+        let origin = statement.origin;
         let plan_error = |message: String| PipelineError::Plan {
             origin: origin.to_string(),
             message,
         };
+        let hidden = having.map_or(&[][..], |h| &h.hidden[..]);
         let mut compiled = Vec::new();
-        for (name, e) in outputs {
+        let mut width = 0;
+        for (i, (name, e)) in outputs.iter().chain(hidden).enumerate() {
+            let is_hidden = i >= outputs.len();
             match aggregate_call(&e.expr) {
                 Some((func, arg)) => {
                     let original_arg = aggregate_call(&e.original).and_then(|(_, a)| a);
@@ -126,7 +209,14 @@ impl Aggregation {
                         name: name.clone(),
                         func,
                         arg,
+                        hidden: is_hidden,
                     });
+                }
+                None if is_hidden || has_distinct(&e.expr) => {
+                    return Err(plan_error(format!(
+                        "`{}` is not an aggregate Penstock computes: count(*), count(x), count(DISTINCT x), sum, min, max, avg (only count, min and max take DISTINCT)",
+                        e.original
+                    )));
                 }
                 None => {
                     let text = e.original.to_string();
@@ -142,199 +232,333 @@ impl Aggregation {
                             "`{text}` must be in GROUP BY or be one aggregate call (count, sum, min, max, avg)"
                         )));
                     }
+                    let expr = compile(state, e, origin)?;
+                    if name.eq_ignore_ascii_case("time")
+                        || matches!(expr.data_type, DataType::Timestamp(..))
+                    {
+                        width = width.max(window_width(state, &e.original));
+                    }
                     compiled.push(Output::Key {
                         name: name.clone(),
-                        expr: compile(state, e, origin)?,
+                        expr,
                     });
                 }
             }
         }
         if !compiled
             .iter()
-            .any(|o| matches!(o, Output::Aggregate { .. }))
+            .any(|o| matches!(o, Output::Aggregate { hidden: false, .. }))
         {
             return Err(plan_error(
                 "an aggregation needs at least one aggregate (count, sum, min, max, avg)".into(),
             ));
         }
+        let mut spec = spec_of(&compiled, &statement, width);
+        if let Some(h) = having {
+            spec.having = Some(compile_having(state, h, &compiled, origin)?);
+        }
+        let key_types: Vec<SortField> = compiled
+            .iter()
+            .filter_map(|o| match o {
+                Output::Key { expr, .. } => Some(SortField::new(expr.data_type.clone())),
+                Output::Aggregate { .. } => None,
+            })
+            .collect();
+        let converter = if key_types.is_empty() {
+            None
+        } else {
+            Some(RowConverter::new(key_types).map_err(|e| PipelineError::arrow("grouping", e))?)
+        };
+        let spec = Arc::new(spec);
         Ok(Aggregation {
             outputs: compiled,
-            pipeline: pipeline.to_string(),
+            open: Windows::new(Arc::clone(&spec)),
+            spec,
+            converter,
         })
     }
 
-    /// Aggregates the rows of `rows` where `mask` holds into a metrics batch.
-    pub(crate) fn run(&self, rows: &Rows<'_>, mask: &BooleanArray) -> Result<Option<OtapBatch>> {
-        if mask.true_count() == 0 {
+    /// Folds the rows of `rows` where `mask` holds into the open windows (`now`: ns since the
+    /// epoch, the arrival time of rows without a time key). Returns every open window, to be
+    /// sent now, when they hold more than [`MAX_OPEN_STATE`].
+    pub(crate) fn add(
+        &mut self,
+        rows: &Rows<'_>,
+        mask: &BooleanArray,
+        now: u64,
+    ) -> Result<Option<Windows>> {
+        let n = mask.true_count();
+        if n == 0 {
             return Ok(None);
         }
         let arrow_err = |e| PipelineError::arrow("aggregating", e);
         let keep = |a: ArrayRef| filter(&a, mask).map_err(arrow_err);
-        let mut keys: Vec<(&str, ArrayRef)> = Vec::new();
-        let mut aggs: Vec<(&str, Func, Option<ArrayRef>)> = Vec::new();
+        let mut keys: Vec<ArrayRef> = Vec::new();
+        let mut args: Vec<(Func, Option<ArrayRef>)> = Vec::new();
         for o in &self.outputs {
             match o {
-                Output::Key { name, expr } => keys.push((name, keep(expr.evaluate(rows)?)?)),
-                Output::Aggregate { name, func, arg } => {
+                Output::Key { expr, .. } => keys.push(keep(expr.evaluate(rows)?)?),
+                Output::Aggregate { func, arg, .. } => {
                     let values = match arg {
-                        Some(a) => Some(
-                            cast(&keep(a.evaluate(rows)?)?, &DataType::Float64)
-                                .map_err(arrow_err)?,
-                        ),
+                        Some(a) => Some(keep(a.evaluate(rows)?)?),
                         None => None,
                     };
-                    aggs.push((name, *func, values));
+                    args.push((*func, values));
                 }
             }
         }
-        let n = mask.true_count();
-        // Group ids by the row encoding of the keys.
-        let (group_of_row, firsts) = if keys.is_empty() {
-            (vec![0usize; n], vec![0u32])
-        } else {
-            let converter = RowConverter::new(
-                keys.iter()
-                    .map(|(_, a)| SortField::new(a.data_type().clone()))
-                    .collect(),
-            )
-            .map_err(arrow_err)?;
-            let encoded = converter
-                .convert_columns(&keys.iter().map(|(_, a)| Arc::clone(a)).collect::<Vec<_>>())
-                .map_err(arrow_err)?;
-            let mut groups: HashMap<&[u8], usize> = HashMap::new();
-            let mut firsts = Vec::new();
-            let group_of_row = (0..n)
-                .map(|i| {
-                    *groups.entry(encoded.row(i).data()).or_insert_with(|| {
-                        firsts.push(i as u32);
-                        firsts.len() - 1
-                    })
-                })
-                .collect::<Vec<_>>();
-            (group_of_row, firsts)
+        // Batch groups by the row encoding of the keys.
+        let encoded = match &self.converter {
+            Some(c) => Some(c.convert_columns(&keys).map_err(arrow_err)?),
+            None => None,
         };
-        let groups = firsts.len();
-        let firsts = UInt32Array::from(firsts);
-        let key_values: Vec<(&str, ArrayRef)> = keys
-            .iter()
-            .map(|(name, a)| Ok((*name, take(a, &firsts, None).map_err(arrow_err)?)))
-            .collect::<Result<_>>()?;
-        let time_key = key_values
-            .iter()
-            .position(|(name, _)| name.eq_ignore_ascii_case("time"))
-            .or_else(|| {
-                key_values
-                    .iter()
-                    .position(|(_, a)| matches!(a.data_type(), DataType::Timestamp(..)))
-            });
-        let times: Vec<u64> = match time_key {
-            Some(k) => {
-                let nanos = cast(
-                    &key_values[k].1,
-                    &DataType::Timestamp(TimeUnit::Nanosecond, None),
-                )
-                .and_then(|t| cast(&t, &DataType::Int64))
-                .map_err(arrow_err)?;
-                let nanos = nanos.as_primitive::<Int64Type>();
-                (0..groups).map(|g| nanos.value(g).max(0) as u64).collect()
-            }
-            None => {
-                let now = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_nanos() as u64);
-                vec![now; groups]
-            }
-        };
-        let attributes: Vec<Vec<KeyValue>> = (0..groups)
-            .map(|g| {
-                key_values
-                    .iter()
-                    .enumerate()
-                    .filter(|(k, _)| Some(*k) != time_key)
-                    .filter_map(|(_, (name, a))| {
-                        any_value(a, g).map(|v| KeyValue {
-                            key: name.to_string(),
-                            value: Some(v),
-                            ..Default::default()
+        let (group_of_row, firsts) = match &encoded {
+            None => (vec![0usize; n], vec![0usize]),
+            Some(encoded) => {
+                let mut groups: HashMap<&[u8], usize> = HashMap::new();
+                let mut firsts = Vec::new();
+                let group_of_row = (0..n)
+                    .map(|i| {
+                        *groups.entry(encoded.row(i).data()).or_insert_with(|| {
+                            firsts.push(i);
+                            firsts.len() - 1
                         })
                     })
-                    .collect()
-            })
-            .collect();
-        let mut metrics = Vec::new();
-        for (name, func, values) in &aggs {
-            let mut count = vec![0u64; groups];
-            let mut acc = vec![None::<f64>; groups];
-            let values = values
-                .as_ref()
-                .map(|v| v.as_primitive::<arrow::datatypes::Float64Type>());
-            for (row, g) in group_of_row.iter().enumerate() {
-                let value = match values {
-                    None => None,
-                    Some(v) if v.is_null(row) => continue,
-                    Some(v) => Some(v.value(row)),
-                };
-                count[*g] += 1;
-                if let Some(v) = value {
-                    acc[*g] = Some(match (func, acc[*g]) {
-                        (_, None) => v,
-                        (Func::Min, Some(a)) => a.min(v),
-                        (Func::Max, Some(a)) => a.max(v),
-                        (_, Some(a)) => a + v,
-                    });
-                }
+                    .collect::<Vec<_>>();
+                (group_of_row, firsts)
             }
-            let points: Vec<NumberDataPoint> = (0..groups)
-                .filter_map(|g| {
-                    let value = match func {
-                        Func::Count => number_data_point::Value::AsInt(count[g] as i64),
-                        Func::Avg => number_data_point::Value::AsDouble(acc[g]? / count[g] as f64),
-                        _ => number_data_point::Value::AsDouble(acc[g]?),
-                    };
-                    Some(NumberDataPoint {
-                        attributes: attributes[g].clone(),
-                        time_unix_nano: times[g],
-                        value: Some(value),
-                        ..Default::default()
-                    })
-                })
-                .collect();
-            let data = match func {
-                Func::Count | Func::Sum => metric::Data::Sum(Sum {
-                    data_points: points,
-                    aggregation_temporality: AggregationTemporality::Delta as i32,
-                    is_monotonic: *func == Func::Count,
-                }),
-                _ => metric::Data::Gauge(Gauge {
-                    data_points: points,
-                }),
-            };
-            metrics.push(Metric {
-                name: name.to_string(),
-                data: Some(data),
-                ..Default::default()
-            });
-        }
-        let request = ExportMetricsServiceRequest {
-            resource_metrics: vec![ResourceMetrics {
-                scope_metrics: vec![ScopeMetrics {
-                    scope: Some(InstrumentationScope {
-                        name: format!("penstock/{}", self.pipeline),
-                        ..Default::default()
-                    }),
-                    metrics,
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }],
         };
-        let mut batches = crate::otlp::json::decode(Signal::Metrics, &request.encode_to_vec())?;
-        Ok(batches.pop())
+        let spec = &self.spec;
+        let starts: Vec<u64> = match spec.time_key {
+            Some(k) => {
+                let nanos = cast(&keys[k], &DataType::Timestamp(TimeUnit::Nanosecond, None))
+                    .and_then(|t| cast(&t, &DataType::Int64))
+                    .map_err(arrow_err)?;
+                let nanos = nanos.as_primitive::<Int64Type>();
+                firsts
+                    .iter()
+                    .map(|&r| {
+                        if nanos.is_null(r) {
+                            0
+                        } else {
+                            nanos.value(r).max(0) as u64
+                        }
+                    })
+                    .collect()
+            }
+            None => {
+                let window = ARRIVAL_WINDOW.as_nanos() as u64;
+                vec![now - now % window; firsts.len()]
+            }
+        };
+        let width = match spec.time_key {
+            Some(_) => spec.width,
+            None => ARRIVAL_WINDOW.as_nanos() as u64,
+        };
+        let mut groups: Vec<Group> = firsts
+            .iter()
+            .zip(&starts)
+            .map(|(&r, &start)| {
+                Ok(Group {
+                    start,
+                    end: start.saturating_add(width),
+                    keys: keys
+                        .iter()
+                        .map(|k| ScalarValue::try_from_array(k, r))
+                        .collect::<std::result::Result<_, _>>()
+                        .map_err(|source| PipelineError::Evaluate {
+                            sql: "GROUP BY".into(),
+                            source,
+                        })?,
+                    accs: args.iter().map(|(f, _)| Acc::new(*f)).collect(),
+                })
+            })
+            .collect::<Result<_>>()?;
+        for (a, (func, values)) in args.iter().enumerate() {
+            accumulate(*func, values.as_ref(), &group_of_row, &mut groups, a)?;
+        }
+        for (group, &first) in groups.into_iter().zip(&firsts) {
+            let mut key = group.start.to_be_bytes().to_vec();
+            if let Some(encoded) = &encoded {
+                key.extend_from_slice(encoded.row(first).data());
+            }
+            self.open.add(&key, group);
+        }
+        if self.open.state() > MAX_OPEN_STATE {
+            return Ok(Some(self.open.take_all()));
+        }
+        Ok(None)
+    }
+
+    /// Takes the open groups whose window closed by `now` (ns since the epoch).
+    pub(crate) fn take_closed(&mut self, now: u64) -> Windows {
+        self.open.take_closed(now)
+    }
+
+    /// Takes every open group.
+    pub(crate) fn take_all(&mut self) -> Windows {
+        self.open.take_all()
     }
 }
 
+/// Whether `expr` is a function call with DISTINCT.
+fn has_distinct(expr: &Expr) -> bool {
+    matches!(expr, Expr::Function(f) if matches!(&f.args, FunctionArguments::List(l) if l.duplicate_treatment.is_some()))
+}
+
+/// Folds the values of aggregate `a` (None for `count(*)`) into the groups of their rows.
+fn accumulate(
+    func: Func,
+    values: Option<&ArrayRef>,
+    group_of_row: &[usize],
+    groups: &mut [Group],
+    a: usize,
+) -> Result<()> {
+    let Some(values) = values else {
+        for g in group_of_row {
+            groups[*g].accs[a].add(0.0);
+        }
+        return Ok(());
+    };
+    let arrow_err = |e| PipelineError::arrow("aggregating", e);
+    match func {
+        Func::CountDistinct => {
+            let converter = RowConverter::new(vec![SortField::new(values.data_type().clone())])
+                .map_err(arrow_err)?;
+            let encoded = converter
+                .convert_columns(std::slice::from_ref(values))
+                .map_err(arrow_err)?;
+            for (row, g) in group_of_row.iter().enumerate() {
+                if values.is_null(row) {
+                    continue;
+                }
+                let mut hasher = DefaultHasher::new();
+                encoded.row(row).data().hash(&mut hasher);
+                if let Acc::Distinct(set) = &mut groups[*g].accs[a] {
+                    set.insert(hasher.finish());
+                }
+            }
+        }
+        Func::Count => {
+            for (row, g) in group_of_row.iter().enumerate() {
+                if !values.is_null(row) {
+                    groups[*g].accs[a].add(0.0);
+                }
+            }
+        }
+        _ => {
+            let numbers = cast(values, &DataType::Float64).map_err(arrow_err)?;
+            let numbers = numbers.as_primitive::<Float64Type>();
+            for (row, g) in group_of_row.iter().enumerate() {
+                if !numbers.is_null(row) {
+                    groups[*g].accs[a].add(numbers.value(row));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The windows' spec: output names and order, the time key and its window length.
+fn spec_of(outputs: &[Output], statement: &Statement<'_>, width: u64) -> Spec {
+    let mut keys = Vec::new();
+    let mut aggregates = Vec::new();
+    let mut order = Vec::new();
+    let mut timestamp_key = None;
+    for o in outputs {
+        match o {
+            Output::Key { name, expr } => {
+                if timestamp_key.is_none() && matches!(expr.data_type, DataType::Timestamp(..)) {
+                    timestamp_key = Some(keys.len());
+                }
+                order.push(Ok(keys.len()));
+                keys.push(name.clone());
+            }
+            Output::Aggregate {
+                name, func, hidden, ..
+            } => {
+                order.push(Err(aggregates.len()));
+                aggregates.push(AggregateSpec {
+                    name: name.clone(),
+                    func: *func,
+                    hidden: *hidden,
+                });
+            }
+        }
+    }
+    let time_key = keys
+        .iter()
+        .position(|name| name.eq_ignore_ascii_case("time"))
+        .or(timestamp_key);
+    Spec {
+        id: format!("{}: {}", statement.pipeline, statement.sql),
+        sink: statement.sink.to_string(),
+        pipeline: statement.pipeline.to_string(),
+        keys,
+        time_key,
+        width,
+        aggregates,
+        order,
+        having: None,
+    }
+}
+
+/// Plans `HAVING` over the outputs: keys with their types, counts as BIGINT, other aggregates
+/// as DOUBLE.
+fn compile_having(
+    state: &SessionState,
+    having: &Having,
+    outputs: &[Output],
+    origin: &str,
+) -> Result<HavingSpec> {
+    let plan_error = |message: String| PipelineError::Plan {
+        origin: origin.to_string(),
+        message: format!("in HAVING `{}`: {message}", having.original),
+    };
+    let fields: Vec<Field> = outputs
+        .iter()
+        .map(|o| match o {
+            Output::Key { name, expr } => Field::new(name, expr.data_type.clone(), true),
+            Output::Aggregate { name, func, .. } => Field::new(
+                name,
+                match func {
+                    Func::Count | Func::CountDistinct => DataType::Int64,
+                    _ => DataType::Float64,
+                },
+                true,
+            ),
+        })
+        .collect();
+    let schema = Arc::new(Schema::new(fields));
+    let df_schema =
+        DFSchema::try_from(Arc::clone(&schema)).map_err(|e| plan_error(e.to_string()))?;
+    let logical = state
+        .create_logical_expr_from_sql_expr(
+            ExprWithAlias {
+                expr: having.expr.clone(),
+                alias: None,
+            },
+            &df_schema,
+        )
+        .map_err(|e| plan_error(e.to_string()))?;
+    let physical = state
+        .create_physical_expr(logical, &df_schema)
+        .map_err(|e| plan_error(e.to_string()))?;
+    let data_type = physical
+        .data_type(&schema)
+        .map_err(|e| plan_error(e.to_string()))?;
+    if !matches!(data_type, DataType::Boolean | DataType::Null) {
+        return Err(plan_error(format!("is {data_type}, not a boolean")));
+    }
+    Ok(HavingSpec {
+        sql: having.original.to_string(),
+        schema,
+        physical,
+    })
+}
+
 /// The value at `row` of `array` as an attribute value (None when null).
-fn any_value(array: &ArrayRef, row: usize) -> Option<AnyValue> {
+pub(crate) fn any_value(array: &ArrayRef, row: usize) -> Option<AnyValue> {
     if array.is_null(row) {
         return None;
     }
@@ -343,7 +567,7 @@ fn any_value(array: &ArrayRef, row: usize) -> Option<AnyValue> {
         DataType::Boolean => V::BoolValue(array.as_boolean().value(row)),
         DataType::Float16 | DataType::Float32 | DataType::Float64 => {
             let v = cast(&array.slice(row, 1), &DataType::Float64).ok()?;
-            V::DoubleValue(v.as_primitive::<arrow::datatypes::Float64Type>().value(0))
+            V::DoubleValue(v.as_primitive::<Float64Type>().value(0))
         }
         t if t.is_integer() => {
             let v = cast(&array.slice(row, 1), &DataType::Int64).ok()?;

@@ -1,6 +1,7 @@
 //! A compiled pipeline: its steps planned once, run on every batch of its source.
 
 use std::collections::HashMap;
+use std::time::SystemTime;
 
 use arrow::array::{ArrayRef, BooleanArray};
 use arrow::buffer::BooleanBuffer;
@@ -11,13 +12,14 @@ use datafusion::prelude::SessionContext;
 use penstock_dialect::model::{AttrScope, ColumnRef, Table};
 use penstock_dialect::{Program, SetTarget, Step, StepKind};
 
-use super::aggregate::{Aggregation, Output};
+use super::aggregate::{Aggregation, Output, Statement};
 use super::error::{PipelineError, Result};
 use super::expr::{CompiledExpr, compile};
 use super::filter::keep_rows;
 use super::rows::{Rows, attrs_of, signal_of, spaces};
 use super::update::{set_attr, set_field, set_metric_field};
 use super::view::data_type;
+use super::windows::Windows;
 use super::{attrs, project};
 use crate::batch::OtapBatch;
 use crate::schema::PayloadType;
@@ -40,6 +42,9 @@ pub struct RunOutput {
     pub routed: Vec<(String, OtapBatch)>,
     /// Rows no statement routed anywhere (dropped).
     pub unrouted_rows: u64,
+    /// Aggregation windows to send now rather than when they close, because they grew past
+    /// [`super::MAX_OPEN_STATE`].
+    pub closed: Vec<Windows>,
 }
 
 enum Op {
@@ -64,7 +69,6 @@ enum Op {
         projection: Option<Vec<ColumnRef>>,
     },
     Aggregate {
-        sink: String,
         filter: Option<CompiledExpr>,
         aggregation: Aggregation,
     },
@@ -181,15 +185,20 @@ fn compile_step(state: &SessionState, step: &Step, pipeline: &str) -> Result<Op>
             filter,
             outputs,
             group_by,
+            having,
         } => Op::Aggregate {
-            sink: sink.clone(),
             filter: compile_filter(state, step, filter)?,
             aggregation: Aggregation::compile(
                 state,
                 outputs,
                 group_by,
-                &step.origin.to_string(),
-                pipeline,
+                having.as_deref(),
+                Statement {
+                    pipeline,
+                    sql: &step.sql,
+                    sink,
+                    origin: &step.origin.to_string(),
+                },
             )?,
         },
     })
@@ -269,9 +278,40 @@ impl Pipeline {
         self.unrouted
     }
 
-    /// Runs every step on `batch`.
+    /// Whether it aggregates (keeps windows open from batch to batch).
+    pub fn aggregates(&self) -> bool {
+        self.steps
+            .iter()
+            .any(|s| matches!(s.op, Op::Aggregate { .. }))
+    }
+
+    /// Takes the aggregation groups whose window closed by `now`.
+    pub fn close_windows(&mut self, now: SystemTime) -> Vec<Windows> {
+        let now = nanos_since_epoch(now);
+        self.windows(|a| a.take_closed(now))
+    }
+
+    /// Takes every open aggregation group (the input ended, or the pipeline is replaced).
+    pub fn finish(&mut self) -> Vec<Windows> {
+        self.windows(Aggregation::take_all)
+    }
+
+    fn windows(&mut self, mut take: impl FnMut(&mut Aggregation) -> Windows) -> Vec<Windows> {
+        self.steps
+            .iter_mut()
+            .filter_map(|s| match &mut s.op {
+                Op::Aggregate { aggregation, .. } => Some(take(aggregation)),
+                _ => None,
+            })
+            .filter(|w| !w.is_empty())
+            .collect()
+    }
+
+    /// Runs every step on `batch`. Aggregations fold the batch into their open windows; see
+    /// [`Pipeline::close_windows`].
     pub fn run(&mut self, batch: OtapBatch) -> Result<RunOutput> {
         let mut batch = batch;
+        let now = nanos_since_epoch(SystemTime::now());
         let mut out = RunOutput::default();
         // Per row space: which rows were routed somewhere.
         let mut routed: HashMap<PayloadType, Vec<bool>> = HashMap::new();
@@ -283,13 +323,13 @@ impl Pipeline {
             }
             let rows_in = rows_of(&batch, table);
             compiled.stats.rows_in += rows_in;
-            match &compiled.op {
+            match &mut compiled.op {
                 Op::Rename { scope, renames } => {
                     for space in target_spaces(&batch, table, *scope) {
                         let kind = attr_table(space, *scope);
                         if let Some(t) = batch.get(kind) {
                             let mut t = t.clone();
-                            for (from, to) in renames {
+                            for (from, to) in renames.iter() {
                                 t = attrs::rename(&t, from, to)?;
                             }
                             batch.set(kind, t)?;
@@ -394,7 +434,6 @@ impl Pipeline {
                     }
                 }
                 Op::Aggregate {
-                    sink,
                     filter,
                     aggregation,
                 } => {
@@ -404,8 +443,8 @@ impl Pipeline {
                         let rows = Rows::new(&batch, space)?;
                         let mask = selected(filter.as_ref(), &rows)?;
                         used += mask.true_count() as u64;
-                        if let Some(metrics) = aggregation.run(&rows, &mask)? {
-                            out.routed.push((sink.clone(), metrics));
+                        if let Some(full) = aggregation.add(&rows, &mask, now)? {
+                            out.closed.push(full);
                         }
                     }
                     compiled.stats.rows_out += used;
@@ -431,6 +470,50 @@ impl Pipeline {
         };
         self.unrouted += out.unrouted_rows;
         Ok(out)
+    }
+}
+
+/// Nanoseconds since the Unix epoch (0 before it).
+fn nanos_since_epoch(t: SystemTime) -> u64 {
+    t.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// A length of time in the largest unit that divides it.
+fn human_nanos(nanos: u64) -> String {
+    const UNITS: [(u64, &str); 7] = [
+        (86_400_000_000_000, "d"),
+        (3_600_000_000_000, "h"),
+        (60_000_000_000, "min"),
+        (1_000_000_000, "s"),
+        (1_000_000, "ms"),
+        (1_000, "us"),
+        (1, "ns"),
+    ];
+    let (unit, name) = UNITS
+        .into_iter()
+        .find(|(unit, _)| nanos.is_multiple_of(*unit))
+        .unwrap_or((1, "ns"));
+    format!("{} {name}", nanos / unit)
+}
+
+/// How an aggregation's windows are formed and closed.
+fn describe_window(spec: &super::windows::Spec) -> String {
+    let grace = super::windows::GRACE.as_secs();
+    match spec.time_key {
+        Some(k) if spec.width > 0 => format!(
+            "{} long, from key {}; a window closes {grace} s after its end",
+            human_nanos(spec.width),
+            spec.keys[k]
+        ),
+        Some(k) => format!(
+            "one point per value of key {}; it closes {grace} s after that time",
+            spec.keys[k]
+        ),
+        None => format!(
+            "by arrival, {} s long; a window closes {grace} s after its end",
+            super::windows::ARRIVAL_WINDOW.as_secs()
+        ),
     }
 }
 
@@ -564,7 +647,6 @@ impl Pipeline {
                     line("filter the record table (children of removed rows are left to the encoders)".into());
                 }
                 Op::Aggregate {
-                    sink,
                     filter,
                     aggregation,
                 } => {
@@ -576,9 +658,19 @@ impl Pipeline {
                             Output::Key { name, expr } => {
                                 line(describe_expr(table, &format!("group by {name} ="), expr));
                             }
-                            Output::Aggregate { name, func, arg } => {
+                            Output::Aggregate {
+                                name,
+                                func,
+                                arg,
+                                hidden,
+                            } => {
+                                let to = if *hidden {
+                                    "for HAVING".to_string()
+                                } else {
+                                    format!("-> metric {name}")
+                                };
                                 line(format!(
-                                    "{name} = {func:?} per group -> metric {name} [hash aggregation per batch]"
+                                    "{name} = {func:?} per group {to} [hash aggregation into open windows]"
                                 ));
                                 if let Some(arg) = arg {
                                     line(describe_expr(table, "  of", arg));
@@ -586,7 +678,15 @@ impl Pipeline {
                             }
                         }
                     }
-                    line(format!("derived metrics to sink {sink}"));
+                    let spec = &aggregation.spec;
+                    if let Some(h) = &spec.having {
+                        line(format!(
+                            "having `{}` [DataFusion expression on closed groups]",
+                            h.sql
+                        ));
+                    }
+                    line(format!("windows: {}", describe_window(spec)));
+                    line(format!("derived metrics to sink {}", spec.sink));
                 }
                 Op::Route {
                     sink,

@@ -19,7 +19,9 @@ mod project;
 mod rows;
 mod update;
 mod view;
+mod windows;
 
 pub use error::{PipelineError, Result};
 pub use exec::{Pipeline, RunOutput, StepStats};
 pub use rows::signal_of;
+pub use windows::{ARRIVAL_WINDOW, GRACE, MAX_OPEN_STATE, Windows};

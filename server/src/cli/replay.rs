@@ -9,6 +9,7 @@ use anyhow::Context;
 use penstock_dialect::ast::{SinkKind, SourceKind};
 use penstock_engine::OtapBatch;
 use penstock_engine::otlp::json;
+use penstock_engine::pipeline::Windows;
 
 use super::console;
 
@@ -44,6 +45,24 @@ impl SinkOutput {
         }
         Ok(())
     }
+}
+
+/// Sends the derived metrics of closed aggregation windows to their sinks.
+fn write_windows(
+    sinks: &mut BTreeMap<String, SinkOutput>,
+    windows: Vec<Windows>,
+) -> anyhow::Result<()> {
+    for w in windows {
+        let sink = w.sink().to_string();
+        let Some(batch) = w.into_batch().context("aggregating")? else {
+            continue;
+        };
+        let target = sinks
+            .get_mut(&sink)
+            .context("aggregated to an unknown sink")?;
+        target.write(&sink, &batch)?;
+    }
+    Ok(())
 }
 
 fn create(path: &Path) -> anyhow::Result<Output> {
@@ -111,7 +130,10 @@ pub fn run(file: &Path, input: Option<&Path>, out: Option<&Path>) -> anyhow::Res
                 let target = sinks.get_mut(&sink).context("routed to an unknown sink")?;
                 target.write(&sink, &batch)?;
             }
+            write_windows(&mut sinks, output.closed)?;
         }
+        // The input ended: every aggregation window is complete.
+        write_windows(&mut sinks, pipeline.finish())?;
     }
     for (name, sink) in &mut sinks {
         if let Output::File { writer, path } = &mut sink.output {

@@ -10,6 +10,7 @@ pub mod sinks;
 pub mod sources;
 pub mod telemetry;
 pub mod tls;
+pub mod windows;
 pub mod worker;
 
 use std::collections::HashMap;
@@ -76,6 +77,8 @@ async fn serve(
         .context("listening for SIGHUP")?;
     let (publish, running) = watch::channel(running);
     let mut pool = Vec::with_capacity(workers);
+    let (closed, merger) = windows::channel();
+    let mut merger = Some((workers, merger));
     for i in 0..workers {
         pool.push(Worker::start(
             i,
@@ -83,8 +86,13 @@ async fn serve(
             shared.clone(),
             Arc::clone(&telemetry),
             base.clone(),
+            worker::WindowsLink {
+                closed: closed.clone(),
+                merger: merger.take(),
+            },
         )?);
     }
+    drop(closed);
     drop(shared);
     let (stop, shutdown) = watch::channel(false);
     let mut finite = JoinSet::new();

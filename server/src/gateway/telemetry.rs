@@ -140,6 +140,8 @@ pub struct Telemetry {
     pub stream_state_bytes: AtomicU64,
     /// OTAP streams being served.
     pub otap_streams: AtomicU64,
+    /// Batches of derived metrics (closed aggregation windows) a sink failed to deliver.
+    pub derived_failures: AtomicU64,
 }
 
 impl Telemetry {
@@ -161,6 +163,7 @@ impl Telemetry {
             latency_sum_micros: AtomicU64::new(0),
             in_flight_bytes: AtomicU64::new(0),
             queued_batches: AtomicU64::new(0),
+            derived_failures: AtomicU64::new(0),
             stream_state_bytes: AtomicU64::new(0),
             otap_streams: AtomicU64::new(0),
         }
@@ -302,6 +305,11 @@ impl Telemetry {
                 value.load(Relaxed)
             );
         }
+        let _ = writeln!(
+            out,
+            "# HELP penstock_derived_batches_failed_total batches of derived metrics a sink failed to deliver\n# TYPE penstock_derived_batches_failed_total counter\npenstock_derived_batches_failed_total {}",
+            self.derived_failures.load(Relaxed)
+        );
         out
     }
 }

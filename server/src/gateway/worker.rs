@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use anyhow::Context;
 use penstock_engine::OtapBatch;
@@ -16,6 +16,7 @@ use tokio::task::JoinSet;
 use super::delivery::{Ack, Delivery, DeliveryError, SinkQueue, all, complete};
 use super::sinks::{self, SinkTask};
 use super::telemetry::{Running, Telemetry};
+use super::windows::{self, Closed, ClosedSender};
 
 /// Batches waiting for a worker's pipelines.
 const JOB_QUEUE: usize = 64;
@@ -64,6 +65,15 @@ impl WorkerHandle {
     }
 }
 
+/// How a worker reaches the aggregation window merger.
+#[derive(Debug)]
+pub struct WindowsLink {
+    /// Where it sends its closed windows.
+    pub closed: ClosedSender,
+    /// For the worker that runs the merger: the number of workers and the merger's queue.
+    pub merger: Option<(usize, mpsc::Receiver<Closed>)>,
+}
+
 /// A running worker thread.
 pub struct Worker {
     /// How to reach it.
@@ -75,13 +85,15 @@ impl Worker {
     /// Starts worker `index`: compiles the running program's pipelines and starts its network
     /// sinks. `shared` holds the queues of sinks all workers share (files, console). When
     /// `running` changes (a reload), the worker compiles the new pipelines and runs them from
-    /// the next batch on.
+    /// the next batch on. Closed aggregation windows go to `windows`; the worker given the
+    /// merger's queue runs the merger (see [`windows::merge`]).
     pub fn start(
         index: usize,
         running: watch::Receiver<Arc<Running>>,
         shared: HashMap<String, SinkQueue>,
         telemetry: Arc<Telemetry>,
         base: std::path::PathBuf,
+        windows: WindowsLink,
     ) -> anyhow::Result<Worker> {
         let (jobs, queue) = mpsc::channel(JOB_QUEUE);
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
@@ -127,8 +139,19 @@ impl Worker {
                             return;
                         }
                     };
+                    let merger = windows.merger.map(|(workers, merger_queue)| {
+                        tokio::task::spawn_local(windows::merge(
+                            workers,
+                            merger_queue,
+                            queues.clone(),
+                            Arc::clone(&thread_telemetry),
+                        ))
+                    });
                     let current = Current::new(index, pipelines, running);
-                    run_jobs(current, queue, queues, &thread_telemetry).await;
+                    run_jobs(current, queue, queues, windows.closed, &thread_telemetry).await;
+                    if let Some(merger) = merger {
+                        let _ = merger.await;
+                    }
                     for task in tasks {
                         let _ = task.await;
                     }
@@ -195,6 +218,18 @@ impl Current {
         }
     }
 
+    /// Closed aggregation windows of every pipeline (all open ones when `at` is None).
+    fn windows(&mut self, at: Option<SystemTime>) -> Vec<penstock_engine::pipeline::Windows> {
+        self.pipelines
+            .iter_mut()
+            .filter(|p| p.aggregates())
+            .flat_map(|p| match at {
+                Some(t) => p.close_windows(t),
+                None => p.finish(),
+            })
+            .collect()
+    }
+
     /// Switches to the program now running (between batches).
     fn reload(self) -> Self {
         let next = Arc::clone(&self.running.borrow());
@@ -211,19 +246,40 @@ impl Current {
 
 /// The pipeline loop: runs each job through the pipelines of its source, hands the routed
 /// batches to the sinks (waiting for room: backpressure) and acknowledges the job once they
-/// all accepted. Ends when every sender is gone and all acknowledgements were given.
+/// all accepted; every [`windows::TICK`] hands the aggregation windows that closed to the
+/// merger. Ends when every sender is gone and all acknowledgements were given.
 async fn run_jobs(
     mut current: Current,
     mut queue: mpsc::Receiver<Job>,
     sinks: HashMap<String, SinkQueue>,
+    closed: ClosedSender,
     telemetry: &Arc<Telemetry>,
 ) {
     let mut waiting = JoinSet::new();
+    let mut tick = tokio::time::interval(windows::TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let worker = current.worker;
+    let hand_over = |upto: Option<u64>, windows| Closed {
+        worker,
+        upto,
+        windows,
+    };
     loop {
         let job = tokio::select! {
             biased;
             Ok(()) = current.running.changed() => {
+                // The replaced pipelines' windows go to the merger, which completes them with
+                // those of the new pipelines.
+                let now = SystemTime::now();
+                let open = current.windows(None);
+                let _ = closed.send(hand_over(Some(windows::nanos(now)), open)).await;
                 current = current.reload();
+                continue;
+            }
+            _ = tick.tick() => {
+                let now = SystemTime::now();
+                let done = current.windows(Some(now));
+                let _ = closed.send(hand_over(Some(windows::nanos(now)), done)).await;
                 continue;
             }
             job = queue.recv() => match job {
@@ -235,7 +291,6 @@ async fn run_jobs(
         while waiting.try_join_next().is_some() {}
         let mut acks = Vec::new();
         let mut failure = None;
-        let worker = current.worker;
         for &p in current.by_source.get(job.source).into_iter().flatten() {
             let pipeline = &mut current.pipelines[p];
             // A panic in a kernel fails this batch, not the worker.
@@ -249,6 +304,9 @@ async fn run_jobs(
             });
             match run {
                 Ok(output) => {
+                    if !output.closed.is_empty() {
+                        let _ = closed.send(hand_over(None, output.closed)).await;
+                    }
                     for (sink, batch) in output.routed {
                         let Some(queue) = sinks.get(&sink) else {
                             continue;
@@ -278,5 +336,8 @@ async fn run_jobs(
             complete(job.ack, failure.map_or(delivered, Err));
         });
     }
+    let open = current.windows(None);
+    let _ = closed.send(hand_over(Some(u64::MAX), open)).await;
+    drop(closed);
     while waiting.join_next().await.is_some() {}
 }
