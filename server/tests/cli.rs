@@ -63,7 +63,7 @@ fn replay_writes_the_golden_output() {
         stdout.contains("pipeline golden: 7 records read"),
         "{stdout}"
     );
-    for sink in ["errors", "routine"] {
+    for sink in ["errors", "routine", "per_service"] {
         let got = std::fs::read_to_string(out.join(format!("{sink}.jsonl"))).expect("sink output");
         let expected_path = golden.join("expected").join(format!("{sink}.jsonl"));
         if std::env::var_os("PENSTOCK_UPDATE_GOLDEN").is_some() {
