@@ -62,6 +62,10 @@ const CASES: &[(&str, &str)] = &[
         "UPDATE logs SET attributes['env'] = 'prod', severity_text = upper(severity_text) WHERE resource.attributes['service.name'] = 'checkout';",
     ),
     (
+        "aggregate",
+        "INSERT INTO a SELECT date_bin(INTERVAL '1 minute', time_unix_nano) AS time, resource.attributes['service.name'] AS service, count(*) AS n, max(severity_number) AS worst FROM logs GROUP BY 1, 2;",
+    ),
+    (
         "route_2",
         "INSERT INTO a SELECT * FROM logs WHERE attributes['http.response.status_code'] >= 500;
          INSERT INTO b SELECT * FROM logs WHERE attributes['http.response.status_code'] < 500;",

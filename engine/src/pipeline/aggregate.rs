@@ -491,7 +491,10 @@ fn spec_of(outputs: &[Output], statement: &Statement<'_>, width: u64) -> Spec {
         .position(|name| name.eq_ignore_ascii_case("time"))
         .or(timestamp_key);
     Spec {
-        id: format!("{}: {}", statement.pipeline, statement.sql),
+        id: format!(
+            "{} ({}): {}",
+            statement.pipeline, statement.origin, statement.sql
+        ),
         sink: statement.sink.to_string(),
         pipeline: statement.pipeline.to_string(),
         keys,

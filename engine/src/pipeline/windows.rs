@@ -35,7 +35,7 @@ pub const GRACE: Duration = Duration::from_secs(5);
 pub const ARRIVAL_WINDOW: Duration = Duration::from_secs(10);
 
 /// Open groups plus distinct values one aggregation keeps before it sends its windows early.
-pub const MAX_OPEN_STATE: usize = 1 << 20;
+pub const MAX_OPEN_STATE: usize = 1 << 17;
 
 /// An aggregate function.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,7 +65,7 @@ pub(crate) struct HavingSpec {
 
 /// What the windows of one aggregation statement turn into.
 pub(crate) struct Spec {
-    /// The pipeline and statement: windows with the same id merge.
+    /// The pipeline, where the statement is, and its text: windows with the same id merge.
     pub(crate) id: String,
     pub(crate) sink: String,
     pub(crate) pipeline: String,
