@@ -55,6 +55,11 @@ enum Command {
         /// Serve /metrics, /healthz and /pipelines on this address.
         #[arg(long)]
         admin_listen: Option<std::net::SocketAddr>,
+        /// After SIGTERM or Ctrl-C, how long to drain in-flight batches (e.g. 30s, 2m) before
+        /// exiting anyway; a second signal exits at once. Batches cut short are not
+        /// acknowledged.
+        #[arg(long, default_value = "30s", value_parser = parse_drain_timeout)]
+        drain_timeout: std::time::Duration,
     },
     /// Send realistic telemetry to a gateway and report throughput, errors and latency.
     Loadgen {
@@ -103,6 +108,12 @@ fn parse_load(protocol: &str, signal: &str) -> anyhow::Result<(bool, penstock_en
     Ok((otap, signal))
 }
 
+/// A drain timeout: a duration such as `30s`, `500ms` or `2m`.
+fn parse_drain_timeout(text: &str) -> Result<std::time::Duration, String> {
+    penstock_dialect::options::parse_duration(text)
+        .ok_or_else(|| format!("'{text}' is not a duration such as 30s, 500ms or 2m"))
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     let result = match args.command {
@@ -114,12 +125,14 @@ fn main() -> ExitCode {
             files,
             workers,
             admin_listen,
+            drain_timeout,
         } => gateway::run(gateway::RunOptions {
             files,
             workers: workers.unwrap_or_else(|| {
                 std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
             }),
             admin_listen,
+            drain_timeout,
         }),
         Command::Loadgen {
             endpoint,

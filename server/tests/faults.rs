@@ -323,3 +323,90 @@ fn vanished_senders_and_unread_statuses_release_everything_they_held() {
     let want: Vec<String> = fresh.iter().flat_map(equiv::logs).collect();
     assert_none_missing(&want, &got);
 }
+
+/// Scenario: SIGTERM while a request waits on a backend that never answers.
+/// Guarantees: the drain ends at the drain timeout, or at once on a second signal; the gateway
+/// exits with an error and the sender is told its request failed (it was never acknowledged).
+#[test]
+fn a_drain_stuck_on_a_silent_backend_ends_at_its_timeout_or_a_second_signal() {
+    for second_signal in [false, true] {
+        let dir = temp_dir(&format!("drain-{second_signal}"));
+        let backend = Backend::start("127.0.0.1:0", Duration::from_secs(3600), Arc::default());
+        let timeout = if second_signal { "1h" } else { "1s" };
+        let sql = format!(
+            "CREATE SOURCE edge FROM GRPC WITH (listen = '127.0.0.1:0');
+             CREATE SINK backend TO OTLP WITH (endpoint = '{}', compression = 'none', timeout = '1h');
+             CREATE PIPELINE p FROM edge AS BEGIN INSERT INTO backend SELECT * FROM logs; END;",
+            backend.url()
+        );
+        let gateway = Gateway::start_with(
+            &dir,
+            "drain",
+            &sql,
+            &["--admin-listen", "127.0.0.1:0", "--drain-timeout", timeout],
+        );
+        let url = gateway.url();
+        let sender = std::thread::spawn(move || {
+            block_on(export_otlp_fallible(&url, DataGen::new(7).logs(10)))
+        });
+        gateway.wait_until("a request in flight", |g| {
+            g.metric("penstock_in_flight_bytes") > 0.0
+        });
+        let pid = gateway.child.id().to_string();
+        let kill = || {
+            std::process::Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .unwrap()
+        };
+        kill();
+        gateway.wait_for_line("draining:");
+        if second_signal {
+            kill();
+        }
+        let (ok, _) = gateway.terminate_wait();
+        assert!(!ok, "a drain cut short must exit with an error");
+        let outcome = sender.join().unwrap();
+        assert!(
+            outcome.is_err(),
+            "the request was acknowledged: {outcome:?}"
+        );
+    }
+}
+
+/// Scenario: SIGTERM while a FILE source is still reading a long file into a slow backend.
+/// Guarantees: the source stops reading, what it handed over is delivered, and the gateway
+/// exits cleanly without reading the rest.
+#[test]
+fn a_file_source_stops_reading_at_shutdown() {
+    let dir = temp_dir("file-shutdown");
+    let got: Received = Arc::default();
+    let backend = Backend::start("127.0.0.1:0", Duration::from_millis(200), Arc::clone(&got));
+    let input = dir.join("input.jsonl");
+    let mut data = DataGen::new(11);
+    let lines: Vec<String> = (0..200)
+        .map(|_| {
+            let bytes = data.logs(5).encode_to_vec();
+            let batch = otlp::decode::decode_logs(&bytes).unwrap().remove(0);
+            otlp::json::to_line(&batch).unwrap()
+        })
+        .collect();
+    std::fs::write(&input, lines.join("\n")).unwrap();
+    let sql = format!(
+        "CREATE SOURCE file FROM FILE WITH (path = '{}');
+         CREATE SINK backend TO OTLP WITH (endpoint = '{}', compression = 'none');
+         CREATE PIPELINE p FROM file AS BEGIN INSERT INTO backend SELECT * FROM logs; END;",
+        input.display(),
+        backend.url()
+    );
+    let gateway = Gateway::start_with(&dir, "file", &sql, &["--admin-listen", "127.0.0.1:0"]);
+    let received_some = |_: &Gateway| !got.lock().unwrap().is_empty();
+    gateway.wait_until("the first records at the backend", received_some);
+    let (ok, _) = gateway.terminate();
+    assert!(ok, "the drain should finish what was handed over");
+    let received = got.lock().unwrap().len();
+    assert!(
+        received > 0 && received < 200 * 5,
+        "{received} records of 1000 arrived"
+    );
+}

@@ -37,6 +37,8 @@ pub struct RunOptions {
     pub workers: usize,
     /// Where to serve `/metrics`, `/healthz`, `/pipelines`.
     pub admin_listen: Option<SocketAddr>,
+    /// How long the drain after a signal may take before the gateway exits anyway.
+    pub drain_timeout: std::time::Duration,
 }
 
 /// Runs the gateway until its finite sources are done (when it has only GENERATOR sources
@@ -53,7 +55,10 @@ pub fn run(options: RunOptions) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("starting the main runtime")?;
-    runtime.block_on(serve(options, workers, program, running, telemetry))
+    let result = runtime.block_on(serve(options, workers, program, running, telemetry));
+    // A drain cut short leaves worker threads behind: do not wait for them.
+    runtime.shutdown_background();
+    result
 }
 
 async fn serve(
@@ -187,6 +192,7 @@ async fn serve(
                     path,
                     w.handle.clone(),
                     Arc::clone(&telemetry),
+                    shutdown.clone(),
                 ));
                 finite.spawn(async move {
                     task.await
@@ -230,20 +236,40 @@ async fn serve(
     let _ = stop.send(true);
     #[cfg(unix)]
     reloads.abort();
-    while acceptors.join_next().await.is_some() {}
-    wait_all(&mut finite, &mut failure).await;
-    // Workers end once every source let go of them and their batches were acknowledged.
-    let joins: Vec<_> = pool
-        .into_iter()
-        .map(|w| tokio::task::spawn_blocking(move || w.join()))
-        .collect();
-    for join in joins {
-        let _ = join.await;
-    }
-    for task in shared_tasks {
-        let _ = task.await;
-    }
+    let drain_timeout = options.drain_timeout;
+    println!(
+        "draining: not accepting; finishing what is in flight (at most {:?}; a second signal exits now)",
+        drain_timeout
+    );
+    let drain = async {
+        while acceptors.join_next().await.is_some() {}
+        wait_all(&mut finite, &mut failure).await;
+        // Workers end once every source let go of them and their batches were acknowledged.
+        let joins: Vec<_> = pool
+            .into_iter()
+            .map(|w| tokio::task::spawn_blocking(move || w.join()))
+            .collect();
+        for join in joins {
+            let _ = join.await;
+        }
+        for task in shared_tasks {
+            let _ = task.await;
+        }
+    };
+    let cut_short = tokio::select! {
+        () = drain => None,
+        () = terminated() => Some("a second signal"),
+        () = tokio::time::sleep(drain_timeout) => Some("the drain timeout"),
+    };
     print_summary(&telemetry, &running.borrow());
+    if let Some(why) = cut_short {
+        use std::sync::atomic::Ordering::Relaxed;
+        anyhow::bail!(
+            "{why} ended the drain: {} request bytes in flight and {} queued batches were not acknowledged (their senders see the connection close)",
+            telemetry.in_flight_bytes.load(Relaxed),
+            telemetry.queued_batches.load(Relaxed)
+        );
+    }
     match failure {
         Some(e) => Err(e),
         None => Ok(()),

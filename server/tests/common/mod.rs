@@ -157,6 +157,14 @@ impl Gateway {
         format!("http://{}", self.addr)
     }
 
+    /// Waits for the exit (after signals sent by the test); returns whether it exited
+    /// successfully and what it printed.
+    pub fn terminate_wait(mut self) -> (bool, Vec<String>) {
+        let status = self.child.wait().unwrap();
+        let lines = self.stdout.try_iter().collect();
+        (status.success(), lines)
+    }
+
     /// Sends SIGTERM and waits for the exit; returns whether it exited successfully and what
     /// it printed.
     pub fn terminate(mut self) -> (bool, Vec<String>) {

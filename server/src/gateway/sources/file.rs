@@ -1,24 +1,46 @@
 //! FILE source: OTLP JSON lines, each request one batch, sent once.
+//!
+//! The file is read and parsed line by line on a blocking thread, a few batches ahead of the
+//! pipelines (memory stays bounded whatever the file's size); reading stops at shutdown.
 
+use std::io::BufRead;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use penstock_engine::OtapBatch;
 use penstock_engine::otlp::json;
+use tokio::sync::{mpsc, watch};
 
 use crate::gateway::telemetry::Telemetry;
 use crate::gateway::worker::WorkerHandle;
 
-/// Reads `path` and runs every batch through `worker`, one after the other.
+/// Batches parsed ahead of the pipelines.
+const READ_AHEAD: usize = 4;
+
+/// Reads `path` and runs every batch through `worker`, one after the other, until the file
+/// ends or `shutdown` is signalled.
 pub async fn run(
     name: String,
     index: usize,
     path: PathBuf,
     worker: WorkerHandle,
     telemetry: Arc<Telemetry>,
+    mut shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
-    let batches = json::read_file(&path)
-        .map_err(|e| anyhow::anyhow!("source {name}: reading {}: {e}", path.display()))?;
-    for batch in batches {
+    let (batches, mut parsed) = mpsc::channel(READ_AHEAD);
+    let reader = tokio::task::spawn_blocking({
+        let (name, path) = (name.clone(), path.clone());
+        move || read(&name, &path, &batches)
+    });
+    loop {
+        let batch = tokio::select! {
+            biased;
+            _ = shutdown.wait_for(|stop| *stop) => break,
+            batch = parsed.recv() => match batch {
+                Some(b) => b,
+                None => break,
+            },
+        };
         if let Some(flow) = telemetry.sources.get(&name) {
             flow.add(batch.num_items(), 0);
         }
@@ -26,6 +48,35 @@ pub async fn run(
             .process(index, batch)
             .await
             .map_err(|e| anyhow::anyhow!("source {name}: {e}"))?;
+    }
+    // The reader stops at its next batch once the receiver is gone.
+    drop(parsed);
+    reader
+        .await
+        .map_err(|e| anyhow::anyhow!("source {name}: the reader failed: {e}"))?
+}
+
+/// Parses the lines of `path` into `batches` until the file ends or nobody receives.
+fn read(
+    name: &str,
+    path: &std::path::Path,
+    batches: &mpsc::Sender<OtapBatch>,
+) -> anyhow::Result<()> {
+    let context = |e: &dyn std::fmt::Display| {
+        anyhow::anyhow!("source {name}: reading {}: {e}", path.display())
+    };
+    let file = std::fs::File::open(path).map_err(|e| context(&e))?;
+    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line.map_err(|e| context(&e))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let (signal, bytes) = json::line_to_protobuf(&line, i + 1).map_err(|e| context(&e))?;
+        for batch in json::decode(signal, &bytes).map_err(|e| context(&e))? {
+            if batches.blocking_send(batch).is_err() {
+                return Ok(());
+            }
+        }
     }
     Ok(())
 }
