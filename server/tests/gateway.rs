@@ -422,3 +422,38 @@ fn sighup_swaps_in_valid_pipelines_and_keeps_the_old_ones_on_errors() {
     }
     assert_eq!(want.len(), got.len());
 }
+
+#[test]
+fn loadgen_reports_errors_and_ends_when_the_gateway_ends_its_otap_stream() {
+    let dir = temp_dir("loadgen-ended");
+    // Any batch needs more stream memory than this: the gateway ends each stream at once.
+    let gateway = Gateway::start(
+        &dir,
+        "tiny",
+        "CREATE SOURCE edge FROM GRPC WITH (listen = '127.0.0.1:0', max_stream_memory_bytes = 1000);
+         CREATE SINK out TO CONSOLE;
+         CREATE PIPELINE p FROM edge AS BEGIN INSERT INTO out SELECT * FROM logs; END;",
+    );
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_penstock"))
+        .args([
+            "loadgen",
+            "--endpoint",
+            &gateway.url(),
+            "--protocol",
+            "otap",
+        ])
+        .args(["--records", "20000", "--batch", "500", "--streams", "2"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    let summary = stdout.lines().next().unwrap_or_default();
+    let errors: u64 = summary
+        .rsplit("; ")
+        .next()
+        .and_then(|e| e.strip_suffix(" errors"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no error count in {stdout}"));
+    assert_eq!(errors, 40, "every batch is an error: {stdout}");
+    assert!(stdout.contains("first error:"), "{stdout}");
+}

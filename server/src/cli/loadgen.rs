@@ -279,6 +279,8 @@ async fn otap_stream(
                 record(&results, outcome, when.elapsed());
                 window.add_permits(1);
             }
+            // No more statuses: the sender stops waiting for room.
+            window.close();
         })
     };
     let start = Instant::now();
@@ -286,7 +288,20 @@ async fn otap_stream(
         if let Some(pace) = pace {
             tokio::time::sleep_until((start + pace * i as u32).into()).await;
         }
-        window.acquire().await?.forget();
+        match window.acquire().await {
+            Ok(permit) => permit.forget(),
+            Err(_) => {
+                // The server ended the stream: the batches never sent are errors too.
+                for _ in i..count {
+                    record(
+                        results,
+                        Err("the stream ended before this batch was sent".into()),
+                        Duration::ZERO,
+                    );
+                }
+                break;
+            }
+        }
         let batch = &batches[i as usize % batches.len()];
         let message = encoder.encode(batch)?;
         if let Ok(mut m) = sent_at.lock() {
@@ -298,6 +313,15 @@ async fn otap_stream(
     }
     drop(outgoing);
     reader.await?;
+    // Batches sent without a status before the stream ended.
+    let unanswered = sent_at.lock().map_or(0, |m| m.len());
+    for _ in 0..unanswered {
+        record(
+            results,
+            Err("the stream ended before this batch's status".into()),
+            Duration::ZERO,
+        );
+    }
     Ok(())
 }
 
