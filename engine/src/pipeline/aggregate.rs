@@ -17,17 +17,17 @@ use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch, RecordBa
 use arrow::compute::{cast, filter};
 use arrow::datatypes::{DataType, Field, Float64Type, Int64Type, Schema, TimeUnit};
 use arrow::row::{RowConverter, SortField};
-use datafusion::common::{DFSchema, ScalarValue};
+use datafusion::common::ScalarValue;
 use datafusion::execution::context::SessionState;
 use datafusion::logical_expr::ColumnarValue;
 use datafusion::sql::sqlparser::ast::{
-    DuplicateTreatment, Expr, ExprWithAlias, FunctionArg, FunctionArgExpr, FunctionArguments, Value,
+    DuplicateTreatment, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Value,
 };
 use opentelemetry_proto::tonic::common::v1::{AnyValue, any_value};
 use penstock_dialect::{Having, ResolvedExpr};
 
 use super::error::{PipelineError, Result};
-use super::expr::{CompiledExpr, compile};
+use super::expr::{CompiledExpr, compile, plan};
 use super::rows::Rows;
 use super::windows::{
     ARRIVAL_WINDOW, Acc, AggregateSpec, Func, Group, HavingSpec, MAX_OPEN_STATE, Spec, Windows,
@@ -94,24 +94,15 @@ fn aggregate_call(expr: &Expr) -> Option<(Func, Option<Expr>)> {
 
 /// The value of a constant expression (an interval literal, a unit name).
 fn constant(state: &SessionState, expr: &Expr) -> Option<ScalarValue> {
-    let schema = DFSchema::empty();
-    let logical = state
-        .create_logical_expr_from_sql_expr(
-            ExprWithAlias {
-                expr: expr.clone(),
-                alias: None,
-            },
-            &schema,
-        )
-        .ok()?;
-    let physical = state.create_physical_expr(logical, &schema).ok()?;
-    let empty = RecordBatch::try_new_with_options(
-        Arc::new(Schema::empty()),
+    let schema = Arc::new(Schema::empty());
+    let (physical, _) = plan(state, expr, &schema).ok()?;
+    let one_row = RecordBatch::try_new_with_options(
+        schema,
         vec![],
         &RecordBatchOptions::new().with_row_count(Some(1)),
     )
     .ok()?;
-    match physical.evaluate(&empty).ok()? {
+    match physical.evaluate(&one_row).ok()? {
         ColumnarValue::Scalar(v) => Some(v),
         ColumnarValue::Array(a) => ScalarValue::try_from_array(&a, 0).ok(),
     }
@@ -533,23 +524,7 @@ fn compile_having(
         })
         .collect();
     let schema = Arc::new(Schema::new(fields));
-    let df_schema =
-        DFSchema::try_from(Arc::clone(&schema)).map_err(|e| plan_error(e.to_string()))?;
-    let logical = state
-        .create_logical_expr_from_sql_expr(
-            ExprWithAlias {
-                expr: having.expr.clone(),
-                alias: None,
-            },
-            &df_schema,
-        )
-        .map_err(|e| plan_error(e.to_string()))?;
-    let physical = state
-        .create_physical_expr(logical, &df_schema)
-        .map_err(|e| plan_error(e.to_string()))?;
-    let data_type = physical
-        .data_type(&schema)
-        .map_err(|e| plan_error(e.to_string()))?;
+    let (physical, data_type) = plan(state, &having.expr, &schema).map_err(plan_error)?;
     if !matches!(data_type, DataType::Boolean | DataType::Null) {
         return Err(plan_error(format!("is {data_type}, not a boolean")));
     }

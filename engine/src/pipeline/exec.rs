@@ -473,8 +473,8 @@ impl Pipeline {
     }
 }
 
-/// Nanoseconds since the Unix epoch (0 before it).
-fn nanos_since_epoch(t: SystemTime) -> u64 {
+/// Nanoseconds since the Unix epoch (0 before it): the clock of aggregation windows.
+pub fn nanos_since_epoch(t: SystemTime) -> u64 {
     t.duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)
 }

@@ -8,7 +8,7 @@ use datafusion::common::DFSchema;
 use datafusion::execution::context::SessionState;
 use datafusion::logical_expr::Expr;
 use datafusion::physical_expr::PhysicalExpr;
-use datafusion::sql::sqlparser::ast::ExprWithAlias;
+use datafusion::sql::sqlparser::ast::{Expr as SqlExpr, ExprWithAlias};
 use penstock_dialect::ResolvedExpr;
 use penstock_dialect::model::ColumnRef;
 
@@ -39,23 +39,7 @@ pub(crate) fn compile(
         message: format!("in `{}`: {message}", expr.original),
     };
     let schema = schema_of(&expr.columns);
-    let df_schema =
-        DFSchema::try_from(Arc::clone(&schema)).map_err(|e| plan_error(e.to_string()))?;
-    let logical: Expr = state
-        .create_logical_expr_from_sql_expr(
-            ExprWithAlias {
-                expr: expr.expr.clone(),
-                alias: None,
-            },
-            &df_schema,
-        )
-        .map_err(|e| plan_error(clean(&e)))?;
-    let physical = state
-        .create_physical_expr(logical, &df_schema)
-        .map_err(|e| plan_error(clean(&e)))?;
-    let data_type = physical
-        .data_type(&schema)
-        .map_err(|e| plan_error(clean(&e)))?;
+    let (physical, data_type) = plan(state, &expr.expr, &schema).map_err(plan_error)?;
     Ok(CompiledExpr {
         sql: expr.original.to_string(),
         columns: expr.columns.clone(),
@@ -63,6 +47,30 @@ pub(crate) fn compile(
         physical,
         data_type,
     })
+}
+
+/// Plans the SQL expression `expr` over the columns of `schema`: its physical form and the
+/// type of its result, or DataFusion's reason why not.
+pub(crate) fn plan(
+    state: &SessionState,
+    expr: &SqlExpr,
+    schema: &SchemaRef,
+) -> std::result::Result<(Arc<dyn PhysicalExpr>, DataType), String> {
+    let df_schema = DFSchema::try_from(Arc::clone(schema)).map_err(|e| clean(&e))?;
+    let logical: Expr = state
+        .create_logical_expr_from_sql_expr(
+            ExprWithAlias {
+                expr: expr.clone(),
+                alias: None,
+            },
+            &df_schema,
+        )
+        .map_err(|e| clean(&e))?;
+    let physical = state
+        .create_physical_expr(logical, &df_schema)
+        .map_err(|e| clean(&e))?;
+    let data_type = physical.data_type(schema).map_err(|e| clean(&e))?;
+    Ok((physical, data_type))
 }
 
 /// A DataFusion error message without its "Error during planning:" prefixes.

@@ -22,6 +22,6 @@ mod view;
 mod windows;
 
 pub use error::{PipelineError, Result};
-pub use exec::{Pipeline, RunOutput, StepStats};
+pub use exec::{Pipeline, RunOutput, StepStats, nanos_since_epoch};
 pub use rows::signal_of;
 pub use windows::{ARRIVAL_WINDOW, GRACE, MAX_OPEN_STATE, Windows};

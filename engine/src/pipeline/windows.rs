@@ -304,11 +304,7 @@ impl Windows {
             return Ok(None);
         }
         let mut groups: Vec<Group> = self.groups.into_values().collect();
-        groups.sort_by(|a, b| {
-            (a.start, a.end)
-                .cmp(&(b.start, b.end))
-                .then_with(|| format!("{:?}", a.keys).cmp(&format!("{:?}", b.keys)))
-        });
+        groups.sort_by_cached_key(|g| (g.start, g.end, format!("{:?}", g.keys)));
         if let Some(having) = &spec.having {
             let keep = having_mask(spec, having, &groups)?;
             groups = groups

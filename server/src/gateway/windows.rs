@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use penstock_engine::pipeline::{MAX_OPEN_STATE, Windows};
 use tokio::sync::{mpsc, oneshot};
@@ -41,12 +41,6 @@ pub type ClosedSender = mpsc::Sender<Closed>;
 /// The merger's queue.
 pub fn channel() -> (ClosedSender, mpsc::Receiver<Closed>) {
     mpsc::channel(QUEUE)
-}
-
-/// Nanoseconds since the Unix epoch.
-pub fn nanos(t: SystemTime) -> u64 {
-    t.duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 /// Merges the windows of `workers` workers and sends each closed window's metrics to its sink

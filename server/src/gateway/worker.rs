@@ -9,7 +9,7 @@ use std::time::{Instant, SystemTime};
 
 use anyhow::Context;
 use penstock_engine::OtapBatch;
-use penstock_engine::pipeline::Pipeline;
+use penstock_engine::pipeline::{Pipeline, nanos_since_epoch};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 
@@ -272,14 +272,14 @@ async fn run_jobs(
                 // those of the new pipelines.
                 let now = SystemTime::now();
                 let open = current.windows(None);
-                let _ = closed.send(hand_over(Some(windows::nanos(now)), open)).await;
+                let _ = closed.send(hand_over(Some(nanos_since_epoch(now)), open)).await;
                 current = current.reload();
                 continue;
             }
             _ = tick.tick() => {
                 let now = SystemTime::now();
                 let done = current.windows(Some(now));
-                let _ = closed.send(hand_over(Some(windows::nanos(now)), done)).await;
+                let _ = closed.send(hand_over(Some(nanos_since_epoch(now)), done)).await;
                 continue;
             }
             job = queue.recv() => match job {
