@@ -89,39 +89,40 @@ where
         }
     }
 
-    /// Whether rows `a` and `b` hold equal values (two nulls are equal, as `get(a) == get(b)`).
-    /// Rows of a dictionary with the same key are equal without reading the values, which is
-    /// why the item type's equality must be reflexive (`Eq`: not for floats).
-    #[inline]
-    pub(crate) fn same_rows(&self, a: usize, b: usize) -> bool
-    where
-        <&'a A as ArrayAccessor>::Item: Eq,
+    /// Narrows `same` (per row: whether it equals the row before it) to the rows whose
+    /// values in this column also equal the previous row's, compared as `how` says. Only rows
+    /// where `same` is still true and `only` holds are compared; the column's encoding is
+    /// decided once, not per row.
+    pub(crate) fn narrow_same_as_previous(
+        &self,
+        same: &mut [bool],
+        only: impl Fn(usize) -> bool,
+        how: Compare,
+    ) where
+        <&'a A as ArrayAccessor>::Item: PartialEq,
     {
+        let rows = same.iter_mut().enumerate().skip(1);
         match self {
-            Col::Absent => true,
-            Col::Plain(v) => match (v.is_valid(a), v.is_valid(b)) {
-                (true, true) => v.value(a) == v.value(b),
-                (x, y) => x == y,
-            },
-            Col::Dict8(k, _) if same_key(k, a, b) => true,
-            Col::Dict16(k, _) if same_key(k, a, b) => true,
-            _ => self.get(a) == self.get(b),
-        }
-    }
-
-    /// [`Col::same_rows`], where `distinct` says a dictionary holds distinct values: rows
-    /// with different keys then differ without reading the values.
-    #[inline]
-    pub(crate) fn same_rows_given(&self, a: usize, b: usize, distinct: bool) -> bool
-    where
-        <&'a A as ArrayAccessor>::Item: Eq,
-    {
-        match self {
-            Col::Dict8(k, _) if distinct => k.is_valid(a) == k.is_valid(b) && same_or_null(k, a, b),
-            Col::Dict16(k, _) if distinct => {
-                k.is_valid(a) == k.is_valid(b) && same_or_null(k, a, b)
+            Col::Absent => {
+                for (i, s) in rows {
+                    if *s && only(i) {
+                        *s = how.nulls_equal;
+                    }
+                }
             }
-            _ => self.same_rows(a, b),
+            Col::Plain(a) => {
+                for (i, s) in rows {
+                    if *s && only(i) {
+                        *s = match (a.is_valid(i - 1), a.is_valid(i)) {
+                            (true, true) => a.value(i - 1) == a.value(i),
+                            (false, false) => how.nulls_equal,
+                            _ => false,
+                        };
+                    }
+                }
+            }
+            Col::Dict8(k, v) => narrow_dict(k, *v, same, only, how),
+            Col::Dict16(k, v) => narrow_dict(k, *v, same, only, how),
         }
     }
 
@@ -200,16 +201,60 @@ where
     Some(out)
 }
 
-/// Whether two rows of a dictionary, both valid or both null, carry the same key.
-#[inline]
-fn same_or_null<K: ArrowDictionaryKeyType>(keys: &PrimitiveArray<K>, a: usize, b: usize) -> bool {
-    keys.is_null(a) || keys.value(a) == keys.value(b)
+/// How [`Col::narrow_same_as_previous`] compares two rows.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Compare {
+    /// The dictionary holds distinct values: rows with different keys differ.
+    pub(crate) distinct: bool,
+    /// The values' equality is reflexive (not floats): rows with the same key are equal
+    /// without reading the values.
+    pub(crate) reflexive: bool,
+    /// Two nulls are equal. Otherwise a row equals the previous one only when both hold a
+    /// value.
+    pub(crate) nulls_equal: bool,
 }
 
-/// Whether two rows of a dictionary carry the same (non-null) key.
-#[inline]
-fn same_key<K: ArrowDictionaryKeyType>(keys: &PrimitiveArray<K>, a: usize, b: usize) -> bool {
-    keys.is_valid(a) && keys.is_valid(b) && keys.value(a) == keys.value(b)
+/// [`Col::narrow_same_as_previous`] for a dictionary-encoded column.
+fn narrow_dict<'a, K, A>(
+    keys: &PrimitiveArray<K>,
+    values: &'a A,
+    same: &mut [bool],
+    only: impl Fn(usize) -> bool,
+    how: Compare,
+) where
+    K: ArrowDictionaryKeyType,
+    A: Array,
+    &'a A: ArrayAccessor,
+    <&'a A as ArrayAccessor>::Item: PartialEq,
+{
+    use arrow::datatypes::ArrowNativeType;
+    let entries_valid = values.null_count() == 0;
+    let get = |i: usize| lookup(keys.is_valid(i).then(|| keys.value(i).as_usize()), values);
+    let by_value = |a: usize, b: usize| match (get(a), get(b)) {
+        (Some(x), Some(y)) => x == y,
+        (None, None) => how.nulls_equal,
+        _ => false,
+    };
+    for (i, s) in same.iter_mut().enumerate().skip(1) {
+        if !*s || !only(i) {
+            continue;
+        }
+        *s = match (keys.is_valid(i - 1), keys.is_valid(i)) {
+            (true, true) => {
+                let (a, b) = (keys.value(i - 1).as_usize(), keys.value(i).as_usize());
+                if a == b && how.reflexive && entries_valid {
+                    b < values.len() || how.nulls_equal
+                } else if a != b && how.distinct {
+                    false
+                } else {
+                    by_value(i - 1, i)
+                }
+            }
+            (false, false) => how.nulls_equal,
+            _ if how.distinct => false,
+            _ => by_value(i - 1, i),
+        };
+    }
 }
 
 #[inline]

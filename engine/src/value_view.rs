@@ -2,12 +2,12 @@
 //! as OTLP values (written as protobuf, or compared for id transport encodings).
 
 use arrow::array::{
-    BinaryArray, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray, StructArray,
-    UInt8Array,
+    Array, BinaryArray, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray,
+    StructArray, UInt8Array,
 };
 
 use crate::cbor;
-use crate::column::Col;
+use crate::column::{Col, Compare};
 use crate::error::Result;
 use crate::schema::PayloadType;
 use crate::schema::consts::{self, value_type};
@@ -148,29 +148,66 @@ impl ValueView<'_> {
         })
     }
 
-    /// Whether rows `a` and `b`, both of value type `ty`, hold the same scalar value: the
-    /// value is present in `b` and equal to `a`'s (doubles compared as IEEE numbers). Empty,
-    /// map and slice values are never the same. `distinct_strings`: a string dictionary holds
-    /// distinct values, so different keys mean different strings.
-    #[inline]
-    pub(crate) fn same_scalar(&self, a: usize, b: usize, ty: u8, distinct_strings: bool) -> bool {
-        fn same<'a, A>(column: &Col<'a, A>, a: usize, b: usize, distinct: bool) -> bool
-        where
-            A: arrow::array::Array + 'static,
-            &'a A: arrow::array::ArrayAccessor,
-            <&'a A as arrow::array::ArrayAccessor>::Item: Eq,
-        {
-            column.get(b).is_some() && column.same_rows_given(a, b, distinct)
+    /// The value type of every row.
+    pub(crate) fn types(&self, rows: usize) -> Vec<u8> {
+        match &self.ty {
+            Col::Plain(a) if a.null_count() == 0 && a.len() == rows => a.values().to_vec(),
+            _ => (0..rows).map(|i| self.value_type(i)).collect(),
         }
-        match ty {
-            value_type::STR => same(&self.str, a, b, distinct_strings),
-            value_type::INT => same(&self.int, a, b, false),
-            value_type::BOOL => same(&self.bool, a, b, false),
-            value_type::BYTES => same(&self.bytes, a, b, false),
-            value_type::DOUBLE => {
-                matches!((self.double.get(a), self.double.get(b)), (Some(x), Some(y)) if x == y)
+    }
+
+    /// Narrows `same` (per row: whether it equals the row before it) to the rows that also
+    /// hold the same scalar value as the row before: the same value type, a string, int,
+    /// double, bool or bytes value present in both, and equal (doubles compared as IEEE
+    /// numbers). Empty, map and slice values are never the same. `distinct_strings`: the
+    /// string dictionary holds distinct values, so different keys mean different strings.
+    pub(crate) fn narrow_same_as_previous(
+        &self,
+        same: &mut [bool],
+        types: &[u8],
+        distinct_strings: bool,
+    ) {
+        const SCALARS: [u8; 5] = [
+            value_type::STR,
+            value_type::INT,
+            value_type::DOUBLE,
+            value_type::BOOL,
+            value_type::BYTES,
+        ];
+        let mut present = [false; 256];
+        for (i, s) in same.iter_mut().enumerate() {
+            let ty = types[i];
+            *s = *s && i > 0 && ty == types[i - 1] && SCALARS.contains(&ty);
+            present[usize::from(ty)] |= *s;
+        }
+        let strict = |distinct, reflexive| Compare {
+            distinct,
+            reflexive,
+            nulls_equal: false,
+        };
+        for ty in SCALARS.into_iter().filter(|ty| present[usize::from(*ty)]) {
+            let only = |i: usize| types[i] == ty;
+            match ty {
+                value_type::STR => {
+                    self.str
+                        .narrow_same_as_previous(same, only, strict(distinct_strings, true))
+                }
+                value_type::INT => {
+                    self.int
+                        .narrow_same_as_previous(same, only, strict(false, true))
+                }
+                value_type::DOUBLE => {
+                    self.double
+                        .narrow_same_as_previous(same, only, strict(false, false))
+                }
+                value_type::BOOL => {
+                    self.bool
+                        .narrow_same_as_previous(same, only, strict(false, true))
+                }
+                _ => self
+                    .bytes
+                    .narrow_same_as_previous(same, only, strict(false, true)),
             }
-            _ => false,
         }
     }
 

@@ -10,13 +10,15 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, DictionaryArray, StringArray, UInt8Array, UInt16Array};
-use arrow::buffer::{Buffer, OffsetBuffer, ScalarBuffer};
+use arrow::array::{
+    Array, ArrayRef, DictionaryArray, PrimitiveArray, StringArray, UInt8Array, UInt16Array,
+};
+use arrow::buffer::{Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow::compute::cast;
-use arrow::datatypes::{DataType, UInt8Type, UInt16Type};
+use arrow::datatypes::{ArrowDictionaryKeyType, ArrowNativeType, DataType, UInt8Type, UInt16Type};
 
 use super::growing::Growing;
-use crate::column::{Col, map_dictionary};
+use crate::column::Col;
 use crate::schema::PayloadType;
 
 /// Most bytes of values one column's dictionary holds before it starts afresh.
@@ -37,7 +39,36 @@ struct Memo {
     /// For a column that arrives dictionary-encoded: the incoming dictionary, and the key of
     /// each of its entries here (None until used), kept while that dictionary grows.
     source: Growing,
-    translation: Vec<Option<Option<u16>>>,
+    translation: Vec<u32>,
+}
+
+/// In [`Memo::translation`]: the entry has not been looked up yet.
+const UNKNOWN: u32 = u32::MAX;
+/// In [`Memo::translation`]: the entry is null.
+const NULL_ENTRY: u32 = u32::MAX - 1;
+
+/// Dictionary keys of a column's rows, with their validity.
+struct Keys {
+    values: Vec<u16>,
+    /// Per row, whether it has a key; None when all do.
+    valid: Option<Vec<bool>>,
+}
+
+impl Keys {
+    fn from_options(keys: Vec<Option<u16>>) -> Self {
+        let valid = keys
+            .iter()
+            .any(Option::is_none)
+            .then(|| keys.iter().map(Option::is_some).collect());
+        Keys {
+            values: keys.into_iter().map(|k| k.unwrap_or(0)).collect(),
+            valid,
+        }
+    }
+
+    fn nulls(&mut self) -> Option<NullBuffer> {
+        self.valid.take().map(NullBuffer::from)
+    }
 }
 
 /// The values of a stream's dictionary, each with its key.
@@ -92,28 +123,61 @@ impl Memo {
     /// Keys for the rows of `column`, adding new values; None when the dictionary would
     /// overflow. Also returns how many values were added. A dictionary-encoded column's
     /// entries are each looked up once for as long as its dictionary keeps growing.
-    fn keys(
-        &mut self,
-        column: &Col<'_, StringArray>,
-        rows: usize,
-    ) -> Option<(Vec<Option<u16>>, usize)> {
+    fn keys(&mut self, column: &Col<'_, StringArray>, rows: usize) -> Option<(Keys, usize)> {
         let mut added = 0;
-        let values = &mut self.values;
-        let key_of = |value: &str| values.key_of(value, &mut added);
         let keys = match column {
-            Col::Dict8(keys, dictionary) => {
-                self.translation.truncate(self.source.update(dictionary));
-                self.translation.resize(dictionary.len(), None);
-                map_dictionary(keys, *dictionary, &mut self.translation, key_of)?
+            Col::Dict8(keys, dictionary) => self.translate(keys, dictionary, &mut added)?,
+            Col::Dict16(keys, dictionary) => self.translate(keys, dictionary, &mut added)?,
+            _ => {
+                let values = &mut self.values;
+                Keys::from_options(
+                    column.map_values(rows, |value| values.key_of(value, &mut added))?,
+                )
             }
-            Col::Dict16(keys, dictionary) => {
-                self.translation.truncate(self.source.update(dictionary));
-                self.translation.resize(dictionary.len(), None);
-                map_dictionary(keys, *dictionary, &mut self.translation, key_of)?
-            }
-            _ => column.map_values(rows, key_of)?,
         };
         Some((keys, added))
+    }
+
+    /// Keys for the rows of a dictionary-encoded column: its entries are translated once each
+    /// (and the translation kept while the incoming dictionary grows), then rows are mapped
+    /// through the translation.
+    fn translate<K: ArrowDictionaryKeyType>(
+        &mut self,
+        keys: &PrimitiveArray<K>,
+        dictionary: &StringArray,
+        added: &mut usize,
+    ) -> Option<Keys> {
+        self.translation.truncate(self.source.update(dictionary));
+        self.translation.resize(dictionary.len(), UNKNOWN);
+        let mut out = Keys {
+            values: Vec::with_capacity(keys.len()),
+            valid: None,
+        };
+        let null_at = |out: &mut Keys, row: usize| {
+            let valid = out.valid.get_or_insert_with(|| vec![true; keys.len()]);
+            valid[row] = false;
+            out.values.push(0);
+        };
+        for (row, key) in keys.values().iter().enumerate() {
+            if keys.is_null(row) {
+                null_at(&mut out, row);
+                continue;
+            }
+            let entry = key.as_usize();
+            let mut translated = self.translation.get(entry).copied().unwrap_or(NULL_ENTRY);
+            if translated == UNKNOWN {
+                translated = match dictionary.is_valid(entry) {
+                    true => u32::from(self.values.key_of(dictionary.value(entry), added)?),
+                    false => NULL_ENTRY,
+                };
+                self.translation[entry] = translated;
+            }
+            match translated {
+                NULL_ENTRY => null_at(&mut out, row),
+                key => out.values.push(key as u16),
+            }
+        }
+        Some(out)
     }
 }
 
@@ -158,7 +222,8 @@ impl Dictionaries {
             memo.clear();
             result = memo.keys(&column, rows);
         }
-        let Some((keys, _)) = result.filter(|(_, added)| rows <= 16 || added * 2 <= rows) else {
+        let Some((mut keys, _)) = result.filter(|(_, added)| rows <= 16 || added * 2 <= rows)
+        else {
             *state = ColumnDictionary::Native;
             return native(array);
         };
@@ -166,11 +231,13 @@ impl Dictionaries {
             memo.wide = true;
         }
         let values = memo.values.array();
+        let nulls = keys.nulls();
         let encoded = if memo.wide {
-            DictionaryArray::<UInt16Type>::try_new(UInt16Array::from(keys), values)
-                .map(|d| Arc::new(d) as ArrayRef)
+            let wide = UInt16Array::new(ScalarBuffer::from(keys.values), nulls);
+            DictionaryArray::<UInt16Type>::try_new(wide, values).map(|d| Arc::new(d) as ArrayRef)
         } else {
-            let narrow = UInt8Array::from_iter(keys.into_iter().map(|k| k.map(|k| k as u8)));
+            let narrow: Vec<u8> = keys.values.iter().map(|k| *k as u8).collect();
+            let narrow = UInt8Array::new(ScalarBuffer::from(narrow), nulls);
             DictionaryArray::<UInt8Type>::try_new(narrow, values).map(|d| Arc::new(d) as ArrayRef)
         };
         encoded.unwrap_or_else(|_| native(array))

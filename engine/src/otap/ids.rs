@@ -7,19 +7,15 @@
 
 use std::sync::Arc;
 
-use arrow::array::PrimitiveArray;
 use arrow::array::{
     Array, ArrayRef, AsArray, FixedSizeBinaryArray, Float64Array, Int64Array, RecordBatch,
     StringArray, StructArray, UInt16Array, UInt32Array,
 };
-use arrow::datatypes::{
-    ArrowDictionaryKeyType, ArrowNativeType, DataType, Field, FieldRef, Schema, UInt16Type,
-    UInt32Type,
-};
+use arrow::datatypes::{DataType, Field, FieldRef, Schema, UInt16Type, UInt32Type};
 
-use crate::column::Col;
+use crate::column::{Col, Compare};
 use crate::error::{Error, Result};
-use crate::schema::consts::{self, ENCODING_METADATA, value_type};
+use crate::schema::consts::{self, ENCODING_METADATA};
 use crate::schema::{ParentKind, PayloadType};
 use crate::value_view::ValueView;
 
@@ -96,70 +92,179 @@ fn is_plain(field: &Field) -> bool {
         .is_some_and(|e| e == "plain")
 }
 
-/// Delta decoding: nulls are skipped and do not reset the running sum.
-pub(crate) fn delta_decode(values: &mut [Option<u32>], width: Width) {
-    let mut acc = 0u32;
-    for v in values.iter_mut().flatten() {
-        acc = width.wrap(acc.wrapping_add(*v));
-        *v = acc;
+/// The values of an id column, kept as plain numbers when none is null.
+#[derive(Debug, PartialEq)]
+pub(crate) enum IdValues {
+    /// No nulls.
+    Dense(Vec<u32>),
+    /// Some nulls.
+    Sparse(Vec<Option<u32>>),
+}
+
+impl IdValues {
+    /// Reads an id column (see [`read_ids`]).
+    pub(crate) fn read(array: &ArrayRef, table: PayloadType, name: &str) -> Result<(Width, Self)> {
+        if array.null_count() == 0 {
+            match array.data_type() {
+                DataType::UInt16 => {
+                    let values = array.as_primitive::<UInt16Type>().values();
+                    let dense = values.iter().map(|v| u32::from(*v)).collect();
+                    return Ok((Width::U16, IdValues::Dense(dense)));
+                }
+                DataType::UInt32 => {
+                    let values = array.as_primitive::<UInt32Type>().values();
+                    return Ok((Width::U32, IdValues::Dense(values.to_vec())));
+                }
+                _ => {}
+            }
+        }
+        let (width, values) = read_ids(array, table, name)?;
+        Ok((width, IdValues::from_options(values)))
+    }
+
+    fn from_options(values: Vec<Option<u32>>) -> Self {
+        if values.iter().all(Option::is_some) {
+            IdValues::Dense(values.into_iter().flatten().collect())
+        } else {
+            IdValues::Sparse(values)
+        }
+    }
+
+    /// Sets the rows where `nulls` says null to null.
+    fn mask(self, nulls: Option<&arrow::buffer::NullBuffer>) -> Self {
+        let Some(nulls) = nulls.filter(|n| n.null_count() > 0) else {
+            return self;
+        };
+        let values = match self {
+            IdValues::Dense(v) => v.into_iter().map(Some).collect(),
+            IdValues::Sparse(v) => v,
+        };
+        IdValues::Sparse(
+            values
+                .into_iter()
+                .enumerate()
+                .map(|(i, v)| v.filter(|_| nulls.is_valid(i)))
+                .collect(),
+        )
+    }
+
+    /// Applies `transform` to the non-null values; false when it fails (see [`IdTransform`]).
+    fn apply(&mut self, transform: IdTransform<'_>, width: Width) -> bool {
+        match self {
+            IdValues::Dense(values) => transform.run(values.iter_mut().enumerate(), width),
+            IdValues::Sparse(values) => transform.run(
+                values
+                    .iter_mut()
+                    .enumerate()
+                    .filter_map(|(i, v)| v.as_mut().map(|v| (i, v))),
+                width,
+            ),
+        }
+    }
+
+    /// Calls `f` with each row and its value.
+    pub(crate) fn for_each(&self, mut f: impl FnMut(usize, Option<u32>)) {
+        match self {
+            IdValues::Dense(values) => {
+                for (row, v) in values.iter().enumerate() {
+                    f(row, Some(*v))
+                }
+            }
+            IdValues::Sparse(values) => {
+                for (row, v) in values.iter().enumerate() {
+                    f(row, *v)
+                }
+            }
+        }
+    }
+
+    /// The first row whose value is null.
+    fn first_null(&self) -> Option<usize> {
+        match self {
+            IdValues::Dense(_) => None,
+            IdValues::Sparse(values) => values.iter().position(Option::is_none),
+        }
+    }
+
+    /// The column of these values.
+    pub(crate) fn into_array(self, width: Width) -> ArrayRef {
+        match (self, width) {
+            (IdValues::Dense(v), Width::U16) => Arc::new(UInt16Array::from(
+                v.iter().map(|v| *v as u16).collect::<Vec<u16>>(),
+            )),
+            (IdValues::Dense(v), Width::U32) => Arc::new(UInt32Array::from(v)),
+            (IdValues::Sparse(v), width) => width.array(v),
+        }
     }
 }
 
-/// Delta encoding, the inverse of [`delta_decode`].
-pub(crate) fn delta_encode(values: &mut [Option<u32>], width: Width) {
-    let mut prev = 0u32;
-    for v in values.iter_mut().flatten() {
-        let current = *v;
-        *v = width.wrap(current.wrapping_sub(prev));
-        prev = current;
+/// An id transport encoding applied to (or removed from) the non-null values of a column.
+#[derive(Clone, Copy)]
+enum IdTransform<'c> {
+    /// Delta decoding: nulls are skipped and do not reset the running sum.
+    DeltaDecode,
+    /// Delta encoding, the inverse of `DeltaDecode`.
+    DeltaEncode,
+    /// Quasi-delta decoding given, per row, whether it continues the previous row's run.
+    QuasiDecode(&'c [bool]),
+    /// Quasi-delta encoding, the inverse of `QuasiDecode`. Fails (leaving the values partly
+    /// encoded) when a run's ids decrease: the rows are not in transport order.
+    QuasiEncode(&'c [bool]),
+}
+
+impl IdTransform<'_> {
+    #[inline]
+    fn run<'v>(self, values: impl Iterator<Item = (usize, &'v mut u32)>, width: Width) -> bool {
+        match self {
+            IdTransform::DeltaDecode => {
+                let mut acc = 0u32;
+                for (_, v) in values {
+                    acc = width.wrap(acc.wrapping_add(*v));
+                    *v = acc;
+                }
+            }
+            IdTransform::DeltaEncode => {
+                let mut prev = 0u32;
+                for (_, v) in values {
+                    let current = *v;
+                    *v = width.wrap(current.wrapping_sub(prev));
+                    prev = current;
+                }
+            }
+            IdTransform::QuasiDecode(continues) => {
+                let mut prev: Option<u32> = None;
+                for (i, v) in values {
+                    let decoded = match prev {
+                        Some(p) if continues[i] => width.wrap(p.wrapping_add(*v)),
+                        _ => *v,
+                    };
+                    *v = decoded;
+                    prev = Some(decoded);
+                }
+            }
+            IdTransform::QuasiEncode(continues) => {
+                let mut prev: Option<u32> = None;
+                for (i, v) in values {
+                    let actual = *v;
+                    if let Some(p) = prev
+                        && continues[i]
+                    {
+                        if actual < p {
+                            return false;
+                        }
+                        *v = width.wrap(actual - p);
+                    }
+                    prev = Some(actual);
+                }
+            }
+        }
+        true
     }
 }
 
 /// Whether rows `i - 1` and `i` continue one quasi-delta run.
 fn runs<F: Fn(usize) -> bool>(n: usize, same_as_previous: F) -> Vec<bool> {
     (0..n).map(|i| i > 0 && same_as_previous(i)).collect()
-}
-
-/// Quasi-delta decoding given, per row, whether it continues the previous row's run.
-fn quasi_decode(
-    values: &mut [Option<u32>],
-    continues: &[bool],
-    width: Width,
-    table: PayloadType,
-) -> Result<()> {
-    let mut prev: Option<u32> = None;
-    for (i, v) in values.iter_mut().enumerate() {
-        let Some(raw) = *v else {
-            return Err(Error::ids(table, format!("null parent_id at row {i}")));
-        };
-        let decoded = match prev {
-            Some(p) if continues[i] => width.wrap(p.wrapping_add(raw)),
-            _ => raw,
-        };
-        *v = Some(decoded);
-        prev = Some(decoded);
-    }
-    Ok(())
-}
-
-/// Quasi-delta encoding, the inverse of [`quasi_decode`]. Returns false (leaving `values`
-/// partly encoded) when a run's ids decrease: the rows are not in transport order.
-#[must_use]
-fn quasi_encode(values: &mut [Option<u32>], continues: &[bool], width: Width) -> bool {
-    let mut prev: Option<u32> = None;
-    for (i, v) in values.iter_mut().enumerate() {
-        let Some(actual) = *v else { continue };
-        if let Some(p) = prev
-            && continues[i]
-        {
-            if actual < p {
-                return false;
-            }
-            *v = Some(width.wrap(actual - p));
-        }
-        prev = Some(actual);
-    }
-    true
 }
 
 /// How the string dictionaries of a table (attribute `key` and `str`) compare.
@@ -171,51 +276,6 @@ pub(crate) enum Strings {
     Distinct,
 }
 
-/// The code of a null or absent value in [`entry_codes`].
-const NULL_CODE: u32 = u32::MAX;
-
-/// Per row, the dictionary entry of a string column whose dictionary holds distinct values
-/// (so equal codes mean equal strings); [`NULL_CODE`] for nulls. None for a column that is
-/// not dictionary-encoded or whose dictionary has null entries.
-fn entry_codes(column: &Col<'_, StringArray>, rows: usize) -> Option<Vec<u32>> {
-    fn codes<K: ArrowDictionaryKeyType>(
-        keys: &PrimitiveArray<K>,
-        values: &StringArray,
-    ) -> Option<Vec<u32>> {
-        if values.null_count() > 0 {
-            return None;
-        }
-        Some(
-            keys.iter()
-                .map(|k| k.map_or(NULL_CODE, |k| k.as_usize() as u32))
-                .collect(),
-        )
-    }
-    match column {
-        Col::Absent => Some(vec![NULL_CODE; rows]),
-        Col::Dict8(keys, values) => codes(keys, values),
-        Col::Dict16(keys, values) => codes(keys, values),
-        Col::Plain(_) => None,
-    }
-}
-
-/// The runs of an attribute table whose keys and string values are given as entry codes.
-fn attribute_runs_by_code(values: &ValueView<'_>, keys: &[u32], strs: &[u32]) -> Vec<bool> {
-    let n = keys.len();
-    let types: Vec<u8> = (0..n).map(|i| values.value_type(i)).collect();
-    let mut continues = vec![false; n];
-    for i in 1..n {
-        let ty = types[i];
-        continues[i] = ty == types[i - 1]
-            && keys[i] == keys[i - 1]
-            && match ty {
-                value_type::STR => strs[i] != NULL_CODE && strs[i] == strs[i - 1],
-                _ => values.same_scalar(i - 1, i, ty, true),
-            };
-    }
-    continues
-}
-
 /// For each row, whether it continues the previous row's quasi-delta run, by table kind.
 fn continuation(table: &RecordBatch, kind: PayloadType, strings: Strings) -> Result<Vec<bool>> {
     let n = table.num_rows();
@@ -224,22 +284,18 @@ fn continuation(table: &RecordBatch, kind: PayloadType, strings: Strings) -> Res
             let key = Col::<StringArray>::of(table, kind, consts::KEY)?;
             let values = ValueView::of_table(table, kind)?;
             let distinct = strings == Strings::Distinct;
-            if distinct
-                && let (Some(keys), Some(strs)) =
-                    (entry_codes(&key, n), entry_codes(values.strings(), n))
-            {
-                return Ok(attribute_runs_by_code(&values, &keys, &strs));
-            }
-            let mut continues = vec![false; n];
-            let mut previous_type = if n > 0 { values.value_type(0) } else { 0 };
-            for (i, c) in continues.iter_mut().enumerate().skip(1) {
-                let ty = values.value_type(i);
-                *c = ty == previous_type
-                    && key.same_rows_given(i - 1, i, distinct)
-                    && values.same_scalar(i - 1, i, ty, distinct);
-                previous_type = ty;
-            }
-            continues
+            let mut same = vec![true; n];
+            key.narrow_same_as_previous(
+                &mut same,
+                |_| true,
+                Compare {
+                    distinct,
+                    reflexive: true,
+                    nulls_equal: true,
+                },
+            );
+            values.narrow_same_as_previous(&mut same, &values.types(n), distinct);
+            same
         }
         Some(ParentKind::Columnar) => match kind {
             PayloadType::SpanEvents => {
@@ -399,34 +455,27 @@ fn transform_ids(
     for (index, field) in schema.fields().iter().enumerate() {
         let name = field.name().as_str();
         match name {
-            consts::ID => {
+            consts::ID | consts::PARENT_ID => {
                 if direction == Direction::Decode && is_plain(field) {
                     continue;
                 }
-                let (width, mut values) = read_ids(&columns[index], kind, name)?;
-                match direction {
-                    Direction::Decode => delta_decode(&mut values, width),
-                    Direction::Encode => delta_encode(&mut values, width),
-                }
-                columns[index] = width.array(values);
-                fields[index] = plain_field(field, width);
-            }
-            consts::PARENT_ID => {
-                if direction == Direction::Decode && is_plain(field) {
-                    continue;
-                }
-                let (width, mut values) = read_ids(&columns[index], kind, name)?;
-                match (&continues, direction) {
-                    (Some(c), Direction::Decode) => quasi_decode(&mut values, c, width, kind)?,
-                    (Some(c), Direction::Encode) => {
-                        if !quasi_encode(&mut values, c, width) {
-                            return Ok(None);
+                let (width, mut values) = IdValues::read(&columns[index], kind, name)?;
+                let continues = continues.as_deref().filter(|_| name == consts::PARENT_ID);
+                let transform = match (continues, direction) {
+                    (Some(c), Direction::Decode) => {
+                        if let Some(row) = values.first_null() {
+                            return Err(Error::ids(kind, format!("null parent_id at row {row}")));
                         }
+                        IdTransform::QuasiDecode(c)
                     }
-                    (None, Direction::Decode) => delta_decode(&mut values, width),
-                    (None, Direction::Encode) => delta_encode(&mut values, width),
+                    (Some(c), Direction::Encode) => IdTransform::QuasiEncode(c),
+                    (None, Direction::Decode) => IdTransform::DeltaDecode,
+                    (None, Direction::Encode) => IdTransform::DeltaEncode,
+                };
+                if !values.apply(transform, width) {
+                    return Ok(None);
                 }
-                columns[index] = width.array(values);
+                columns[index] = values.into_array(width);
                 fields[index] = plain_field(field, width);
             }
             consts::RESOURCE | consts::SCOPE => {
@@ -464,21 +513,16 @@ fn transform_struct_id(
     if direction == Direction::Decode && is_plain(&child_fields[position]) {
         return Ok((Arc::new(s.clone()), Arc::new(field.clone())));
     }
-    let (width, mut values) = read_ids(s.column(position), kind, consts::ID)?;
+    let (width, values) = IdValues::read(s.column(position), kind, consts::ID)?;
     // Ids under a null struct row are not part of the sequence.
-    if let Some(nulls) = s.nulls() {
-        for (i, v) in values.iter_mut().enumerate() {
-            if nulls.is_null(i) {
-                *v = None;
-            }
-        }
-    }
-    match direction {
-        Direction::Decode => delta_decode(&mut values, width),
-        Direction::Encode => delta_encode(&mut values, width),
-    }
+    let mut values = values.mask(s.nulls());
+    let transform = match direction {
+        Direction::Decode => IdTransform::DeltaDecode,
+        Direction::Encode => IdTransform::DeltaEncode,
+    };
+    values.apply(transform, width);
     let mut children: Vec<ArrayRef> = s.columns().to_vec();
-    children[position] = width.array(values);
+    children[position] = values.into_array(width);
     let mut new_fields: Vec<FieldRef> = child_fields.iter().cloned().collect();
     new_fields[position] = plain_field(&child_fields[position], width);
     let new_struct = StructArray::try_new(new_fields.clone().into(), children, s.nulls().cloned())
@@ -497,30 +541,37 @@ mod tests {
 
     #[test]
     fn delta_skips_nulls() {
-        let mut v = vec![Some(0), None, Some(1), None, Some(1), Some(0)];
-        delta_decode(&mut v, Width::U16);
-        assert_eq!(v, vec![Some(0), None, Some(1), None, Some(2), Some(2)]);
-        delta_encode(&mut v, Width::U16);
-        assert_eq!(v, vec![Some(0), None, Some(1), None, Some(1), Some(0)]);
+        let mut v = IdValues::Sparse(vec![Some(0), None, Some(1), None, Some(1), Some(0)]);
+        assert!(v.apply(IdTransform::DeltaDecode, Width::U16));
+        assert_eq!(
+            v,
+            IdValues::Sparse(vec![Some(0), None, Some(1), None, Some(2), Some(2)])
+        );
+        assert!(v.apply(IdTransform::DeltaEncode, Width::U16));
+        assert_eq!(
+            v,
+            IdValues::Sparse(vec![Some(0), None, Some(1), None, Some(1), Some(0)])
+        );
+    }
+
+    #[test]
+    fn delta_wraps_at_the_width() {
+        let mut v = IdValues::Dense(vec![65_535, 2]);
+        assert!(v.apply(IdTransform::DeltaDecode, Width::U16));
+        assert_eq!(v, IdValues::Dense(vec![65_535, 1]));
     }
 
     #[test]
     fn quasi_delta_matches_the_reference_example() {
         // OTAP §3.3: user.id runs and an http.status_code run.
-        let continues = vec![false, true, false, true, false, true, true, true];
-        let mut raw = vec![
-            Some(0),
-            Some(2),
-            Some(1),
-            Some(2),
-            Some(0),
-            Some(1),
-            Some(1),
-            Some(1),
-        ];
-        quasi_decode(&mut raw, &continues, Width::U16, PayloadType::LogAttrs).unwrap();
-        assert_eq!(raw, [0, 2, 1, 3, 0, 1, 2, 3].map(Some).to_vec());
-        assert!(quasi_encode(&mut raw, &continues, Width::U16));
-        assert_eq!(raw, [0, 2, 1, 2, 0, 1, 1, 1].map(Some).to_vec());
+        let continues = [false, true, false, true, false, true, true, true];
+        let mut raw = IdValues::Dense(vec![0, 2, 1, 2, 0, 1, 1, 1]);
+        assert!(raw.apply(IdTransform::QuasiDecode(&continues), Width::U16));
+        assert_eq!(raw, IdValues::Dense(vec![0, 2, 1, 3, 0, 1, 2, 3]));
+        assert!(raw.apply(IdTransform::QuasiEncode(&continues), Width::U16));
+        assert_eq!(raw, IdValues::Dense(vec![0, 2, 1, 2, 0, 1, 1, 1]));
+        // Ids that decrease within a run are not in transport order.
+        let mut unordered = IdValues::Dense(vec![3, 1]);
+        assert!(!unordered.apply(IdTransform::QuasiEncode(&[false, true]), Width::U16));
     }
 }

@@ -21,7 +21,7 @@ use arrow::datatypes::{ArrowDictionaryKeyType, ArrowNativeType};
 
 use arrow::datatypes::{DataType, Field, FieldRef, Schema};
 
-use super::ids::{IdMap, Width, read_ids};
+use super::ids::{IdMap, IdValues, Width, read_ids};
 use crate::batch::OtapBatch;
 use crate::column::Col;
 use crate::error::{Error, Result};
@@ -205,15 +205,15 @@ fn remap_and_sort(
     let column = table
         .column_by_name(consts::PARENT_ID)
         .ok_or_else(|| Error::schema(kind, "missing parent_id"))?;
-    let (width, old) = read_ids(column, kind, consts::PARENT_ID)?;
-    let mut keep = Vec::with_capacity(old.len());
-    let mut parents = Vec::with_capacity(old.len());
-    for (row, p) in old.iter().enumerate() {
+    let (width, old) = IdValues::read(column, kind, consts::PARENT_ID)?;
+    let mut keep = Vec::with_capacity(table.num_rows());
+    let mut parents = Vec::with_capacity(table.num_rows());
+    old.for_each(|row, p| {
         if let Some(new) = p.and_then(|p| new_of_old.get(p)) {
             keep.push(row as u32);
             parents.push(new);
         }
-    }
+    });
     if keep.is_empty() {
         return Ok(None);
     }
@@ -239,10 +239,10 @@ fn remap_and_sort(
         }
         _ => {}
     }
-    let sorted_parents: Vec<Option<u32>> =
-        order.iter().map(|r| Some(parents[*r as usize])).collect();
+    let sorted_parents = IdValues::Dense(order.iter().map(|r| parents[*r as usize]).collect());
     let table = take(&table, &order, kind)?;
-    with_column(&table, consts::PARENT_ID, width.array(sorted_parents), kind).map(Some)
+    let parents = sorted_parents.into_array(width);
+    with_column(&table, consts::PARENT_ID, parents, kind).map(Some)
 }
 
 /// Codes of the equality columns of a columnar quasi-delta table.
