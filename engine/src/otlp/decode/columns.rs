@@ -50,6 +50,22 @@ impl VarColumn {
         self.offsets.push(self.data.len() as i32);
     }
 
+    /// Gives every row before `row` that has no value yet an empty one.
+    #[inline]
+    pub(crate) fn fill_to(&mut self, row: usize) {
+        if self.offsets.len() <= row {
+            let end = self.data.len() as i32;
+            self.offsets.resize(row + 1, end);
+        }
+    }
+
+    /// Sets the value of `row`, after empty values for the rows before it without one.
+    #[inline]
+    pub(crate) fn push_at(&mut self, row: usize, value: &[u8]) {
+        self.fill_to(row);
+        self.push(value);
+    }
+
     fn take(&mut self) -> Result<(OffsetBuffer<i32>, Buffer)> {
         if i32::try_from(self.data.len()).is_err() {
             return Err(Error::LimitExceeded(

@@ -24,14 +24,16 @@ use crate::schema::consts::{self, value_type};
 use crate::schema::{PayloadType, canonical_schema};
 use crate::wire::Reader;
 
-/// The `type`, `str`, `int`, `double`, `bool`, `bytes` and `ser` columns.
+/// The `type`, `str`, `int`, `double`, `bool`, `bytes` and `ser` columns. A row writes only
+/// its type and the column of its value; the other columns' slots are filled in when needed
+/// (zeros for numbers, empty values for strings and bytes).
 #[derive(Default)]
 pub(crate) struct ValueColumns {
     ty: Vec<u8>,
     str: VarColumn,
-    int: Vec<i64>,
-    double: Vec<f64>,
-    bool: Vec<bool>,
+    int: Slots<i64>,
+    double: Slots<f64>,
+    bool: Slots<bool>,
     bytes: VarColumn,
     ser: VarColumn,
 }
@@ -40,40 +42,40 @@ impl ValueColumns {
     /// Appends a value; returns its `AttributeValueType`.
     #[inline]
     pub(crate) fn append(&mut self, value: AnyRef<'_>) -> Result<u8> {
+        let row = self.ty.len();
         let ty = match value {
             AnyRef::Empty => value_type::EMPTY,
             AnyRef::Str(s) => {
-                self.str.push(s);
+                self.str.push_at(row, s);
                 value_type::STR
             }
-            AnyRef::Int(_) => value_type::INT,
-            AnyRef::Double(_) => value_type::DOUBLE,
-            AnyRef::Bool(_) => value_type::BOOL,
-            AnyRef::Kvlist(_) => value_type::MAP,
-            AnyRef::Array(_) => value_type::SLICE,
+            AnyRef::Int(i) => {
+                self.int.set(row, i);
+                value_type::INT
+            }
+            AnyRef::Double(d) => {
+                self.double.set(row, d);
+                value_type::DOUBLE
+            }
+            AnyRef::Bool(b) => {
+                self.bool.set(row, b);
+                value_type::BOOL
+            }
+            AnyRef::Kvlist(_) | AnyRef::Array(_) => {
+                let ty = match value {
+                    AnyRef::Kvlist(_) => value_type::MAP,
+                    _ => value_type::SLICE,
+                };
+                self.ser.fill_to(row);
+                cbor::write_any(value, &mut self.ser.data, 0)?;
+                self.ser.skip();
+                ty
+            }
             AnyRef::Bytes(b) => {
-                self.bytes.push(b);
+                self.bytes.push_at(row, b);
                 value_type::BYTES
             }
         };
-        if ty != value_type::STR {
-            self.str.skip();
-        }
-        if ty != value_type::BYTES {
-            self.bytes.skip();
-        }
-        self.int
-            .push(if let AnyRef::Int(i) = value { i } else { 0 });
-        self.double.push(if let AnyRef::Double(d) = value {
-            d
-        } else {
-            0.0
-        });
-        self.bool.push(matches!(value, AnyRef::Bool(true)));
-        if matches!(value, AnyRef::Kvlist(_) | AnyRef::Array(_)) {
-            cbor::write_any(value, &mut self.ser.data, 0)?;
-        }
-        self.ser.skip();
         self.ty.push(ty);
         Ok(ty)
     }
@@ -81,47 +83,43 @@ impl ValueColumns {
     /// Reserves room for `rows` more values.
     pub(crate) fn reserve(&mut self, rows: usize) {
         self.ty.reserve(rows);
-        self.int.reserve(rows);
-        self.double.reserve(rows);
-        self.bool.reserve(rows);
-        for column in [&mut self.str, &mut self.bytes, &mut self.ser] {
-            column.offsets.reserve(rows);
-        }
+        self.int.0.reserve(rows);
+        self.double.0.reserve(rows);
+        self.bool.0.reserve(rows);
+        self.str.offsets.reserve(rows);
         self.str.data.reserve(rows * 12);
     }
 
     /// Appends a row with no value (inside a null struct row).
     pub(crate) fn append_null(&mut self) {
         self.ty.push(value_type::EMPTY);
-        self.str.skip();
-        self.int.push(0);
-        self.double.push(0.0);
-        self.bool.push(false);
-        self.bytes.skip();
-        self.ser.skip();
     }
 
     /// The seven columns, in canonical order.
     pub(crate) fn finish(&mut self) -> Result<[ArrayRef; 7]> {
         let ty = std::mem::take(&mut self.ty);
+        let rows = ty.len();
         let valid = |wanted: &[u8]| -> Option<NullBuffer> {
             let bits = match *wanted {
-                [one] => BooleanBuffer::collect_bool(ty.len(), |i| ty[i] == one),
-                [a, b] => BooleanBuffer::collect_bool(ty.len(), |i| ty[i] == a || ty[i] == b),
-                _ => BooleanBuffer::collect_bool(ty.len(), |i| wanted.contains(&ty[i])),
+                [one] => BooleanBuffer::collect_bool(rows, |i| ty[i] == one),
+                [a, b] => BooleanBuffer::collect_bool(rows, |i| ty[i] == a || ty[i] == b),
+                _ => BooleanBuffer::collect_bool(rows, |i| wanted.contains(&ty[i])),
             };
             Some(NullBuffer::new(bits))
         };
         let int = Int64Array::new(
-            ScalarBuffer::from(std::mem::take(&mut self.int)),
+            ScalarBuffer::from(self.int.finish(rows)),
             valid(&[value_type::INT]),
         );
         let double = Float64Array::new(
-            ScalarBuffer::from(std::mem::take(&mut self.double)),
+            ScalarBuffer::from(self.double.finish(rows)),
             valid(&[value_type::DOUBLE]),
         );
-        let bools = BooleanBuffer::from(std::mem::take(&mut self.bool));
+        let bools = BooleanBuffer::from(self.bool.finish(rows));
         let bool = BooleanArray::new(bools, valid(&[value_type::BOOL]));
+        for column in [&mut self.str, &mut self.bytes, &mut self.ser] {
+            column.fill_to(rows);
+        }
         Ok([
             Arc::new(UInt8Array::from(ty.clone())),
             self.str.finish_str(valid(&[value_type::STR]))?,
@@ -132,6 +130,29 @@ impl ValueColumns {
             self.ser
                 .finish_binary(valid(&[value_type::MAP, value_type::SLICE]))?,
         ])
+    }
+}
+
+/// One value per row, written only for the rows that have one; the rows between get the
+/// default in one go.
+#[derive(Default)]
+struct Slots<T>(Vec<T>);
+
+impl<T: Copy + Default> Slots<T> {
+    /// Sets the value of `row`, after defaults for the rows before it without one.
+    #[inline]
+    fn set(&mut self, row: usize, value: T) {
+        if self.0.len() < row {
+            self.0.resize(row, T::default());
+        }
+        self.0.push(value);
+    }
+
+    /// The values of `rows` rows.
+    fn finish(&mut self, rows: usize) -> Vec<T> {
+        let mut values = std::mem::take(&mut self.0);
+        values.resize(rows, T::default());
+        values
     }
 }
 
@@ -169,6 +190,28 @@ fn fingerprint(key: &[u8]) -> usize {
         % KEY_CACHE_SLOTS
 }
 
+/// Byte equality without a library call for strings of 8 to 32 bytes (most attribute keys):
+/// two overlapping loads from each end.
+#[inline(always)]
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    fn word<const W: usize>(s: &[u8], at: usize) -> [u8; W] {
+        let mut out = [0; W];
+        out.copy_from_slice(&s[at..at + W]);
+        out
+    }
+    match n {
+        8..=16 => word::<8>(a, 0) == word::<8>(b, 0) && word::<8>(a, n - 8) == word::<8>(b, n - 8),
+        17..=32 => {
+            word::<16>(a, 0) == word::<16>(b, 0) && word::<16>(a, n - 16) == word::<16>(b, n - 16)
+        }
+        _ => a == b,
+    }
+}
+
 impl KeyColumn {
     /// The dictionary value of key `k`.
     #[inline]
@@ -189,7 +232,7 @@ impl KeyColumn {
         }
         let slot = fingerprint(key);
         let cached = self.cache.0[slot];
-        if cached != 0 && self.value((cached - 1) as u16) == key {
+        if cached != 0 && same_bytes(self.value((cached - 1) as u16), key) {
             self.keys.push((cached - 1) as u16);
             return Ok(());
         }
@@ -321,5 +364,25 @@ pub(crate) fn nulls_from(valid: &[bool]) -> Option<NullBuffer> {
         None
     } else {
         Some(NullBuffer::from(valid.to_vec()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_bytes;
+
+    #[test]
+    fn same_bytes_agrees_with_slice_equality() {
+        let base: Vec<u8> = (0..40u8).collect();
+        for len in 0..40 {
+            let a = &base[..len];
+            assert!(same_bytes(a, a));
+            for at in 0..len {
+                let mut b = a.to_vec();
+                b[at] ^= 1;
+                assert!(!same_bytes(a, &b), "len {len}, byte {at}");
+            }
+            assert!(!same_bytes(a, &base[..len + 1]));
+        }
     }
 }
