@@ -79,7 +79,7 @@ where
     }
 
     /// The value at row `i`, or None when null or absent.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn get(&self, i: usize) -> Option<<&'a A as ArrayAccessor>::Item> {
         match self {
             Col::Absent => None,
@@ -257,7 +257,7 @@ fn narrow_dict<'a, K, A>(
     }
 }
 
-#[inline]
+#[inline(always)]
 fn lookup<'a, A>(key: Option<usize>, values: &'a A) -> Option<<&'a A as ArrayAccessor>::Item>
 where
     A: Array,
