@@ -51,7 +51,13 @@ use OptionType::*;
 
 const SIGNALS: &[&str] = &["logs", "spans", "metrics"];
 
-const ADMISSION: [OptionSpec; 2] = [
+const ADMISSION: [OptionSpec; 3] = [
+    opt(
+        "max_connections",
+        Count,
+        false,
+        "concurrent client connections; more are closed at once",
+    ),
     opt(
         "max_in_flight_bytes",
         Count,
@@ -294,7 +300,7 @@ pub const MAX_DURATION: Duration = Duration::from_secs(30 * 24 * 3600);
 fn count_range(name: &str) -> (u64, u64) {
     match name {
         "streams" => (1, 256),
-        "max_streams" => (1, 1_000_000),
+        "max_streams" | "max_connections" => (1, 1_000_000),
         "retries" => (0, 100),
         "batch" => (1, 1 << 20),
         "limit" => (0, 1_000_000),

@@ -20,8 +20,8 @@ use tonic::codegen::http::uri::PathAndQuery;
 
 use common::backend::{Backend, Received};
 use common::{
-    Gateway, assert_same_records, block_on, connect, export_otlp_fallible, otap_statuses, received,
-    recorder, temp_dir,
+    Gateway, assert_same_records, block_on, connect, export_otlp, export_otlp_fallible,
+    otap_statuses, received, recorder, temp_dir,
 };
 
 /// A gateway relaying logs over OTLP to `backend`.
@@ -409,4 +409,54 @@ fn a_file_source_stops_reading_at_shutdown() {
         received > 0 && received < 200 * 5,
         "{received} records of 1000 arrived"
     );
+}
+
+/// Scenario: more clients connect to a listening source than its `max_connections`.
+/// Guarantees: the extra connections are closed at once and counted, the ones held stay
+/// open, and once they go the source serves new clients again.
+#[test]
+fn connections_past_the_limit_are_closed_and_counted() {
+    use std::io::Read;
+    let dir = temp_dir("connection-limit");
+    let gateway = Gateway::start_with(
+        &dir,
+        "recorder",
+        &format!(
+            "CREATE SOURCE edge FROM GRPC WITH (listen = '127.0.0.1:0', max_connections = 4);
+             CREATE SINK received TO FILE WITH (path = '{}');
+             CREATE PIPELINE keep FROM edge AS BEGIN INSERT INTO received SELECT * FROM logs; END;",
+            dir.join("received.jsonl").display()
+        ),
+        &["--admin-listen", "127.0.0.1:0"],
+    );
+    let addr = gateway.addr_of("edge").to_string();
+    let idle: Vec<_> = (0..4)
+        .map(|_| std::net::TcpStream::connect(&addr).unwrap())
+        .collect();
+    gateway.wait_until("4 open connections", |g| {
+        g.metric("penstock_connections") == 4.0
+    });
+    let mut extra = std::net::TcpStream::connect(&addr).unwrap();
+    extra
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    match extra.read(&mut [0u8; 16]) {
+        Ok(0) => {}
+        Err(e)
+            if e.kind() != std::io::ErrorKind::WouldBlock
+                && e.kind() != std::io::ErrorKind::TimedOut => {}
+        other => panic!("the fifth connection should be closed, got {other:?}"),
+    }
+    gateway.wait_until("the refusal to be counted", |g| {
+        g.metric("penstock_connections_refused_total") == 1.0
+    });
+    assert_eq!(gateway.metric("penstock_connections"), 4.0);
+    drop(idle);
+    gateway.wait_until("the idle connections to close", |g| {
+        g.metric("penstock_connections") == 0.0
+    });
+    let mut data = DataGen::new(61);
+    let request = data.logs(20);
+    block_on(export_otlp(&gateway.url(), request.clone())).unwrap();
+    assert_none_missing(&equiv::logs(&request), &received(&dir));
 }

@@ -86,16 +86,36 @@ impl Admin {
     }
 }
 
-/// Serves the admin endpoint on `listener` until shutdown.
+/// Most admin connections served at once; more are closed on arrival.
+const MAX_ADMIN_CONNECTIONS: usize = 64;
+/// How long a client may take to send a request's headers.
+const ADMIN_HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Serves the admin endpoint on `listener` until shutdown: HTTP/1.1, at most
+/// [`MAX_ADMIN_CONNECTIONS`] connections, each closed when its headers take longer than
+/// [`ADMIN_HEADER_TIMEOUT`].
 pub async fn serve(
     listener: tokio::net::TcpListener,
     admin: Arc<Admin>,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    let connections = Arc::new(tokio::sync::Semaphore::new(MAX_ADMIN_CONNECTIONS));
     loop {
-        let (stream, _) = tokio::select! {
-            a = listener.accept() => match a { Ok(a) => a, Err(_) => continue },
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
             _ = shutdown.wait_for(|stop| *stop) => return,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // Out of file descriptors and the like: back off, keep serving.
+                eprintln!("admin: accepting a connection: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = Arc::clone(&connections).try_acquire_owned() else {
+            continue;
         };
         let admin = Arc::clone(&admin);
         tokio::spawn(async move {
@@ -104,8 +124,11 @@ pub async fn serve(
                 async move { Ok::<_, Infallible>(response) }
             });
             let _ = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(ADMIN_HEADER_TIMEOUT)
                 .serve_connection(TokioIo::new(stream), service)
                 .await;
+            drop(permit);
         });
     }
 }

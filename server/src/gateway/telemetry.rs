@@ -142,6 +142,10 @@ pub struct Telemetry {
     pub otap_streams: AtomicU64,
     /// Batches of derived metrics (closed aggregation windows) a sink failed to deliver.
     pub derived_failures: AtomicU64,
+    /// Connections closed on arrival because a source had its most.
+    pub connections_refused: AtomicU64,
+    /// Client connections open on the listening sources.
+    pub connections: AtomicU64,
 }
 
 impl Telemetry {
@@ -164,6 +168,8 @@ impl Telemetry {
             in_flight_bytes: AtomicU64::new(0),
             queued_batches: AtomicU64::new(0),
             derived_failures: AtomicU64::new(0),
+            connections_refused: AtomicU64::new(0),
+            connections: AtomicU64::new(0),
             stream_state_bytes: AtomicU64::new(0),
             otap_streams: AtomicU64::new(0),
         }
@@ -298,6 +304,11 @@ impl Telemetry {
                 "OTAP streams being served",
                 &self.otap_streams,
             ),
+            (
+                "penstock_connections",
+                "client connections open on the listening sources",
+                &self.connections,
+            ),
         ] {
             let _ = writeln!(
                 out,
@@ -309,6 +320,11 @@ impl Telemetry {
             out,
             "# HELP penstock_derived_batches_failed_total batches of derived metrics a sink failed to deliver\n# TYPE penstock_derived_batches_failed_total counter\npenstock_derived_batches_failed_total {}",
             self.derived_failures.load(Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP penstock_connections_refused_total connections closed on arrival past a source's max_connections\n# TYPE penstock_connections_refused_total counter\npenstock_connections_refused_total {}",
+            self.connections_refused.load(Relaxed)
         );
         out
     }

@@ -17,6 +17,9 @@ use crate::gateway::worker::WorkerHandle;
 /// How long connections may take to finish after shutdown is signalled.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// Concurrent connections a listening source serves unless told otherwise.
+pub const DEFAULT_MAX_CONNECTIONS: u64 = 4096;
+
 /// A listening source's limits and settings.
 #[derive(Debug, Clone)]
 pub struct Limits {
@@ -30,6 +33,8 @@ pub struct Limits {
     pub refuse_when_full: bool,
     /// Concurrent OTAP streams per worker.
     pub max_streams: usize,
+    /// Concurrent connections to the source (all workers together).
+    pub max_connections: usize,
     /// Bearer token required from clients.
     pub auth_token: Option<String>,
     /// Origins browsers may send from (HTTP sources; `*` for any).
@@ -50,6 +55,7 @@ impl Limits {
             max_in_flight_bytes: (count("max_in_flight_bytes", 256 << 20) / workers).max(1),
             refuse_when_full: o.str("admission") == Some("refuse"),
             max_streams: (count("max_streams", 1024) / workers).max(1),
+            max_connections: count("max_connections", DEFAULT_MAX_CONNECTIONS).max(1),
             auth_token: o.str("auth_token").map(str::to_string),
             cors_origins: o
                 .str("cors_origins")
@@ -132,7 +138,9 @@ pub async fn bind(source: &Source) -> anyhow::Result<tokio::net::TcpListener> {
         .with_context(|| format!("source {}: listening on {addr}", source.name))
 }
 
-/// Accepts connections until shutdown and hands them to the workers in turn.
+/// Accepts connections until shutdown and hands them to the workers in turn. Past the
+/// source's connection limit a new connection is closed at once (and counted), so idle or
+/// abandoned clients cannot exhaust the process's file descriptors and memory.
 pub async fn accept<F>(
     listener: tokio::net::TcpListener,
     contexts: Vec<Arc<SourceContext>>,
@@ -141,6 +149,11 @@ pub async fn accept<F>(
 ) where
     F: Future<Output = ()> + Send + 'static,
 {
+    let Some(first) = contexts.first() else {
+        return;
+    };
+    let connections = Arc::new(Semaphore::new(first.limits.max_connections));
+    let telemetry = Arc::clone(&first.telemetry);
     let mut next = 0;
     loop {
         let accepted = tokio::select! {
@@ -156,13 +169,46 @@ pub async fn accept<F>(
                 continue;
             }
         };
+        let Ok(permit) = Arc::clone(&connections).try_acquire_owned() else {
+            telemetry.connections_refused.fetch_add(1, Relaxed);
+            drop(stream);
+            continue;
+        };
         let Ok(stream) = stream.into_std() else {
             continue;
         };
         let context = Arc::clone(&contexts[next % contexts.len()]);
         next += 1;
         let runtime = context.worker.runtime.clone();
-        runtime.spawn(serve(stream, context));
+        let connection = serve(stream, context);
+        let held = OpenConnection::new(permit, Arc::clone(&telemetry));
+        runtime.spawn(async move {
+            connection.await;
+            drop(held);
+        });
+    }
+}
+
+/// A connection counted against its source's limit and in the open-connections gauge until
+/// dropped (also when its task ends by panicking or is cancelled).
+struct OpenConnection {
+    _permit: OwnedSemaphorePermit,
+    telemetry: Arc<Telemetry>,
+}
+
+impl OpenConnection {
+    fn new(permit: OwnedSemaphorePermit, telemetry: Arc<Telemetry>) -> Self {
+        telemetry.connections.fetch_add(1, Relaxed);
+        OpenConnection {
+            _permit: permit,
+            telemetry,
+        }
+    }
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.telemetry.connections.fetch_sub(1, Relaxed);
     }
 }
 
