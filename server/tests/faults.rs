@@ -21,7 +21,7 @@ use tonic::codegen::http::uri::PathAndQuery;
 use common::backend::{Backend, Received};
 use common::{
     Gateway, assert_same_records, block_on, connect, export_otlp, export_otlp_fallible,
-    otap_statuses, received, recorder, temp_dir,
+    otap_statuses, received, recorder, recorder_with, temp_dir,
 };
 
 /// A gateway relaying logs over OTLP to `backend`.
@@ -287,15 +287,9 @@ fn abandon_streams(
 #[test]
 fn vanished_senders_and_unread_statuses_release_everything_they_held() {
     let dir = temp_dir("abandon");
-    let gateway = Gateway::start_with(
+    let gateway = recorder_with(
         &dir,
-        "recorder",
-        &format!(
-            "CREATE SOURCE edge FROM GRPC WITH (listen = '127.0.0.1:0', max_streams = 64);
-             CREATE SINK received TO FILE WITH (path = '{}');
-             CREATE PIPELINE keep FROM edge AS BEGIN INSERT INTO received SELECT * FROM logs; END;",
-            dir.join("received.jsonl").display()
-        ),
+        ", max_streams = 64",
         &["--admin-listen", "127.0.0.1:0"],
     );
     let mut data = DataGen::new(600);
@@ -418,15 +412,9 @@ fn a_file_source_stops_reading_at_shutdown() {
 fn connections_past_the_limit_are_closed_and_counted() {
     use std::io::Read;
     let dir = temp_dir("connection-limit");
-    let gateway = Gateway::start_with(
+    let gateway = recorder_with(
         &dir,
-        "recorder",
-        &format!(
-            "CREATE SOURCE edge FROM GRPC WITH (listen = '127.0.0.1:0', max_connections = 4);
-             CREATE SINK received TO FILE WITH (path = '{}');
-             CREATE PIPELINE keep FROM edge AS BEGIN INSERT INTO received SELECT * FROM logs; END;",
-            dir.join("received.jsonl").display()
-        ),
+        ", max_connections = 4",
         &["--admin-listen", "127.0.0.1:0"],
     );
     let addr = gateway.addr_of("edge").to_string();

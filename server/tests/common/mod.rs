@@ -314,7 +314,12 @@ pub async fn otap_statuses(url: &str, messages: Vec<BatchArrowRecords>) -> Vec<B
 
 /// A gateway writing everything it receives to `dir/received.jsonl`, with extra source options.
 pub fn recorder(dir: &Path, source_options: &str) -> Gateway {
-    Gateway::start(
+    recorder_with(dir, source_options, &[])
+}
+
+/// [`recorder`] with more `run` arguments (see [`Gateway::start_with`]).
+pub fn recorder_with(dir: &Path, source_options: &str, args: &[&str]) -> Gateway {
+    Gateway::start_with(
         dir,
         "recorder",
         &format!(
@@ -323,6 +328,7 @@ pub fn recorder(dir: &Path, source_options: &str) -> Gateway {
              CREATE PIPELINE keep FROM edge AS BEGIN INSERT INTO received SELECT * FROM logs; END;",
             dir.join("received.jsonl").display()
         ),
+        args,
     )
 }
 
