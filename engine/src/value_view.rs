@@ -148,10 +148,13 @@ impl ValueView<'_> {
         })
     }
 
-    /// The value type of every row.
-    pub(crate) fn types(&self, rows: usize) -> Vec<u8> {
-        match &self.ty {
-            Col::Plain(a) if a.null_count() == 0 && a.len() == rows => a.values().to_vec(),
+    /// The value type of every row (the column's own values when it is plain and has no
+    /// nulls).
+    pub(crate) fn types(&self, rows: usize) -> std::borrow::Cow<'_, [u8]> {
+        match self.ty {
+            Col::Plain(a) if a.null_count() == 0 && a.len() == rows => {
+                std::borrow::Cow::Borrowed(&a.values()[..])
+            }
             _ => (0..rows).map(|i| self.value_type(i)).collect(),
         }
     }
