@@ -181,6 +181,7 @@ pub fn sink_options(kind: SinkKind) -> Vec<OptionSpec> {
             ),
             opt("timeout", Duration, false, "deadline for a batch's status"),
             opt("retries", Count, false, "retries of a failed batch"),
+            opt("batch", Count, false, "target items per merged batch"),
         ],
         SinkKind::Otlp => vec![
             opt(

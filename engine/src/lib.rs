@@ -9,6 +9,7 @@
 //!   straight back to protobuf bytes; OTLP JSON lines.
 //! - [`otap`]: stateful per-stream OTAP decoder and encoder (Arrow IPC, dictionaries, id
 //!   transport encodings, zstd).
+//! - [`merge`]: batches of one signal concatenated into one, ids renumbered.
 //! - [`equiv`]: semantic comparison of OTLP requests; [`datagen`]: realistic synthetic
 //!   telemetry.
 //!
@@ -42,6 +43,7 @@ pub(crate) mod column;
 pub mod datagen;
 pub mod equiv;
 mod error;
+pub mod merge;
 pub mod otap;
 pub mod otlp;
 #[cfg(feature = "pipeline")]

@@ -23,10 +23,11 @@ use common::{
     export_otlp_fallible, otap_statuses, received, recorder, send_logs, temp_dir,
 };
 
-/// The back gateway: receives OTLP and OTAP and writes everything to `dir/received.jsonl`.
+/// The back gateway: receives OTLP and OTAP and writes everything to `dir/received.jsonl`;
+/// its admin endpoint is on.
 fn back(dir: &Path) -> Gateway {
     let out = dir.join("received.jsonl");
-    Gateway::start(
+    Gateway::start_with(
         dir,
         "back",
         &format!(
@@ -35,6 +36,7 @@ fn back(dir: &Path) -> Gateway {
              CREATE PIPELINE keep FROM edge AS BEGIN INSERT INTO received SELECT * FROM logs; END;",
             out.display()
         ),
+        &["--admin-listen", "127.0.0.1:0"],
     )
 }
 
@@ -103,6 +105,45 @@ fn otlp_and_otap_in_are_transformed_routed_and_acknowledged_after_delivery() {
         "errors went over OTAP: {lines:?}"
     );
     let (ok, _) = back.terminate();
+    assert!(ok);
+}
+
+/// Scenario: two pipelines send their halves of every batch to one OTAP sink (one worker, so
+/// both halves are queued before the sink reads its queue).
+/// Guarantees: the halves travel as one merged OTAP batch per request, with every record
+/// intact, and both pipelines' senders are acknowledged.
+#[test]
+fn halves_queued_for_an_otap_sink_travel_as_one_batch() {
+    let dir = temp_dir("merge");
+    let back = back(&dir);
+    let front = Gateway::start_with(
+        &dir,
+        "front",
+        &format!(
+            "CREATE SOURCE edge FROM GRPC WITH (listen = '127.0.0.1:0');
+             CREATE SINK down TO OTAP WITH (endpoint = '{}');
+             CREATE PIPELINE low FROM edge AS BEGIN
+               INSERT INTO down SELECT * FROM logs WHERE severity_number < 13;
+             END;
+             CREATE PIPELINE high FROM edge AS BEGIN
+               INSERT INTO down SELECT * FROM logs WHERE severity_number >= 13;
+             END;",
+            back.url()
+        ),
+        &["--workers", "1"],
+    );
+    let mut data = DataGen::new(8);
+    let mut want = Vec::new();
+    let requests = 4;
+    for _ in 0..requests {
+        let request = data.logs(600);
+        want.extend(equiv::logs(&request));
+        block_on(export_otlp(&front.url(), request)).unwrap();
+    }
+    common::assert_same_records(want, received(&dir));
+    let batches = back.metric(r#"penstock_source_batches_total{source="edge"}"#);
+    assert_eq!(batches, f64::from(requests), "one OTAP batch per request");
+    let (ok, _) = front.terminate();
     assert!(ok);
 }
 

@@ -38,13 +38,20 @@ impl Gateway {
         Gateway::start_with(dir, name, sql, &[])
     }
 
-    /// As [`Gateway::start`], with more `run` arguments; with `--admin-listen`, also waits
-    /// for the admin endpoint.
+    /// As [`Gateway::start`], with more `run` arguments (they replace the default
+    /// `--workers 2` when they give `--workers`); with `--admin-listen`, also waits for the
+    /// admin endpoint.
     pub fn start_with(dir: &Path, name: &str, sql: &str, args: &[&str]) -> Gateway {
         let file = dir.join(format!("{name}.sql"));
         std::fs::write(&file, sql).unwrap();
+        let workers: &[&str] = if args.contains(&"--workers") {
+            &[]
+        } else {
+            &["--workers", "2"]
+        };
         let mut child = Command::new(env!("CARGO_BIN_EXE_penstock"))
-            .args(["run", "--workers", "2"])
+            .arg("run")
+            .args(workers)
             .args(args)
             .arg(&file)
             .stdout(Stdio::piped())

@@ -1,8 +1,9 @@
 //! OTAP sink: long-lived `ArrowLogs`/`ArrowTraces`/`ArrowMetrics` streams (per signal,
 //! `streams` of them, reopened after `stream_lifetime`), each with its own stateful encoder.
-//! A batch is acknowledged when its `BatchStatus` comes back OK; a failed status, a broken
-//! stream or a missing status past `timeout` sends it again on a fresh stream, up to
-//! `retries` times, then fails it.
+//! Batches of one signal already queued are merged into one, up to `batch` items, with their
+//! ids renumbered. A batch is acknowledged when its `BatchStatus` comes back OK; a failed
+//! status, a broken stream or a missing status past `timeout` sends it again on a fresh
+//! stream, up to `retries` times, then fails it.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -10,9 +11,10 @@ use std::time::{Duration, Instant};
 
 use super::Upstream;
 use penstock_dialect::Sink;
+use penstock_engine::merge::Concat;
 use penstock_engine::otap::{EncodeOptions, OtapEncoder};
 use penstock_engine::proto::{BatchArrowRecords, BatchStatus, StatusCode};
-use penstock_engine::{OtapBatch, Signal};
+use penstock_engine::{Error, OtapBatch, Signal};
 use prost::Message;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -34,6 +36,7 @@ pub struct Config {
     lifetime: Duration,
     timeout: Duration,
     policy: Policy,
+    target_items: usize,
 }
 
 impl Config {
@@ -56,6 +59,7 @@ impl Config {
                 .duration("timeout")
                 .unwrap_or(Duration::from_secs(10)),
             policy: Policy::from_sink(sink),
+            target_items: sink.options.count("batch").unwrap_or(8192) as usize,
         })
     }
 }
@@ -88,7 +92,8 @@ struct Stream {
 
 struct Pending {
     batch: OtapBatch,
-    ack: Ack,
+    /// The senders of the batches merged into `batch`.
+    acks: Vec<Ack>,
     attempts: u32,
     not_before: Instant,
     sent: Instant,
@@ -127,17 +132,17 @@ pub async fn run(
     };
     let mut tick = tokio::time::interval(Duration::from_millis(100));
     let mut open = true;
-    while open || !state.pending.is_empty() || !state.retries.is_empty() {
+    // A delivery taken from the queue that could not join the previous merge.
+    let mut held: Option<Delivery> = None;
+    while open || held.is_some() || !state.pending.is_empty() || !state.retries.is_empty() {
         let room = state.pending.len() + state.retries.len() < capacity;
+        if room && let Some(first) = held.take() {
+            held = state.gather(first, &mut deliveries);
+            continue;
+        }
         tokio::select! {
-            delivery = deliveries.recv(), if open && room => match delivery {
-                Some(Delivery { batch, ack }) => {
-                    let now = Instant::now();
-                    state.send(Pending {
-                        batch, ack, attempts: 0, not_before: now, sent: now, bytes: 0,
-                        last_error: String::new(),
-                    });
-                }
+            delivery = deliveries.recv(), if open && room && held.is_none() => match delivery {
+                Some(first) => held = state.gather(first, &mut deliveries),
                 None => open = false,
             },
             Some(event) = reports.recv() => state.handle(event),
@@ -147,6 +152,60 @@ pub async fn run(
 }
 
 impl State {
+    /// Sends `first` merged with the deliveries of its signal already queued, up to the target
+    /// size; returns a delivery taken that did not fit.
+    fn gather(
+        &mut self,
+        first: Delivery,
+        deliveries: &mut mpsc::Receiver<Delivery>,
+    ) -> Option<Delivery> {
+        let signal = first.batch.signal();
+        let mut concat = Concat::new(signal);
+        let mut group = Vec::new();
+        let mut left = None;
+        let mut next = Some(first);
+        while let Some(d) = next.take() {
+            // Batches are reference-counted columns: the clone keeps the parts at hand in
+            // case merging fails.
+            match concat.push(d.batch.clone()) {
+                Ok(()) => group.push(d),
+                Err(_) => {
+                    left = Some(d);
+                    break;
+                }
+            }
+            if concat.num_items() < self.config.target_items {
+                next = deliveries.try_recv().ok();
+            }
+        }
+        let now = Instant::now();
+        let pending = |batch, acks| Pending {
+            batch,
+            acks,
+            attempts: 0,
+            not_before: now,
+            sent: now,
+            bytes: 0,
+            last_error: String::new(),
+        };
+        // A fault in merging must not take the sink down: the batches then go apart.
+        let merged = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| concat.finish()))
+            .unwrap_or_else(|_| Err(Error::LimitExceeded("merging panicked".into())));
+        match merged {
+            Ok(batch) => self.send(pending(batch, group.into_iter().map(|d| d.ack).collect())),
+            Err(e) => {
+                eprintln!(
+                    "sink {}: batches sent apart: merging failed: {e}",
+                    self.config.name
+                );
+                for d in group {
+                    self.send(pending(d.batch, vec![d.ack]));
+                }
+            }
+        }
+        left
+    }
+
     fn stream_for(&mut self, signal: Signal) -> Result<&mut Stream, String> {
         let lifetime = self.config.lifetime;
         let list = self.streams.entry(signal).or_default();
@@ -212,14 +271,14 @@ impl State {
         } else {
             format!("{error} (before: {})", p.last_error)
         };
-        complete(
-            p.ack,
-            Err(DeliveryError::Sink {
-                sink: self.config.name.clone(),
-                message: format!("after {} attempt(s): {message}", p.attempts + 1),
-                retryable,
-            }),
-        );
+        let error = DeliveryError::Sink {
+            sink: self.config.name.clone(),
+            message: format!("after {} attempt(s): {message}", p.attempts + 1),
+            retryable,
+        };
+        for ack in p.acks {
+            complete(ack, Err(error.clone()));
+        }
     }
 
     fn handle(&mut self, event: Event) {
@@ -233,7 +292,9 @@ impl State {
                     if let Some(flow) = self.telemetry.sinks.get(&self.config.name) {
                         flow.add(p.batch.num_items(), p.bytes);
                     }
-                    complete(p.ack, Ok(()));
+                    for ack in p.acks {
+                        complete(ack, Ok(()));
+                    }
                 } else {
                     let retryable = matches!(
                         code,
