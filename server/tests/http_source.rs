@@ -366,3 +366,80 @@ fn bad_requests_get_otlp_http_errors_and_the_source_keeps_serving() {
         "the good request went through"
     );
 }
+
+/// Scenario: with `admission = 'refuse'`, one worker and budgets that allow the fewest
+/// requests being received at once (8), eight clients send the headers and part of a body,
+/// then stall; a ninth sends a whole request.
+/// Guarantees: the ninth is refused with 429 at once (its body is not taken in while eight
+/// bodies are pending); once one stalled client finishes its body, that request is
+/// acknowledged and delivered, and the ninth is served when it retries.
+#[test]
+fn requests_past_the_receiving_limit_are_refused_until_one_finishes() {
+    use std::io::Read;
+    let dir = temp_dir("receiving");
+    let web = Gateway::start_with(
+        &dir,
+        "web",
+        &format!(
+            "CREATE SOURCE web FROM HTTP WITH (listen = '127.0.0.1:0', admission = 'refuse',
+               max_in_flight_bytes = 1000000, max_body_bytes = 1000000);
+             CREATE SINK received TO FILE WITH (path = '{}');
+             CREATE PIPELINE p FROM web AS BEGIN INSERT INTO received SELECT * FROM logs; END;",
+            dir.join("received.jsonl").display()
+        ),
+        &["--workers", "1", "--admin-listen", "127.0.0.1:0"],
+    );
+    let addr = web.addr_of("web").to_string();
+    let mut data = DataGen::new(12);
+    let stalled_request = data.logs(30);
+    let body = stalled_request.encode_to_vec();
+    let head = format!(
+        "POST /v1/logs HTTP/1.1\r\nhost: web\r\ncontent-type: application/x-protobuf\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    let mut stalled: Vec<std::net::TcpStream> = (0..8)
+        .map(|_| {
+            let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+            stream.write_all(head.as_bytes()).unwrap();
+            stream.write_all(&body[..10]).unwrap();
+            stream
+        })
+        .collect();
+    web.wait_until("8 requests being received", |g| {
+        g.metric("penstock_receiving_requests") == 8.0
+    });
+    let ninth = data.logs(5);
+    let refused = request(
+        &addr,
+        "POST",
+        "/v1/logs",
+        &[PROTOBUF],
+        ninth.encode_to_vec(),
+    );
+    assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
+
+    let mut first = stalled.remove(0);
+    first.write_all(&body[10..]).unwrap();
+    let mut answer = [0u8; 12];
+    first.read_exact(&mut answer).unwrap();
+    assert_eq!(
+        &answer, b"HTTP/1.1 200",
+        "the finished request is acknowledged"
+    );
+    let served = request(
+        &addr,
+        "POST",
+        "/v1/logs",
+        &[PROTOBUF],
+        ninth.encode_to_vec(),
+    );
+    assert_eq!(served.status, StatusCode::OK);
+    let mut want = equiv::logs(&stalled_request);
+    want.extend(equiv::logs(&ninth));
+    want.sort();
+    assert_eq!(received(&dir)[0], want);
+    drop(stalled);
+    web.wait_until("the stalled requests to go", |g| {
+        g.metric("penstock_receiving_requests") == 0.0
+    });
+}

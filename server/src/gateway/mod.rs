@@ -134,6 +134,7 @@ async fn serve(
                             name: source.name.clone(),
                             index,
                             admission: Arc::new(Semaphore::new(limits.max_in_flight_bytes)),
+                            receiving: Arc::new(Semaphore::new(limits.max_receiving_requests)),
                             streams: Arc::new(Semaphore::new(limits.max_streams)),
                             limits: limits.clone(),
                             worker: w.handle.clone(),

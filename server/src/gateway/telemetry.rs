@@ -146,6 +146,8 @@ pub struct Telemetry {
     pub connections_refused: AtomicU64,
     /// Client connections open on the listening sources.
     pub connections: AtomicU64,
+    /// OTLP requests being received or waiting for admission.
+    pub receiving_requests: AtomicU64,
 }
 
 impl Telemetry {
@@ -170,6 +172,7 @@ impl Telemetry {
             derived_failures: AtomicU64::new(0),
             connections_refused: AtomicU64::new(0),
             connections: AtomicU64::new(0),
+            receiving_requests: AtomicU64::new(0),
             stream_state_bytes: AtomicU64::new(0),
             otap_streams: AtomicU64::new(0),
         }
@@ -288,6 +291,11 @@ impl Telemetry {
                 "penstock_in_flight_bytes",
                 "request bytes admitted and not yet acknowledged",
                 &self.in_flight_bytes,
+            ),
+            (
+                "penstock_receiving_requests",
+                "OTLP requests being received or waiting for admission",
+                &self.receiving_requests,
             ),
             (
                 "penstock_queued_batches",

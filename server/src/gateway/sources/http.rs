@@ -21,7 +21,7 @@ use prost::Message;
 
 use super::listener::{
     AdmissionError, DRAIN_TIMEOUT, ExportError, SourceContext, admit, bearer_matches, export_otlp,
-    open,
+    open, receive,
 };
 use crate::gateway::delivery::DeliveryError;
 
@@ -209,6 +209,22 @@ fn signal_of(path: &str) -> Option<Signal> {
     }
 }
 
+/// The answer to a request that was not admitted.
+fn refusal_of(e: &AdmissionError) -> Refusal {
+    match e {
+        AdmissionError::Full | AdmissionError::Busy => refuse(
+            StatusCode::TOO_MANY_REQUESTS,
+            tonic::Code::ResourceExhausted,
+            e.to_string(),
+        ),
+        AdmissionError::ShuttingDown => refuse(
+            StatusCode::SERVICE_UNAVAILABLE,
+            tonic::Code::Unavailable,
+            e.to_string(),
+        ),
+    }
+}
+
 /// Takes one export request through admission, decoding and the pipelines.
 async fn export(request: Request<Incoming>, context: &SourceContext) -> Result<Format, Refusal> {
     let Some(signal) = signal_of(request.uri().path()) else {
@@ -263,6 +279,9 @@ async fn export(request: Request<Incoming>, context: &SourceContext) -> Result<F
     if declared.is_some_and(|n| n > max as u64) {
         return Err(too_large());
     }
+    // The body is received and inflated only with a place among the requests being
+    // received: what waits for admission stays bounded.
+    let receiving = receive(context).await.map_err(|e| refusal_of(&e))?;
     let body = Limited::new(request.into_body(), max)
         .collect()
         .await
@@ -290,18 +309,10 @@ async fn export(request: Request<Incoming>, context: &SourceContext) -> Result<F
             )
         }
     })?;
-    let _admitted = admit(context, body.len()).await.map_err(|e| match e {
-        AdmissionError::Full => refuse(
-            StatusCode::TOO_MANY_REQUESTS,
-            tonic::Code::ResourceExhausted,
-            e.to_string(),
-        ),
-        AdmissionError::ShuttingDown => refuse(
-            StatusCode::SERVICE_UNAVAILABLE,
-            tonic::Code::Unavailable,
-            e.to_string(),
-        ),
-    })?;
+    let _admitted = admit(context, body.len())
+        .await
+        .map_err(|e| refusal_of(&e))?;
+    drop(receiving);
     let protobuf = match format {
         Format::Protobuf => body,
         Format::Json => match penstock_engine::otlp::json::request_to_protobuf(signal, &body) {

@@ -20,6 +20,9 @@ pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(20);
 /// Concurrent connections a listening source serves unless told otherwise.
 pub const DEFAULT_MAX_CONNECTIONS: u64 = 4096;
 
+/// The fewest OTLP requests a worker receives at once, however large `max_message_bytes`.
+pub const MIN_RECEIVING_REQUESTS: usize = 8;
+
 /// A listening source's limits and settings.
 #[derive(Debug, Clone)]
 pub struct Limits {
@@ -31,6 +34,9 @@ pub struct Limits {
     pub max_in_flight_bytes: usize,
     /// Refuse (rather than wait) past the admission limit.
     pub refuse_when_full: bool,
+    /// OTLP requests per worker whose bodies are being received or wait for admission: what
+    /// bounds the memory requests hold before their bytes are admitted.
+    pub max_receiving_requests: usize,
     /// Concurrent OTAP streams per worker.
     pub max_streams: usize,
     /// Concurrent connections to the source (all workers together).
@@ -46,13 +52,18 @@ impl Limits {
     pub fn of(source: &Source, workers: usize) -> Limits {
         let o = &source.options;
         let count = |name: &str, default: u64| o.count(name).unwrap_or(default) as usize;
+        let max_message_bytes = o
+            .count("max_message_bytes")
+            .or(o.count("max_body_bytes"))
+            .map_or(16 << 20, |n| n as usize)
+            .max(1);
+        let max_in_flight_bytes = (count("max_in_flight_bytes", 256 << 20) / workers).max(1);
         Limits {
-            max_message_bytes: o
-                .count("max_message_bytes")
-                .or(o.count("max_body_bytes"))
-                .map_or(16 << 20, |n| n as usize),
+            max_message_bytes,
             max_stream_memory_bytes: count("max_stream_memory_bytes", 64 << 20),
-            max_in_flight_bytes: (count("max_in_flight_bytes", 256 << 20) / workers).max(1),
+            max_in_flight_bytes,
+            max_receiving_requests: (2 * max_in_flight_bytes / max_message_bytes)
+                .clamp(MIN_RECEIVING_REQUESTS, 1024),
             refuse_when_full: o.str("admission") == Some("refuse"),
             max_streams: (count("max_streams", 1024) / workers).max(1),
             max_connections: count("max_connections", DEFAULT_MAX_CONNECTIONS).max(1),
@@ -82,6 +93,8 @@ pub struct SourceContext {
     pub worker: WorkerHandle,
     /// Admission: one permit per request byte in flight.
     pub admission: Arc<Semaphore>,
+    /// One permit per OTLP request being received or waiting for admission.
+    pub receiving: Arc<Semaphore>,
     /// Open OTAP streams: one permit each.
     pub streams: Arc<Semaphore>,
     /// Counters.
@@ -232,6 +245,10 @@ pub enum AdmissionError {
     /// The limit is reached and the source refuses rather than waits.
     #[error("too many request bytes in flight; retry later")]
     Full,
+    /// As many requests as allowed are being received, and the source refuses rather than
+    /// waits.
+    #[error("too many requests being received; retry later")]
+    Busy,
     /// The gateway is stopping.
     #[error("shutting down")]
     ShuttingDown,
@@ -241,9 +258,44 @@ impl AdmissionError {
     /// As a gRPC status (both are worth retrying).
     pub fn to_status(&self) -> tonic::Status {
         match self {
-            AdmissionError::Full => tonic::Status::resource_exhausted(self.to_string()),
+            AdmissionError::Full | AdmissionError::Busy => {
+                tonic::Status::resource_exhausted(self.to_string())
+            }
             AdmissionError::ShuttingDown => tonic::Status::unavailable(self.to_string()),
         }
+    }
+}
+
+/// Waits for (or refuses, as configured) a place among the OTLP requests being received, to
+/// be held until the request's bytes are admitted.
+pub async fn receive(context: &SourceContext) -> Result<Receiving, AdmissionError> {
+    let semaphore = Arc::clone(&context.receiving);
+    let permit = if context.limits.refuse_when_full {
+        semaphore
+            .try_acquire_owned()
+            .map_err(|_| AdmissionError::Busy)?
+    } else {
+        semaphore
+            .acquire_owned()
+            .await
+            .map_err(|_| AdmissionError::ShuttingDown)?
+    };
+    context.telemetry.receiving_requests.fetch_add(1, Relaxed);
+    Ok(Receiving {
+        _permit: permit,
+        telemetry: Arc::clone(&context.telemetry),
+    })
+}
+
+/// A request's place among those being received, given up when dropped.
+pub struct Receiving {
+    _permit: OwnedSemaphorePermit,
+    telemetry: Arc<Telemetry>,
+}
+
+impl Drop for Receiving {
+    fn drop(&mut self) {
+        self.telemetry.receiving_requests.fetch_sub(1, Relaxed);
     }
 }
 

@@ -169,6 +169,24 @@ async fn serve_stream(
                 break;
             }
         };
+        // Admission moves from the message's size to the decoded batch's (often several
+        // times larger); the first permit is given up before waiting, so no stream holds
+        // part of the budget while it waits for more.
+        let decoded = batch.memory_size();
+        let admitted = if decoded > size {
+            drop(admitted);
+            match admit(&context, decoded).await {
+                Ok(a) => a,
+                Err(e) => {
+                    let _ = statuses
+                        .send(Ok(status(id, StatusCode::ResourceExhausted, e.to_string())))
+                        .await;
+                    break;
+                }
+            }
+        } else {
+            admitted
+        };
         let memory = decoder.state_memory() as u64;
         context
             .telemetry

@@ -10,12 +10,16 @@ use penstock_engine::Signal;
 use tonic::{Request, Response, Status};
 
 use crate::gateway::sinks::ExportResponse;
-use crate::gateway::sources::listener::{ExportError, SourceContext, admit, export_otlp};
+use crate::gateway::sources::listener::{
+    ExportError, Receiving, SourceContext, admit, export_otlp,
+};
 
-/// The Export method of one signal.
+/// The Export method of one signal, for one request.
 pub struct OtlpExport {
     pub(super) signal: Signal,
     pub(super) context: Arc<SourceContext>,
+    /// The request's place among those being received, given up once it is admitted.
+    pub(super) receiving: Option<Receiving>,
 }
 
 impl tonic::server::UnaryService<Bytes> for OtlpExport {
@@ -25,11 +29,13 @@ impl tonic::server::UnaryService<Bytes> for OtlpExport {
     fn call(&mut self, request: Request<Bytes>) -> Self::Future {
         let context = Arc::clone(&self.context);
         let signal = self.signal;
+        let receiving = self.receiving.take();
         Box::pin(async move {
             let bytes = request.into_inner();
             let _admitted = admit(&context, bytes.len())
                 .await
                 .map_err(|e| e.to_status())?;
+            drop(receiving);
             export_otlp(&context, signal, &bytes)
                 .await
                 .map_err(|e| match e {

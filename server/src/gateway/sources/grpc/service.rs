@@ -14,7 +14,7 @@ use tonic::codec::CompressionEncoding;
 
 use super::otap::OtapStream;
 use super::otlp::OtlpExport;
-use crate::gateway::sources::listener::{SourceContext, bearer_matches};
+use crate::gateway::sources::listener::{SourceContext, bearer_matches, receive};
 
 /// The gRPC service of one connection.
 #[derive(Debug, Clone)]
@@ -93,6 +93,12 @@ impl hyper::service::Service<Request<Incoming>> for GrpcService {
                 Ok(tonic::Status::unauthenticated("a valid bearer token is required").into_http())
             }),
             Some(Route::Otlp(signal)) => Box::pin(async move {
+                // The body is received, inflated and decoded only with a place among the
+                // requests being received: what waits for admission stays bounded.
+                let receiving = match receive(&context).await {
+                    Ok(permit) => permit,
+                    Err(e) => return Ok(e.to_status().into_http()),
+                };
                 let mut grpc = tonic::server::Grpc::new(crate::gateway::codec::RawRequestCodec::<
                     crate::gateway::sinks::ExportResponse,
                 >::default())
@@ -101,7 +107,12 @@ impl hyper::service::Service<Request<Incoming>> for GrpcService {
                 .send_compressed(CompressionEncoding::Gzip)
                 .send_compressed(CompressionEncoding::Zstd)
                 .max_decoding_message_size(max);
-                Ok(grpc.unary(OtlpExport { signal, context }, request).await)
+                let export = OtlpExport {
+                    signal,
+                    context,
+                    receiving: Some(receiving),
+                };
+                Ok(grpc.unary(export, request).await)
             }),
             Some(Route::Otap(signal)) => Box::pin(async move {
                 let codec = tonic_prost::ProstCodec::<
