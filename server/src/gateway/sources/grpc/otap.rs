@@ -22,7 +22,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 use super::headers::HeaderDecoder;
 use crate::gateway::delivery::DeliveryError;
-use crate::gateway::sources::listener::{SourceContext, admit, bearer_matches};
+use crate::gateway::sources::listener::{Admitted, SourceContext, admit, bearer_matches};
 
 /// Batches of one stream in the pipelines at once.
 const IN_FLIGHT_PER_STREAM: usize = 32;
@@ -106,6 +106,23 @@ fn check_headers(
     Err(status(id, StatusCode::Unauthenticated, message))
 }
 
+/// Admits `bytes` for batch `id`, or tells the sender it was refused.
+async fn admit_or_refuse(
+    context: &SourceContext,
+    bytes: usize,
+    id: i64,
+    statuses: &mpsc::Sender<Result<BatchStatus, Status>>,
+) -> Option<Admitted> {
+    match admit(context, bytes).await {
+        Ok(admitted) => Some(admitted),
+        Err(e) => {
+            let refusal = status(id, StatusCode::ResourceExhausted, e.to_string());
+            let _ = statuses.send(Ok(refusal)).await;
+            None
+        }
+    }
+}
+
 async fn serve_stream(
     signal: Signal,
     authenticated: bool,
@@ -144,17 +161,11 @@ async fn serve_stream(
             break;
         }
         let size = records.encoded_len();
-        let admitted = match admit(&context, size).await {
-            Ok(a) => a,
-            Err(e) => {
-                let _ = statuses
-                    .send(Ok(status(id, StatusCode::ResourceExhausted, e.to_string())))
-                    .await;
-                // The refused batch may carry schemas or dictionaries later batches build
-                // on: the stream's state would go wrong, so the stream ends here and the
-                // client starts afresh.
-                break;
-            }
+        // A refused batch may carry schemas or dictionaries later batches build on: the
+        // stream's state would go wrong, so the stream ends there and the client starts
+        // afresh.
+        let Some(admitted) = admit_or_refuse(&context, size, id, &statuses).await else {
+            break;
         };
         let batch = match decoder.decode(&records) {
             Ok(b) => b,
@@ -175,15 +186,10 @@ async fn serve_stream(
         let decoded = batch.memory_size();
         let admitted = if decoded > size {
             drop(admitted);
-            match admit(&context, decoded).await {
-                Ok(a) => a,
-                Err(e) => {
-                    let _ = statuses
-                        .send(Ok(status(id, StatusCode::ResourceExhausted, e.to_string())))
-                        .await;
-                    break;
-                }
-            }
+            let Some(admitted) = admit_or_refuse(&context, decoded, id, &statuses).await else {
+                break;
+            };
+            admitted
         } else {
             admitted
         };
