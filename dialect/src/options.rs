@@ -199,6 +199,12 @@ pub fn sink_options(kind: SinkKind) -> Vec<OptionSpec> {
             opt("timeout", Duration, false, "deadline of one export"),
             opt("retries", Count, false, "retries of a failed export"),
             opt("batch", Count, false, "target records per request"),
+            opt(
+                "max_request_bytes",
+                Count,
+                false,
+                "largest merged request body before compression",
+            ),
         ],
         SinkKind::File => vec![opt("path", Str, true, "OTLP JSON lines file to write")],
         SinkKind::Console => vec![opt("limit", Count, false, "records shown per batch")],

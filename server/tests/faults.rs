@@ -448,3 +448,54 @@ fn connections_past_the_limit_are_closed_and_counted() {
     block_on(export_otlp(&gateway.url(), request.clone())).unwrap();
     assert_none_missing(&equiv::logs(&request), &received(&dir));
 }
+
+/// Scenario: two pipelines send their halves of every request to one OTLP sink (one worker,
+/// so both halves are queued together), whose `max_request_bytes` holds either half but not
+/// both.
+/// Guarantees: the halves go as two requests, none larger than the limit, and every record
+/// arrives.
+#[test]
+fn merged_otlp_requests_stay_under_max_request_bytes() {
+    let dir = temp_dir("request-bytes");
+    let got: Received = Arc::default();
+    let backend = Backend::start("127.0.0.1:0", Duration::ZERO, Arc::clone(&got));
+    let request = DataGen::new(71).logs(600);
+    let half = |low: bool| {
+        let mut part = request.clone();
+        for rl in &mut part.resource_logs {
+            for sl in &mut rl.scope_logs {
+                sl.log_records.retain(|r| (r.severity_number < 13) == low);
+            }
+        }
+        part.encoded_len()
+    };
+    let (low, high) = (half(true), half(false));
+    let limit = low.max(high) + 2048;
+    assert!(
+        limit < low + high,
+        "the data must split into comparable halves"
+    );
+    let gateway = Gateway::start_with(
+        &dir,
+        "relay",
+        &format!(
+            "CREATE SOURCE edge FROM GRPC WITH (listen = '127.0.0.1:0');
+             CREATE SINK backend TO OTLP WITH (endpoint = '{}', compression = 'none',
+               max_request_bytes = {limit});
+             {}",
+            backend.url(),
+            common::halves_to("backend")
+        ),
+        &["--workers", "1", "--admin-listen", "127.0.0.1:0"],
+    );
+    for _ in 0..2 {
+        block_on(export_otlp(&gateway.url(), request.clone())).unwrap();
+    }
+    let mut want = equiv::logs(&request);
+    want.extend(equiv::logs(&request));
+    assert_same_records(want, got.lock().unwrap().clone());
+    let requests = gateway.metric(r#"penstock_sink_batches_total{sink="backend"}"#);
+    let bytes = gateway.metric(r#"penstock_sink_bytes_total{sink="backend"}"#);
+    assert_eq!(requests, 4.0, "each half in its own request");
+    assert!(bytes <= 4.0 * limit as f64, "{bytes} bytes in 4 requests");
+}

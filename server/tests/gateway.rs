@@ -122,13 +122,9 @@ fn halves_queued_for_an_otap_sink_travel_as_one_batch() {
         &format!(
             "CREATE SOURCE edge FROM GRPC WITH (listen = '127.0.0.1:0');
              CREATE SINK down TO OTAP WITH (endpoint = '{}');
-             CREATE PIPELINE low FROM edge AS BEGIN
-               INSERT INTO down SELECT * FROM logs WHERE severity_number < 13;
-             END;
-             CREATE PIPELINE high FROM edge AS BEGIN
-               INSERT INTO down SELECT * FROM logs WHERE severity_number >= 13;
-             END;",
-            back.url()
+             {}",
+            back.url(),
+            common::halves_to("down")
         ),
         &["--workers", "1"],
     );

@@ -197,6 +197,19 @@ pub fn temp_dir(name: &str) -> PathBuf {
     dir
 }
 
+/// Two pipelines from source `edge`, sending the records below severity 13 and the others
+/// to `sink`: one batch in becomes two deliveries to the sink, queued together.
+pub fn halves_to(sink: &str) -> String {
+    format!(
+        "CREATE PIPELINE low FROM edge AS BEGIN
+           INSERT INTO {sink} SELECT * FROM logs WHERE severity_number < 13;
+         END;
+         CREATE PIPELINE high FROM edge AS BEGIN
+           INSERT INTO {sink} SELECT * FROM logs WHERE severity_number >= 13;
+         END;"
+    )
+}
+
 /// The front pipeline of the tests, as SQL: renames `exception.type`, drops records below
 /// severity 9.
 pub const RENAME_AND_FILTER: &str = "

@@ -1,7 +1,8 @@
 //! OTLP/gRPC sink: batches become export requests (several small batches of one signal are
-//! merged into one request by concatenating their protobuf encodings, which protobuf defines
-//! as merging the repeated resource lists), sent with a deadline and bounded retries; each
-//! batch is acknowledged with its request's outcome.
+//! merged into one request, up to `batch` records and `max_request_bytes`, by concatenating
+//! their protobuf encodings, which protobuf defines as merging the repeated resource lists),
+//! sent with a deadline and bounded retries; each batch is acknowledged with its request's
+//! outcome.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -52,7 +53,12 @@ pub struct Config {
     timeout: Duration,
     policy: Policy,
     target_records: usize,
+    max_request_bytes: usize,
 }
+
+/// The default largest request body: the default most a gRPC server (the Collector's among
+/// them) receives.
+const DEFAULT_MAX_REQUEST_BYTES: usize = 4 << 20;
 
 impl Config {
     /// From the sink's options; connects lazily.
@@ -72,6 +78,10 @@ impl Config {
                 .unwrap_or(Duration::from_secs(10)),
             policy: Policy::from_sink(sink),
             target_records: sink.options.count("batch").unwrap_or(8192) as usize,
+            max_request_bytes: sink
+                .options
+                .count("max_request_bytes")
+                .map_or(DEFAULT_MAX_REQUEST_BYTES, |n| n as usize),
         })
     }
 }
@@ -85,6 +95,30 @@ pub fn export_path(signal: Signal) -> &'static str {
     }
 }
 
+/// A delivery with its batch encoded as an export request.
+struct Encoded {
+    delivery: Delivery,
+    body: Vec<u8>,
+}
+
+/// Encodes a delivery's batch; a batch that does not encode fails on its own.
+fn encoded(config: &Config, delivery: Delivery) -> Option<Encoded> {
+    match encode::encode(&delivery.batch) {
+        Ok(body) => Some(Encoded { delivery, body }),
+        Err(e) => {
+            complete(
+                delivery.ack,
+                Err(DeliveryError::Sink {
+                    sink: config.name.clone(),
+                    message: format!("encoding OTLP: {e}"),
+                    retryable: false,
+                }),
+            );
+            None
+        }
+    }
+}
+
 /// Sends every delivered batch.
 pub async fn run(
     config: Config,
@@ -93,31 +127,38 @@ pub async fn run(
 ) {
     let config = Arc::new(config);
     let mut requests = JoinSet::new();
-    let mut held: Option<Delivery> = None;
+    let mut held: Option<Encoded> = None;
     loop {
         let first = match held.take() {
-            Some(d) => d,
+            Some(e) => e,
             None => match deliveries.recv().await {
-                Some(d) => d,
+                Some(d) => match encoded(&config, d) {
+                    Some(e) => e,
+                    None => continue,
+                },
                 None => break,
             },
         };
-        let signal = first.batch.signal();
-        let mut records = first.batch.num_items();
-        let mut group = vec![first];
-        // Merge what is already queued, up to the target size.
+        let signal = first.delivery.batch.signal();
+        let mut records = first.delivery.batch.num_items();
+        let mut body = first.body;
+        let mut acks: Vec<Ack> = vec![first.delivery.ack];
+        // Merge what is already queued, up to the target size and the largest request.
         while records < config.target_records {
-            match deliveries.try_recv() {
-                Ok(d) if d.batch.signal() == signal => {
-                    records += d.batch.num_items();
-                    group.push(d);
-                }
-                Ok(d) => {
-                    held = Some(d);
-                    break;
-                }
-                Err(_) => break,
+            let Ok(next) = deliveries.try_recv() else {
+                break;
+            };
+            let Some(next) = encoded(&config, next) else {
+                continue;
+            };
+            let fits = body.len() + next.body.len() <= config.max_request_bytes;
+            if next.delivery.batch.signal() != signal || !fits {
+                held = Some(next);
+                break;
             }
+            records += next.delivery.batch.num_items();
+            body.extend_from_slice(&next.body);
+            acks.push(next.delivery.ack);
         }
         while requests.len() >= CONCURRENT_REQUESTS {
             requests.join_next().await;
@@ -125,27 +166,8 @@ pub async fn run(
         let config = Arc::clone(&config);
         let telemetry = Arc::clone(&telemetry);
         requests.spawn(async move {
-            let mut body = Vec::new();
-            let mut acks: Vec<Ack> = Vec::with_capacity(group.len());
-            let mut failure = None;
-            for d in group {
-                match encode::encode(&d.batch) {
-                    // The first request's bytes are reused; later ones are appended.
-                    Ok(bytes) if body.is_empty() => body = bytes,
-                    Ok(bytes) => body.extend_from_slice(&bytes),
-                    Err(e) => failure = Some(e.to_string()),
-                }
-                acks.push(d.ack);
-            }
             let bytes = body.len();
-            let outcome = match failure {
-                Some(message) => Err(DeliveryError::Sink {
-                    sink: config.name.clone(),
-                    message: format!("encoding OTLP: {message}"),
-                    retryable: false,
-                }),
-                None => export(&config, signal, Bytes::from(body)).await,
-            };
+            let outcome = export(&config, signal, Bytes::from(body)).await;
             if let Some(flow) = telemetry.sinks.get(&config.name) {
                 match &outcome {
                     Ok(rejected) => {
