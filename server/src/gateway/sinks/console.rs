@@ -7,14 +7,15 @@ use tokio::sync::mpsc;
 use crate::gateway::delivery::{Delivery, DeliveryError, complete};
 use crate::gateway::telemetry::Telemetry;
 
-/// Prints up to `limit` records of each batch.
-pub async fn run(
+/// Prints up to `limit` records of each batch; blocking (a slow terminal or pipe must not
+/// stall a runtime), so it runs on a thread of its own.
+pub fn run(
     name: String,
     limit: usize,
     mut deliveries: mpsc::Receiver<Delivery>,
     telemetry: Arc<Telemetry>,
 ) {
-    while let Some(Delivery { batch, ack }) = deliveries.recv().await {
+    while let Some(Delivery { batch, ack }) = deliveries.blocking_recv() {
         let outcome = match crate::cli::console::render(&name, &batch, limit) {
             Ok(text) => {
                 print!("{text}");

@@ -26,14 +26,14 @@ pub fn open(path: &Path) -> anyhow::Result<File> {
         .with_context(|| format!("opening {}", path.display()))
 }
 
-/// Writes every delivered batch.
-pub async fn run(
+/// Writes every delivered batch; blocking, so it runs on a thread of its own.
+pub fn run(
     name: String,
     mut file: File,
     mut deliveries: mpsc::Receiver<Delivery>,
     telemetry: Arc<Telemetry>,
 ) {
-    while let Some(Delivery { batch, ack }) = deliveries.recv().await {
+    while let Some(Delivery { batch, ack }) = deliveries.blocking_recv() {
         let written = json::to_line(&batch)
             .map_err(|e| e.to_string())
             .and_then(|mut line| {

@@ -38,8 +38,8 @@ fn queue() -> (SinkQueue, mpsc::Receiver<Delivery>) {
     mpsc::channel(SINK_QUEUE)
 }
 
-/// Starts a sink shared by every worker (FILE, CONSOLE) on the current runtime; `None` for
-/// the others. Relative file paths are resolved against `base` (the pipeline file).
+/// Starts a sink shared by every worker (FILE, CONSOLE) on a blocking thread of the current
+/// runtime (its writes and syncs stall no runtime); `None` for the others. Relative file paths are resolved against `base` (the pipeline file).
 pub fn start_shared(
     sink: &Sink,
     base: &Path,
@@ -52,11 +52,11 @@ pub fn start_shared(
         SinkKind::File => {
             let path = crate::cli::resolve_path(base, sink.options.str("path").unwrap_or_default());
             let file = file::open(&path)?;
-            tokio::spawn(file::run(name, file, deliveries, telemetry))
+            tokio::task::spawn_blocking(move || file::run(name, file, deliveries, telemetry))
         }
         SinkKind::Console => {
             let limit = sink.options.count("limit").unwrap_or(10) as usize;
-            tokio::spawn(console::run(name, limit, deliveries, telemetry))
+            tokio::task::spawn_blocking(move || console::run(name, limit, deliveries, telemetry))
         }
         SinkKind::Otap | SinkKind::Otlp => return Ok(None),
     };
