@@ -499,3 +499,37 @@ fn merged_otlp_requests_stay_under_max_request_bytes() {
     assert_eq!(requests, 4.0, "each half in its own request");
     assert!(bytes <= 4.0 * limit as f64, "{bytes} bytes in 4 requests");
 }
+
+/// Scenario: a GENERATOR of 2,000 logs in batches of 500 (two workers, two batches each)
+/// whose only sink's backend is down.
+/// Guarantees: the generator ends, each batch it could not deliver is counted as refused on
+/// the source, the sink counts its failed requests, and the run reports failure.
+#[test]
+fn generator_batches_that_cannot_be_delivered_are_counted() {
+    let dir = temp_dir("generator-down");
+    let port = common::unused_port();
+    let gateway = Gateway::start(
+        &dir,
+        "gen",
+        &format!(
+            "CREATE SOURCE gen FROM GENERATOR WITH (signal = 'logs', records = 2000, batch = 500);
+             CREATE SINK down TO OTLP WITH (endpoint = 'http://127.0.0.1:{port}', retries = 0,
+               timeout = '2s');
+             CREATE PIPELINE p FROM gen AS BEGIN INSERT INTO down SELECT * FROM logs; END;"
+        ),
+    );
+    let source = gateway.wait_for_line("source gen: ");
+    assert!(
+        source.ends_with("2000 records in 4 batches, 4 refused"),
+        "{source}"
+    );
+    let sink = gateway.wait_for_line("sink down: ");
+    // Batches queued together go as one request: 2 to 4 failed requests.
+    assert!(sink.contains(": 0 records in 0 batches, "), "{sink}");
+    assert!(
+        !sink.ends_with(" 0 failed") && !sink.ends_with(" 1 failed"),
+        "{sink}"
+    );
+    let (ok, _) = gateway.terminate_wait();
+    assert!(!ok, "undelivered batches make the run fail");
+}

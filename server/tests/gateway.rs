@@ -146,12 +146,7 @@ fn halves_queued_for_an_otap_sink_travel_as_one_batch() {
 #[test]
 fn a_batch_its_sink_cannot_deliver_is_refused_not_acknowledged() {
     let dir = temp_dir("down");
-    // A port nothing listens on.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = common::unused_port();
     let front = Gateway::start(
         &dir,
         "front",

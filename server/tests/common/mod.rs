@@ -190,6 +190,15 @@ impl Drop for Gateway {
     }
 }
 
+/// A loopback port nothing listens on (bound, then let go).
+pub fn unused_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 pub fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("penstock-gw-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);

@@ -11,6 +11,7 @@ use prost::Message;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use crate::gateway::delivery::DeliveryError;
 use crate::gateway::telemetry::Telemetry;
 use crate::gateway::worker::WorkerHandle;
 
@@ -60,7 +61,8 @@ impl Share {
     }
 }
 
-/// Generates until the share is made or shutdown is signalled; returns the records sent.
+/// Generates until the share is made or shutdown is signalled; returns the records sent, or
+/// an error when a set number of records was asked for and some were not delivered.
 pub async fn run(
     share: Share,
     worker: WorkerHandle,
@@ -71,7 +73,7 @@ pub async fn run(
     let mut made = 0u64;
     let mut in_flight = JoinSet::new();
     let start = Instant::now();
-    let mut failure = None;
+    let mut failures = Failures::new(&share.name, &telemetry);
     loop {
         if *shutdown.borrow() || share.records.is_some_and(|r| made >= r) {
             break;
@@ -99,24 +101,73 @@ pub async fn run(
         for batch in batches {
             while in_flight.len() >= IN_FLIGHT {
                 if let Some(Ok(Err(e))) = in_flight.join_next().await {
-                    failure = Some(e);
+                    failures.record(&e);
                 }
             }
             let worker = worker.clone();
             let index = share.index;
             in_flight.spawn(async move { worker.process(index, batch).await });
         }
-        if let Some(e) = failure.take() {
-            if let Some(flow) = telemetry.sources.get(&share.name) {
-                flow.fail();
-            }
-            eprintln!("source {}: a batch was not delivered: {e}", share.name);
-        }
     }
     while let Some(done) = in_flight.join_next().await {
         if let Ok(Err(e)) = done {
-            eprintln!("source {}: a batch was not delivered: {e}", share.name);
+            failures.record(&e);
         }
     }
+    failures.summary();
+    // A run of a set number of records is a job: it fails when some were not delivered.
+    if share.records.is_some() && failures.count > 0 {
+        anyhow::bail!(
+            "source {}: {} batch(es) not delivered",
+            share.name,
+            failures.count
+        );
+    }
     Ok(made)
+}
+
+/// Batches a generator could not deliver: each is counted on the source's flow; the first
+/// is reported at once, later ones at most once a second, and the total at the end.
+struct Failures<'a> {
+    name: &'a str,
+    telemetry: &'a Telemetry,
+    count: u64,
+    reported: u64,
+    last_report: Option<Instant>,
+}
+
+impl<'a> Failures<'a> {
+    fn new(name: &'a str, telemetry: &'a Telemetry) -> Self {
+        Failures {
+            name,
+            telemetry,
+            count: 0,
+            reported: 0,
+            last_report: None,
+        }
+    }
+
+    fn record(&mut self, error: &DeliveryError) {
+        self.count += 1;
+        if let Some(flow) = self.telemetry.sources.get(self.name) {
+            flow.fail();
+        }
+        if self
+            .last_report
+            .is_none_or(|t| t.elapsed() >= Duration::from_secs(1))
+        {
+            let name = self.name;
+            let since = self.count - self.reported;
+            eprintln!("source {name}: {since} batch(es) not delivered; the last: {error}");
+            self.reported = self.count;
+            self.last_report = Some(Instant::now());
+        }
+    }
+
+    fn summary(&self) {
+        if self.count > 0 {
+            let (name, count) = (self.name, self.count);
+            eprintln!("source {name}: {count} batch(es) not delivered in all");
+        }
+    }
 }
