@@ -9,6 +9,7 @@ use arrow::array::{
 };
 use arrow::compute::{cast, concat};
 use arrow::datatypes::{DataType, Field, FieldRef, Fields, Schema, UInt16Type, UInt32Type};
+use arrow::error::ArrowError;
 
 use crate::batch::OtapBatch;
 use crate::error::{Error, Result};
@@ -242,20 +243,24 @@ fn shift(ids: &ArrayRef, by: u64) -> Result<ArrayRef> {
     if by == 0 {
         return Ok(Arc::clone(ids));
     }
-    // `Concat::push` checked that every shifted id still fits its type.
-    Ok(match ids.data_type() {
+    // `Concat::push` checked the ids against their canonical width; a column narrower than
+    // that still fails here rather than wrapping.
+    let overflow = || ArrowError::ComputeError(format!("an id moved by {by} overflows"));
+    let shifted: ArrayRef = match ids.data_type() {
         DataType::UInt16 => {
-            let by = by as u16;
+            let by = u16::try_from(by).map_err(|_| Error::arrow("renumbering ids", overflow()))?;
             Arc::new(
                 ids.as_primitive::<UInt16Type>()
-                    .unary::<_, UInt16Type>(|v| v + by),
+                    .try_unary::<_, UInt16Type, _>(|v| v.checked_add(by).ok_or_else(overflow))
+                    .map_err(|e| Error::arrow("renumbering ids", e))?,
             )
         }
         DataType::UInt32 => {
-            let by = by as u32;
+            let by = u32::try_from(by).map_err(|_| Error::arrow("renumbering ids", overflow()))?;
             Arc::new(
                 ids.as_primitive::<UInt32Type>()
-                    .unary::<_, UInt32Type>(|v| v + by),
+                    .try_unary::<_, UInt32Type, _>(|v| v.checked_add(by).ok_or_else(overflow))
+                    .map_err(|e| Error::arrow("renumbering ids", e))?,
             )
         }
         other => {
@@ -263,7 +268,8 @@ fn shift(ids: &ArrayRef, by: u64) -> Result<ArrayRef> {
                 "ids of type {other} cannot be renumbered"
             )));
         }
-    })
+    };
+    Ok(shifted)
 }
 
 fn shift_struct_id(column: &ArrayRef, by: u64) -> Result<ArrayRef> {

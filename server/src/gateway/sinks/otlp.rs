@@ -102,10 +102,13 @@ struct Encoded {
 }
 
 /// Encodes a delivery's batch; a batch that does not encode fails on its own.
-fn encoded(config: &Config, delivery: Delivery) -> Option<Encoded> {
+fn encoded(config: &Config, telemetry: &Telemetry, delivery: Delivery) -> Option<Encoded> {
     match encode::encode(&delivery.batch) {
         Ok(body) => Some(Encoded { delivery, body }),
         Err(e) => {
+            if let Some(flow) = telemetry.sinks.get(&config.name) {
+                flow.fail();
+            }
             complete(
                 delivery.ack,
                 Err(DeliveryError::Sink {
@@ -132,7 +135,7 @@ pub async fn run(
         let first = match held.take() {
             Some(e) => e,
             None => match deliveries.recv().await {
-                Some(d) => match encoded(&config, d) {
+                Some(d) => match encoded(&config, &telemetry, d) {
                     Some(e) => e,
                     None => continue,
                 },
@@ -148,7 +151,7 @@ pub async fn run(
             let Ok(next) = deliveries.try_recv() else {
                 break;
             };
-            let Some(next) = encoded(&config, next) else {
+            let Some(next) = encoded(&config, &telemetry, next) else {
                 continue;
             };
             let fits = body.len() + next.body.len() <= config.max_request_bytes;
