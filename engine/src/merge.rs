@@ -68,16 +68,18 @@ impl Concat {
         if batch.signal() != self.signal {
             return Err(Box::new(batch));
         }
+        if self.parts.is_empty() {
+            // A batch alone is not renumbered: its ids are read only once another comes.
+            self.items += batch.num_items();
+            self.parts.push((batch, [0; SPACES]));
+            return Ok(());
+        }
+        if self.parts.len() == 1 && self.used == [0; SPACES] {
+            // Ids of an unexpected type keep the first batch on its own.
+            self.used = extents(&self.parts[0].0).unwrap_or([u64::MAX; SPACES]);
+        }
         let Ok(extents) = extents(&batch) else {
-            // Ids of an unexpected type: the batch travels on its own.
-            return if self.parts.is_empty() {
-                self.items += batch.num_items();
-                self.parts.push((batch, [0; SPACES]));
-                self.used = [u64::MAX; SPACES];
-                Ok(())
-            } else {
-                Err(Box::new(batch))
-            };
+            return Err(Box::new(batch));
         };
         let offsets = self.used;
         let overflows = (0..SPACES).any(|space| {
