@@ -8,7 +8,10 @@ use arrow::array::{
     Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions, StructArray, new_null_array,
 };
 use arrow::compute::{cast, concat};
-use arrow::datatypes::{DataType, Field, FieldRef, Fields, Schema, UInt16Type, UInt32Type};
+use arrow::datatypes::{
+    ArrowNativeTypeOp, ArrowPrimitiveType, DataType, Field, FieldRef, Fields, Schema, UInt16Type,
+    UInt32Type,
+};
 use arrow::error::ArrowError;
 
 use crate::batch::OtapBatch;
@@ -247,31 +250,28 @@ fn shift(ids: &ArrayRef, by: u64) -> Result<ArrayRef> {
     }
     // `Concat::push` checked the ids against their canonical width; a column narrower than
     // that still fails here rather than wrapping.
+    match ids.data_type() {
+        DataType::UInt16 => shift_as::<UInt16Type>(ids, by),
+        DataType::UInt32 => shift_as::<UInt32Type>(ids, by),
+        other => Err(Error::LimitExceeded(format!(
+            "ids of type {other} cannot be renumbered"
+        ))),
+    }
+}
+
+/// `ids` (of type `T`) moved by `by`, failing on overflow.
+fn shift_as<T>(ids: &ArrayRef, by: u64) -> Result<ArrayRef>
+where
+    T: ArrowPrimitiveType,
+    T::Native: TryFrom<u64>,
+{
     let overflow = || ArrowError::ComputeError(format!("an id moved by {by} overflows"));
-    let shifted: ArrayRef = match ids.data_type() {
-        DataType::UInt16 => {
-            let by = u16::try_from(by).map_err(|_| Error::arrow("renumbering ids", overflow()))?;
-            Arc::new(
-                ids.as_primitive::<UInt16Type>()
-                    .try_unary::<_, UInt16Type, _>(|v| v.checked_add(by).ok_or_else(overflow))
-                    .map_err(|e| Error::arrow("renumbering ids", e))?,
-            )
-        }
-        DataType::UInt32 => {
-            let by = u32::try_from(by).map_err(|_| Error::arrow("renumbering ids", overflow()))?;
-            Arc::new(
-                ids.as_primitive::<UInt32Type>()
-                    .try_unary::<_, UInt32Type, _>(|v| v.checked_add(by).ok_or_else(overflow))
-                    .map_err(|e| Error::arrow("renumbering ids", e))?,
-            )
-        }
-        other => {
-            return Err(Error::LimitExceeded(format!(
-                "ids of type {other} cannot be renumbered"
-            )));
-        }
-    };
-    Ok(shifted)
+    let by = T::Native::try_from(by).map_err(|_| Error::arrow("renumbering ids", overflow()))?;
+    let shifted = ids
+        .as_primitive::<T>()
+        .try_unary::<_, T, _>(|v| v.add_checked(by))
+        .map_err(|e| Error::arrow("renumbering ids", e))?;
+    Ok(Arc::new(shifted))
 }
 
 fn shift_struct_id(column: &ArrayRef, by: u64) -> Result<ArrayRef> {
