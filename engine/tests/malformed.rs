@@ -59,6 +59,24 @@ fn invalid_strings_and_ids_are_errors() {
     assert!(err.to_string().contains("wrong length"), "{err}");
 }
 
+/// Scenario: log record fields with a known number but the wrong wire type (a timestamp sent
+/// as a varint, attributes as a fixed32), next to an unknown field that must be skipped.
+/// Guarantees: the known ones are errors; the unknown one is not.
+#[test]
+fn known_fields_with_the_wrong_wire_type_are_errors() {
+    for record in [vec![0x08, 0x01], vec![0x35, 1, 2, 3, 4]] {
+        let err = json::decode(Signal::Logs, &nest(&[1, 2, 2], &record)).unwrap_err();
+        assert!(
+            err.to_string().contains("wrong wire type"),
+            "{record:?}: {err}"
+        );
+    }
+    // Field 99 (varint) is unknown: skipped, and the record decodes.
+    let record = [0x98, 0x06, 0x01, 0x10, 0x09];
+    let batches = json::decode(Signal::Logs, &nest(&[1, 2, 2], &record)).unwrap();
+    assert_eq!(batches[0].num_items(), 1);
+}
+
 /// Wraps `inner` in length-delimited fields, outermost first.
 fn nest(fields: &[u8], inner: &[u8]) -> Vec<u8> {
     fields

@@ -65,7 +65,7 @@ pub(crate) fn parse_key_value<'a>(mut r: Reader<'a>) -> Result<(&'a [u8], Option
 /// The common encoding of a scalar `KeyValue`, parsed without the general field loop: a key
 /// under 128 bytes, then a value message under 128 bytes holding exactly one string, int,
 /// double or bool. Any other layout returns None and takes the general path.
-#[inline]
+#[inline(always)]
 pub(crate) fn fast_key_value(bytes: &[u8]) -> Option<(&[u8], AnyRef<'_>)> {
     let [0x0a, key_len, rest @ ..] = bytes else {
         return None;

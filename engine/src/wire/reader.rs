@@ -108,6 +108,37 @@ impl<'a> Reader<'a> {
         Ok(Some((number as u32, wire)))
     }
 
+    /// Reads the next field's raw key (field number << 3 | wire type), or None at the end of
+    /// the message. For decoders that dispatch on the key itself: the expected wire type is
+    /// part of the match, and any other key goes to [`Reader::skip_key`].
+    #[inline(always)]
+    pub(crate) fn key(&mut self) -> Result<Option<u64>> {
+        if self.is_done() {
+            return Ok(None);
+        }
+        self.varint().map(Some)
+    }
+
+    /// Skips the field of a key no match arm took: an unknown field, or a known one (listed in
+    /// `known`) with the wrong wire type, which is an error as in [`Reader::expect`].
+    pub(crate) fn skip_key(&mut self, key: u64, known: &[u32]) -> Result<()> {
+        let wire = match key & 7 {
+            0 => WireType::Varint,
+            1 => WireType::Fixed64,
+            2 => WireType::Len,
+            5 => WireType::Fixed32,
+            _ => return self.err("unsupported wire type"),
+        };
+        let number = key >> 3;
+        if number == 0 || number > u64::from(u32::MAX >> 3) {
+            return self.err("invalid field number");
+        }
+        if known.contains(&(number as u32)) {
+            return self.err("field has the wrong wire type");
+        }
+        self.skip(wire)
+    }
+
     #[inline]
     pub(crate) fn fixed64(&mut self) -> Result<u64> {
         match self.buf.get(self.pos..self.pos + 8) {

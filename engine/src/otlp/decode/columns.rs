@@ -53,9 +53,10 @@ impl VarColumn {
     /// Gives every row before `row` that has no value yet an empty one.
     #[inline]
     pub(crate) fn fill_to(&mut self, row: usize) {
-        if self.offsets.len() <= row {
+        let len = self.offsets.len();
+        if len <= row {
             let end = self.data.len() as i32;
-            self.offsets.resize(row + 1, end);
+            self.offsets.extend(std::iter::repeat_n(end, row + 1 - len));
         }
     }
 

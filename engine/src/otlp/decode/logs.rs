@@ -17,6 +17,9 @@ use crate::schema::tables::any_value_fields;
 use crate::schema::{PayloadType, Signal};
 use crate::wire::Reader;
 
+/// The `LogRecord` fields this decoder reads.
+const LOG_RECORD_FIELDS: [u32; 11] = [1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12];
+
 pub(crate) struct LogsBuilder {
     rows: u16,
     time: NumColumn<TimestampNanosecondType>,
@@ -59,22 +62,21 @@ impl RootBuilder for LogsBuilder {
         let (mut severity_text, mut event_name): (&[u8], &[u8]) = (&[], &[]);
         let (mut trace_id, mut span_id): (&[u8], &[u8]) = (&[], &[]);
         let mut body = AnyRef::Empty;
-        while let Some((field, wire)) = r.field()? {
-            match field {
-                1 => time = r.fixed64_field(wire)?,
-                11 => observed = r.fixed64_field(wire)?,
-                2 => severity = r.varint32(wire)? as i32,
-                3 => severity_text = r.bytes_field(wire)?,
-                5 => body = AnyRef::parse(r.message_field(wire)?)?,
-                6 => self
-                    .attrs
-                    .append_key_value(u32::from(row), r.message_field(wire)?)?,
-                7 => dropped = r.varint32(wire)?,
-                8 => flags = r.fixed32_field(wire)?,
-                9 => trace_id = r.bytes_field(wire)?,
-                10 => span_id = r.bytes_field(wire)?,
-                12 => event_name = r.bytes_field(wire)?,
-                _ => r.skip(wire)?,
+        // Keys are matched whole (field number and wire type): see `Reader::key`.
+        while let Some(key) = r.key()? {
+            match key {
+                0x09 => time = r.fixed64()?,                  // 1: fixed64
+                0x59 => observed = r.fixed64()?,              // 11: fixed64
+                0x10 => severity = r.varint()? as u32 as i32, // 2: varint
+                0x1a => severity_text = r.bytes()?.0,         // 3: bytes
+                0x2a => body = AnyRef::parse(r.message()?)?,  // 5: message
+                0x32 => self.attrs.append_key_value(u32::from(row), r.message()?)?, // 6
+                0x38 => dropped = r.varint()? as u32,         // 7: varint
+                0x45 => flags = r.fixed32()?,                 // 8: fixed32
+                0x4a => trace_id = r.bytes()?.0,              // 9: bytes
+                0x52 => span_id = r.bytes()?.0,               // 10: bytes
+                0x62 => event_name = r.bytes()?.0,            // 12: bytes
+                _ => r.skip_key(key, &LOG_RECORD_FIELDS)?,
             }
         }
         self.time.push(time as i64);

@@ -10,6 +10,7 @@ mod envelope;
 mod logs;
 mod metrics;
 mod traces;
+mod validity;
 mod values;
 
 use arrow::array::{

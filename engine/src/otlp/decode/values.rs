@@ -10,13 +10,14 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{
-    ArrayRef, BooleanArray, DictionaryArray, Float64Array, Int64Array, RecordBatch, UInt8Array,
-    UInt16Array, UInt32Array,
+    ArrayRef, BinaryArray, BooleanArray, DictionaryArray, Float64Array, Int64Array, RecordBatch,
+    StringArray, UInt8Array, UInt16Array, UInt32Array,
 };
 use arrow::buffer::{BooleanBuffer, NullBuffer, ScalarBuffer};
 use arrow::datatypes::{Field, Schema, UInt16Type};
 
 use super::columns::{VarColumn, invalid_utf8};
+use super::validity::{Presence, presence, type_counts};
 use crate::cbor;
 use crate::error::{Error, Result};
 use crate::otlp::any_value::{AnyRef, fast_key_value, parse_key_value};
@@ -40,7 +41,7 @@ pub(crate) struct ValueColumns {
 
 impl ValueColumns {
     /// Appends a value; returns its `AttributeValueType`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn append(&mut self, value: AnyRef<'_>) -> Result<u8> {
         let row = self.ty.len();
         let ty = match value {
@@ -99,37 +100,73 @@ impl ValueColumns {
     pub(crate) fn finish(&mut self) -> Result<[ArrayRef; 7]> {
         let ty = std::mem::take(&mut self.ty);
         let rows = ty.len();
-        let valid = |wanted: &[u8]| -> Option<NullBuffer> {
-            let bits = match *wanted {
-                [one] => BooleanBuffer::collect_bool(rows, |i| ty[i] == one),
-                [a, b] => BooleanBuffer::collect_bool(rows, |i| ty[i] == a || ty[i] == b),
-                _ => BooleanBuffer::collect_bool(rows, |i| wanted.contains(&ty[i])),
-            };
-            Some(NullBuffer::new(bits))
+        let counts = type_counts(&ty);
+        let of = |wanted: &[u8]| presence(&ty, &counts, wanted);
+        let (int, double, bool) = (
+            of(&[value_type::INT]),
+            of(&[value_type::DOUBLE]),
+            of(&[value_type::BOOL]),
+        );
+        let int: ArrayRef = match int {
+            Presence::None => Arc::new(Int64Array::new_null(rows)),
+            p => Arc::new(Int64Array::new(
+                ScalarBuffer::from(self.int.finish(rows)),
+                p.nulls(rows),
+            )),
         };
-        let int = Int64Array::new(
-            ScalarBuffer::from(self.int.finish(rows)),
-            valid(&[value_type::INT]),
-        );
-        let double = Float64Array::new(
-            ScalarBuffer::from(self.double.finish(rows)),
-            valid(&[value_type::DOUBLE]),
-        );
-        let bools = BooleanBuffer::from(self.bool.finish(rows));
-        let bool = BooleanArray::new(bools, valid(&[value_type::BOOL]));
-        for column in [&mut self.str, &mut self.bytes, &mut self.ser] {
-            column.fill_to(rows);
-        }
+        let double: ArrayRef = match double {
+            Presence::None => Arc::new(Float64Array::new_null(rows)),
+            p => Arc::new(Float64Array::new(
+                ScalarBuffer::from(self.double.finish(rows)),
+                p.nulls(rows),
+            )),
+        };
+        let bool: ArrayRef = match bool {
+            Presence::None => Arc::new(BooleanArray::new_null(rows)),
+            p => Arc::new(BooleanArray::new(
+                BooleanBuffer::from(self.bool.finish(rows)),
+                p.nulls(rows),
+            )),
+        };
+        let str = match of(&[value_type::STR]) {
+            Presence::None => {
+                self.str = VarColumn::default();
+                Arc::new(StringArray::new_null(rows))
+            }
+            p => {
+                self.str.fill_to(rows);
+                self.str.finish_str(p.nulls(rows))?
+            }
+        };
+        let bytes = finish_binary(&mut self.bytes, rows, of(&[value_type::BYTES]))?;
+        let ser = finish_binary(
+            &mut self.ser,
+            rows,
+            of(&[value_type::MAP, value_type::SLICE]),
+        )?;
         Ok([
-            Arc::new(UInt8Array::from(ty.clone())),
-            self.str.finish_str(valid(&[value_type::STR]))?,
-            Arc::new(int),
-            Arc::new(double),
-            Arc::new(bool),
-            self.bytes.finish_binary(valid(&[value_type::BYTES]))?,
-            self.ser
-                .finish_binary(valid(&[value_type::MAP, value_type::SLICE]))?,
+            Arc::new(UInt8Array::from(ty)),
+            str,
+            int,
+            double,
+            bool,
+            bytes,
+            ser,
         ])
+    }
+}
+
+/// A binary value column of `rows` rows holding values where `presence` says.
+fn finish_binary(column: &mut VarColumn, rows: usize, presence: Presence) -> Result<ArrayRef> {
+    match presence {
+        Presence::None => {
+            *column = VarColumn::default();
+            Ok(Arc::new(BinaryArray::new_null(rows)))
+        }
+        p => {
+            column.fill_to(rows);
+            column.finish_binary(p.nulls(rows))
+        }
     }
 }
 
@@ -142,8 +179,11 @@ impl<T: Copy + Default> Slots<T> {
     /// Sets the value of `row`, after defaults for the rows before it without one.
     #[inline]
     fn set(&mut self, row: usize, value: T) {
-        if self.0.len() < row {
-            self.0.resize(row, T::default());
+        let len = self.0.len();
+        if len < row {
+            // Gaps are short (the rows of other types since the last value): filled in place
+            // rather than through `resize`'s out-of-line call.
+            self.0.extend(std::iter::repeat_n(T::default(), row - len));
         }
         self.0.push(value);
     }
@@ -224,7 +264,7 @@ impl KeyColumn {
         &self.values.data[start..end]
     }
 
-    #[inline]
+    #[inline(always)]
     fn append(&mut self, key: &[u8]) -> Result<()> {
         if let Some(plain) = &mut self.plain {
             plain.push(key);
@@ -306,7 +346,7 @@ impl AttrsBuilder {
     }
 
     /// Appends one attribute from an OTLP `KeyValue` message.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn append_key_value(&mut self, parent: u32, kv: Reader<'_>) -> Result<()> {
         let (key, value) = match fast_key_value(kv.rest()) {
             Some(parsed) => parsed,
