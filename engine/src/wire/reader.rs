@@ -94,6 +94,12 @@ impl<'a> Reader<'a> {
             return Ok(None);
         }
         let key = self.varint()?;
+        self.split_key(key).map(Some)
+    }
+
+    /// A key's field number and wire type, checked.
+    #[inline]
+    fn split_key(&self, key: u64) -> Result<(u32, WireType)> {
         let wire = match key & 7 {
             0 => WireType::Varint,
             1 => WireType::Fixed64,
@@ -105,7 +111,7 @@ impl<'a> Reader<'a> {
         if number == 0 || number > u64::from(u32::MAX >> 3) {
             return self.err("invalid field number");
         }
-        Ok(Some((number as u32, wire)))
+        Ok((number as u32, wire))
     }
 
     /// Reads the next field's raw key (field number << 3 | wire type), or None at the end of
@@ -122,18 +128,8 @@ impl<'a> Reader<'a> {
     /// Skips the field of a key no match arm took: an unknown field, or a known one (listed in
     /// `known`) with the wrong wire type, which is an error as in [`Reader::expect`].
     pub(crate) fn skip_key(&mut self, key: u64, known: &[u32]) -> Result<()> {
-        let wire = match key & 7 {
-            0 => WireType::Varint,
-            1 => WireType::Fixed64,
-            2 => WireType::Len,
-            5 => WireType::Fixed32,
-            _ => return self.err("unsupported wire type"),
-        };
-        let number = key >> 3;
-        if number == 0 || number > u64::from(u32::MAX >> 3) {
-            return self.err("invalid field number");
-        }
-        if known.contains(&(number as u32)) {
+        let (number, wire) = self.split_key(key)?;
+        if known.contains(&number) {
             return self.err("field has the wrong wire type");
         }
         self.skip(wire)
