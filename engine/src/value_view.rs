@@ -120,6 +120,31 @@ impl ScalarField<'_> {
         }
     }
 
+    /// Writes the `value` field (number 2 of `KeyValue`) holding this body, when the body is
+    /// under 128 bytes (`len` is [`ScalarField::len`]): the tags and lengths go out as one
+    /// fixed-size write.
+    #[inline(always)]
+    pub(crate) fn write_short_value_field(&self, w: &mut Writer, len: u8) {
+        debug_assert!(len < 0x80);
+        match self {
+            // A body under 128 bytes has a string under 128 bytes: one length byte.
+            ScalarField::Str(s) => {
+                w.raw(&[2 << 3 | 2, len, 1 << 3 | 2, s.len() as u8]);
+                w.raw(s);
+            }
+            ScalarField::Int(i) => {
+                w.raw(&[2 << 3 | 2, len, 3 << 3]);
+                w.varint(*i as u64);
+            }
+            ScalarField::Double(d) => {
+                let mut field = [2 << 3 | 2, 9, 4 << 3 | 1, 0, 0, 0, 0, 0, 0, 0, 0];
+                field[3..].copy_from_slice(&d.to_bits().to_le_bytes());
+                w.raw(&field);
+            }
+            ScalarField::Bool(b) => w.raw(&[2 << 3 | 2, 2, 2 << 3, u8::from(*b)]),
+        }
+    }
+
     /// Writes the `AnyValue` message body.
     #[inline]
     pub(crate) fn write(&self, w: &mut Writer) {

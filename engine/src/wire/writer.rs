@@ -131,9 +131,14 @@ impl Writer {
     }
 
     /// A trace or span id field, skipped when empty or all zero (an invalid id means none).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn id_field(&mut self, field: u32, value: &[u8]) {
-        if value.iter().any(|b| *b != 0) {
+        let nonzero = match value.len() {
+            16 => value.try_into().is_ok_and(|v| u128::from_ne_bytes(v) != 0),
+            8 => value.try_into().is_ok_and(|v| u64::from_ne_bytes(v) != 0),
+            _ => value.iter().any(|b| *b != 0),
+        };
+        if nonzero {
             self.bytes_always(field, value);
         }
     }
@@ -186,6 +191,11 @@ impl Writer {
         let len = self.buf.len() - start;
         if len < 0x80 && reserved == 1 {
             self.buf[start - 1] = len as u8;
+            return;
+        }
+        if len < 0x4000 && reserved == 2 {
+            // Two bytes, the first with its continuation bit even when the second is zero.
+            self.buf[start - 2..start].copy_from_slice(&[(len as u8) | 0x80, (len >> 7) as u8]);
             return;
         }
         if varint_len(len as u64) <= reserved {

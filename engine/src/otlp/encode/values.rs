@@ -114,6 +114,13 @@ impl<'a> AttrsView<'a> {
             if let (Some(key), Some(value)) = (self.key.encoded(row), values.scalar_field(row)) {
                 let value_len = value.len();
                 let kv_len = key.len() + 1 + varint_len(value_len as u64) + value_len;
+                if kv_len < 0x80 && field < 16 {
+                    // One-byte tags and lengths throughout (most attributes).
+                    w.raw(&[(field << 3 | 2) as u8, kv_len as u8]);
+                    w.raw(key);
+                    value.write_short_value_field(w, value_len as u8);
+                    return Ok(());
+                }
                 w.key_len(field, kv_len);
                 w.raw(key);
                 w.key_len(2, value_len);
