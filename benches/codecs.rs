@@ -24,10 +24,6 @@ use penstock_engine::otap::{EncodeOptions, OtapDecoder, OtapEncoder};
 use penstock_engine::otlp::{encode, json};
 use prost::Message;
 
-/// The gateway's allocator, so that allocation costs are measured as the gateway pays them.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 const ITEMS: usize = 4096;
 
 fn request(signal: Signal) -> Vec<u8> {

@@ -12,10 +12,6 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-/// The gateway's allocator, so that allocation costs are measured as the gateway pays them.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 use anyhow::{Context, bail};
 use penstock_engine::Signal;
 use penstock_engine::datagen::DataGen;

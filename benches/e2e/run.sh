@@ -3,14 +3,20 @@
 # gateway (4 renames + filter + route) that forwards to a back gateway, over OTAP and then over
 # OTLP, and reports records/s and the front gateway's CPU-seconds per million records.
 #
-# usage: benches/e2e/run.sh [RECORDS] [BATCH] [WORKERS]   (defaults 2000000 4096 2)
+# usage: [PENSTOCK_BIN=path] benches/e2e/run.sh [RECORDS] [BATCH] [WORKERS]
+#        (defaults 2000000 4096 2)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 records="${1:-2000000}"
 batch="${2:-4096}"
 workers="${3:-2}"
-cargo build --release -p penstock-server --locked
-bin=target/release/penstock
+# PENSTOCK_BIN: a binary to measure instead of building this checkout's.
+if [ -n "${PENSTOCK_BIN:-}" ]; then
+  bin="$PENSTOCK_BIN"
+else
+  cargo build --release -p penstock-server --locked
+  bin=target/release/penstock
+fi
 work="$(mktemp -d)"
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }

@@ -12,11 +12,6 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-/// The allocator of the gateway: batches allocate and free large column buffers at a high rate,
-/// and mimalloc reuses them without handing pages back to the kernel between batches.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// Penstock: a telemetry gateway whose transforms are SQL.
 #[derive(Parser)]
 #[command(name = "penstock", version)]
