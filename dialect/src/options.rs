@@ -182,6 +182,12 @@ pub fn sink_options(kind: SinkKind) -> Vec<OptionSpec> {
             opt("timeout", Duration, false, "deadline for a batch's status"),
             opt("retries", Count, false, "retries of a failed batch"),
             opt("batch", Count, false, "target items per merged batch"),
+            opt(
+                "linger",
+                Duration,
+                false,
+                "how long a merged batch waits for more batches to reach its target",
+            ),
         ],
         SinkKind::Otlp => vec![
             opt(
@@ -199,6 +205,12 @@ pub fn sink_options(kind: SinkKind) -> Vec<OptionSpec> {
             opt("timeout", Duration, false, "deadline of one export"),
             opt("retries", Count, false, "retries of a failed export"),
             opt("batch", Count, false, "target records per request"),
+            opt(
+                "linger",
+                Duration,
+                false,
+                "how long a request waits for more batches to reach its target",
+            ),
             opt(
                 "max_request_bytes",
                 Count,

@@ -143,6 +143,61 @@ fn halves_queued_for_an_otap_sink_travel_as_one_batch() {
     assert!(ok);
 }
 
+/// Scenario: OTAP and OTLP sinks with `batch = 1200` and a minute's `linger`; two requests of
+/// 600 logs arrive one after the other, then a third alone, then SIGTERM.
+/// Guarantees: the first is held (not acknowledged) until the second fills the batch; both go
+/// downstream as one batch. The third, below the target, is sent when the gateway drains, and
+/// acknowledged. A short linger sends a lone request once it is over.
+#[test]
+fn lingering_sinks_gather_requests_into_one_batch() {
+    for kind in ["OTAP", "OTLP"] {
+        let dir = temp_dir(&format!("linger-{kind}"));
+        let back = back(&dir);
+        let lingering = |name: &str, batch: u32, linger: &str| {
+            Gateway::start_with(
+                &dir,
+                name,
+                &format!(
+                    "CREATE SOURCE edge FROM GRPC WITH (listen = '127.0.0.1:0');
+                     CREATE SINK down TO {kind} WITH (endpoint = '{}', batch = {batch}, linger = '{linger}');
+                     CREATE PIPELINE p FROM edge AS BEGIN INSERT INTO down SELECT * FROM logs; END;",
+                    back.url()
+                ),
+                &["--workers", "1", "--admin-listen", "127.0.0.1:0"],
+            )
+        };
+        let front = lingering("front", 1200, "1m");
+        let records = |g: &Gateway| g.metric(r#"penstock_source_records_total{source="edge"}"#);
+        let mut data = DataGen::new(21);
+        let (a, b, c) = (data.logs(600), data.logs(600), data.logs(600));
+        let mut want: Vec<_> = [&a, &b, &c].iter().flat_map(|r| equiv::logs(r)).collect();
+        let url = front.url();
+        let first = std::thread::spawn(move || block_on(export_otlp(&url, a)));
+        front.wait_until("the first request", |g| records(g) == 600.0);
+        assert!(
+            !first.is_finished(),
+            "{kind}: acknowledged before its batch was full"
+        );
+        block_on(export_otlp(&front.url(), b)).unwrap();
+        first.join().unwrap().unwrap();
+        let batches = |g: &Gateway| g.metric(r#"penstock_source_batches_total{source="edge"}"#);
+        assert_eq!(batches(&back), 1.0, "{kind}: two requests, one batch");
+
+        let url = front.url();
+        let third = std::thread::spawn(move || block_on(export_otlp(&url, c)));
+        front.wait_until("the third request", |g| records(g) == 1800.0);
+        let (ok, _) = front.terminate();
+        assert!(ok, "{kind}");
+        third.join().unwrap().unwrap();
+        assert_eq!(batches(&back), 2.0, "{kind}");
+        common::assert_same_records(std::mem::take(&mut want), received(&dir));
+
+        let quick = lingering("quick", 100_000, "100ms");
+        block_on(export_otlp(&quick.url(), data.logs(10))).unwrap();
+        assert_eq!(batches(&back), 3.0, "{kind}");
+    }
+}
+
 #[test]
 fn a_batch_its_sink_cannot_deliver_is_refused_not_acknowledged() {
     let dir = temp_dir("down");

@@ -81,6 +81,7 @@ async fn serve(
     let hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
         .context("listening for SIGHUP")?;
     let (publish, running) = watch::channel(running);
+    let (stop, shutdown) = watch::channel(false);
     let mut pool = Vec::with_capacity(workers);
     let (closed, merger) = windows::channel();
     let mut merger = Some((workers, merger));
@@ -91,6 +92,7 @@ async fn serve(
             shared.clone(),
             Arc::clone(&telemetry),
             base.clone(),
+            shutdown.clone(),
             worker::WindowsLink {
                 closed: closed.clone(),
                 merger: merger.take(),
@@ -99,7 +101,6 @@ async fn serve(
     }
     drop(closed);
     drop(shared);
-    let (stop, shutdown) = watch::channel(false);
     let mut finite = JoinSet::new();
     let mut listeners = 0;
     let mut acceptors = JoinSet::new();

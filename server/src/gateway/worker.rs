@@ -86,13 +86,15 @@ impl Worker {
     /// sinks. `shared` holds the queues of sinks all workers share (files, console). When
     /// `running` changes (a reload), the worker compiles the new pipelines and runs them from
     /// the next batch on. Closed aggregation windows go to `windows`; the worker given the
-    /// merger's queue runs the merger (see [`windows::merge`]).
+    /// merger's queue runs the merger (see [`windows::merge`]). `draining` turns true when the
+    /// gateway drains: its sinks then stop lingering.
     pub fn start(
         index: usize,
         running: watch::Receiver<Arc<Running>>,
         shared: HashMap<String, SinkQueue>,
         telemetry: Arc<Telemetry>,
         base: std::path::PathBuf,
+        draining: watch::Receiver<bool>,
         windows: WindowsLink,
     ) -> anyhow::Result<Worker> {
         let (jobs, queue) = mpsc::channel(JOB_QUEUE);
@@ -120,9 +122,12 @@ impl Worker {
                             let mut queues = shared;
                             let mut tasks = Vec::new();
                             for sink in &program.sinks {
-                                if let Some(SinkTask { queue, task }) =
-                                    sinks::start_per_worker(sink, &base, &thread_telemetry)?
-                                {
+                                if let Some(SinkTask { queue, task }) = sinks::start_per_worker(
+                                    sink,
+                                    &base,
+                                    &thread_telemetry,
+                                    &draining,
+                                )? {
                                     queues.insert(sink.name.clone(), queue);
                                     tasks.push(task);
                                 }

@@ -64,22 +64,24 @@ pub fn start_shared(
 }
 
 /// Starts a worker's own instance of a network sink (OTAP, OTLP) on the current runtime;
-/// `None` for shared sinks.
+/// `None` for shared sinks. Once `draining` is true, the sink no longer lingers.
 pub fn start_per_worker(
     sink: &Sink,
     base: &Path,
     telemetry: &Arc<Telemetry>,
+    draining: &tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<Option<SinkTask>> {
+    let draining = draining.clone();
     let (queue, deliveries) = queue();
     let telemetry = Arc::clone(telemetry);
     let task = match sink.kind {
         SinkKind::Otlp => {
             let config = otlp::Config::from_sink(sink, base)?;
-            tokio::spawn(otlp::run(config, deliveries, telemetry))
+            tokio::spawn(otlp::run(config, deliveries, telemetry, draining))
         }
         SinkKind::Otap => {
             let config = otap::Config::from_sink(sink, base)?;
-            tokio::spawn(otap::run(config, deliveries, telemetry))
+            tokio::spawn(otap::run(config, deliveries, telemetry, draining))
         }
         SinkKind::File | SinkKind::Console => return Ok(None),
     };

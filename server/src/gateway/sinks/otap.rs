@@ -1,7 +1,8 @@
 //! OTAP sink: long-lived `ArrowLogs`/`ArrowTraces`/`ArrowMetrics` streams (per signal,
 //! `streams` of them, reopened after `stream_lifetime`), each with its own stateful encoder.
 //! Batches of one signal already queued are merged into one, up to `batch` items, with their
-//! ids renumbered. A batch is acknowledged when its `BatchStatus` comes back OK; a failed
+//! ids renumbered; with `linger`, a merged batch below `batch` items waits that long after its
+//! first part for more. A batch is acknowledged when its `BatchStatus` comes back OK; a failed
 //! status, a broken stream or a missing status past `timeout` sends it again on a fresh
 //! stream, up to `retries` times, then fails it.
 
@@ -37,6 +38,7 @@ pub struct Config {
     timeout: Duration,
     policy: Policy,
     target_items: usize,
+    linger: Duration,
 }
 
 impl Config {
@@ -60,6 +62,7 @@ impl Config {
                 .unwrap_or(Duration::from_secs(10)),
             policy: Policy::from_sink(sink),
             target_items: sink.options.count("batch").unwrap_or(8192) as usize,
+            linger: sink.options.duration("linger").unwrap_or(Duration::ZERO),
         })
     }
 }
@@ -101,8 +104,17 @@ struct Pending {
     last_error: String,
 }
 
+/// A merged batch being gathered: its parts so far, and when it goes out however small.
+struct Forming {
+    signal: Signal,
+    concat: Concat,
+    group: Vec<Delivery>,
+    deadline: Instant,
+}
+
 struct State {
     config: Config,
+    forming: Option<Forming>,
     telemetry: Arc<Telemetry>,
     events: mpsc::Sender<Event>,
     streams: HashMap<Signal, Vec<Stream>>,
@@ -112,16 +124,32 @@ struct State {
     retries: VecDeque<Pending>,
 }
 
-/// Sends every delivered batch.
+/// A batch to send for the first time.
+fn pending(batch: OtapBatch, acks: Vec<Ack>) -> Pending {
+    let now = Instant::now();
+    Pending {
+        batch,
+        acks,
+        attempts: 0,
+        not_before: now,
+        sent: now,
+        bytes: 0,
+        last_error: String::new(),
+    }
+}
+
+/// Sends every delivered batch; stops lingering once `draining` is true.
 pub async fn run(
     config: Config,
     mut deliveries: mpsc::Receiver<Delivery>,
     telemetry: Arc<Telemetry>,
+    mut draining: tokio::sync::watch::Receiver<bool>,
 ) {
     let (events, mut reports) = mpsc::channel(PENDING_PER_STREAM * 4);
     let capacity = PENDING_PER_STREAM * config.streams;
     let mut state = State {
         config,
+        forming: None,
         telemetry,
         events,
         streams: HashMap::new(),
@@ -134,17 +162,33 @@ pub async fn run(
     let mut open = true;
     // A delivery taken from the queue that could not join the previous merge.
     let mut held: Option<Delivery> = None;
-    while open || held.is_some() || !state.pending.is_empty() || !state.retries.is_empty() {
+    while open
+        || held.is_some()
+        || state.forming.is_some()
+        || !state.pending.is_empty()
+        || !state.retries.is_empty()
+    {
         let room = state.pending.len() + state.retries.len() < capacity;
         if room && let Some(first) = held.take() {
             held = state.gather(first, &mut deliveries);
             continue;
         }
+        let linger = state.forming.as_ref().map(|f| f.deadline);
+        let lingering = linger.is_some() && room;
+        let linger_end = tokio::time::Instant::from_std(linger.unwrap_or_else(Instant::now));
         tokio::select! {
             delivery = deliveries.recv(), if open && room && held.is_none() => match delivery {
                 Some(first) => held = state.gather(first, &mut deliveries),
-                None => open = false,
+                None => {
+                    open = false;
+                    state.flush();
+                }
             },
+            _ = tokio::time::sleep_until(linger_end), if lingering => state.flush(),
+            _ = draining.wait_for(|d| *d), if !state.config.linger.is_zero() => {
+                state.config.linger = Duration::ZERO;
+                state.flush();
+            }
             Some(event) = reports.recv() => state.handle(event),
             _ = tick.tick() => state.housekeeping(),
         }
@@ -152,41 +196,59 @@ pub async fn run(
 }
 
 impl State {
-    /// Sends `first` merged with the deliveries of its signal already queued, up to the target
-    /// size; returns a delivery taken that did not fit.
+    /// Adds `first`, then the deliveries already queued, to the merged batch being gathered;
+    /// sends it once it reaches the target size, or at once when there is no linger. Returns a
+    /// delivery taken that could not join it (another signal, or ids that would not fit), to
+    /// start the next one.
     fn gather(
         &mut self,
         first: Delivery,
         deliveries: &mut mpsc::Receiver<Delivery>,
     ) -> Option<Delivery> {
-        let signal = first.batch.signal();
-        let mut concat = Concat::new(signal);
-        let mut group = Vec::new();
-        let mut left = None;
         let mut next = Some(first);
         while let Some(d) = next.take() {
+            let signal = d.batch.signal();
+            if self.forming.as_ref().is_some_and(|f| f.signal != signal) {
+                self.flush();
+                return Some(d);
+            }
+            let linger = self.config.linger;
+            let forming = self.forming.get_or_insert_with(|| Forming {
+                signal,
+                concat: Concat::new(signal),
+                group: Vec::new(),
+                deadline: Instant::now() + linger,
+            });
             // Batches are reference-counted columns: the clone keeps the parts at hand in
             // case merging fails.
-            match concat.push(d.batch.clone()) {
-                Ok(()) => group.push(d),
+            match forming.concat.push(d.batch.clone()) {
+                Ok(()) => forming.group.push(d),
+                Err(_) if forming.group.is_empty() => {
+                    self.forming = None;
+                    self.send(pending(d.batch, vec![d.ack]));
+                    return None;
+                }
                 Err(_) => {
-                    left = Some(d);
-                    break;
+                    self.flush();
+                    return Some(d);
                 }
             }
-            if concat.num_items() < self.config.target_items {
-                next = deliveries.try_recv().ok();
+            if forming.concat.num_items() >= self.config.target_items {
+                self.flush();
+                return None;
             }
+            next = deliveries.try_recv().ok();
         }
-        let now = Instant::now();
-        let pending = |batch, acks| Pending {
-            batch,
-            acks,
-            attempts: 0,
-            not_before: now,
-            sent: now,
-            bytes: 0,
-            last_error: String::new(),
+        if self.config.linger.is_zero() {
+            self.flush();
+        }
+        None
+    }
+
+    /// Sends the merged batch being gathered, if any.
+    fn flush(&mut self) {
+        let Some(Forming { concat, group, .. }) = self.forming.take() else {
+            return;
         };
         // A fault in merging must not take the sink down: the batches then go apart.
         let merged = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| concat.finish()))
@@ -203,7 +265,6 @@ impl State {
                 }
             }
         }
-        left
     }
 
     fn stream_for(&mut self, signal: Signal) -> Result<&mut Stream, String> {

@@ -1,6 +1,7 @@
 //! OTLP/gRPC sink: batches become export requests (several small batches of one signal are
 //! merged into one request, up to `batch` records and `max_request_bytes`, by concatenating
-//! their protobuf encodings, which protobuf defines as merging the repeated resource lists),
+//! their protobuf encodings, which protobuf defines as merging the repeated resource lists;
+//! with `linger`, a request waits that long after its first batch for more),
 //! sent with a deadline and bounded retries; each batch is acknowledged with its request's
 //! outcome.
 
@@ -54,6 +55,7 @@ pub struct Config {
     policy: Policy,
     target_records: usize,
     max_request_bytes: usize,
+    linger: Duration,
 }
 
 /// The default largest request body: the default most a gRPC server (the Collector's among
@@ -82,6 +84,7 @@ impl Config {
                 .options
                 .count("max_request_bytes")
                 .map_or(DEFAULT_MAX_REQUEST_BYTES, |n| n as usize),
+            linger: sink.options.duration("linger").unwrap_or(Duration::ZERO),
         })
     }
 }
@@ -122,11 +125,12 @@ fn encoded(config: &Config, telemetry: &Telemetry, delivery: Delivery) -> Option
     }
 }
 
-/// Sends every delivered batch.
+/// Sends every delivered batch; stops lingering once `draining` is true.
 pub async fn run(
     config: Config,
     mut deliveries: mpsc::Receiver<Delivery>,
     telemetry: Arc<Telemetry>,
+    mut draining: tokio::sync::watch::Receiver<bool>,
 ) {
     let config = Arc::new(config);
     let mut requests = JoinSet::new();
@@ -146,10 +150,23 @@ pub async fn run(
         let mut records = first.delivery.batch.num_items();
         let mut body = first.body;
         let mut acks: Vec<Ack> = vec![first.delivery.ack];
-        // Merge what is already queued, up to the target size and the largest request.
+        // Merge what is already queued, and what comes within `linger` of the first batch, up
+        // to the target size and the largest request.
+        let deadline = tokio::time::Instant::now() + config.linger;
         while records < config.target_records {
-            let Ok(next) = deliveries.try_recv() else {
-                break;
+            let next = match deliveries.try_recv() {
+                Ok(next) => next,
+                Err(mpsc::error::TryRecvError::Empty) if !config.linger.is_zero() => {
+                    tokio::select! {
+                        next = tokio::time::timeout_at(deadline, deliveries.recv()) => match next {
+                            Ok(Some(next)) => next,
+                            // The linger is over, or the sink is closing: send what there is.
+                            Ok(None) | Err(_) => break,
+                        },
+                        _ = draining.wait_for(|d| *d) => break,
+                    }
+                }
+                Err(_) => break,
             };
             let Some(next) = encoded(&config, &telemetry, next) else {
                 continue;
