@@ -10,11 +10,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{
-    ArrayRef, BinaryArray, BooleanArray, DictionaryArray, Float64Array, Int64Array, RecordBatch,
-    StringArray, UInt8Array, UInt16Array, UInt32Array,
+    ArrayRef, BinaryArray, BooleanArray, DictionaryArray, PrimitiveArray, RecordBatch, StringArray,
+    UInt8Array, UInt16Array, UInt32Array,
 };
 use arrow::buffer::{BooleanBuffer, NullBuffer, ScalarBuffer};
-use arrow::datatypes::{Field, Schema, UInt16Type};
+use arrow::datatypes::{ArrowPrimitiveType, Field, Float64Type, Int64Type, Schema, UInt16Type};
 
 use super::columns::{VarColumn, invalid_utf8};
 use super::validity::{Presence, presence, type_counts};
@@ -102,26 +102,10 @@ impl ValueColumns {
         let rows = ty.len();
         let counts = type_counts(&ty);
         let of = |wanted: &[u8]| presence(&ty, &counts, wanted);
-        let (int, double, bool) = (
-            of(&[value_type::INT]),
-            of(&[value_type::DOUBLE]),
-            of(&[value_type::BOOL]),
-        );
-        let int: ArrayRef = match int {
-            Presence::None => Arc::new(Int64Array::new_null(rows)),
-            p => Arc::new(Int64Array::new(
-                ScalarBuffer::from(self.int.finish(rows)),
-                p.nulls(rows),
-            )),
-        };
-        let double: ArrayRef = match double {
-            Presence::None => Arc::new(Float64Array::new_null(rows)),
-            p => Arc::new(Float64Array::new(
-                ScalarBuffer::from(self.double.finish(rows)),
-                p.nulls(rows),
-            )),
-        };
-        let bool: ArrayRef = match bool {
+        let int = finish_numbers::<Int64Type>(&mut self.int, rows, of(&[value_type::INT]));
+        let double =
+            finish_numbers::<Float64Type>(&mut self.double, rows, of(&[value_type::DOUBLE]));
+        let bool: ArrayRef = match of(&[value_type::BOOL]) {
             Presence::None => Arc::new(BooleanArray::new_null(rows)),
             p => Arc::new(BooleanArray::new(
                 BooleanBuffer::from(self.bool.finish(rows)),
@@ -153,6 +137,21 @@ impl ValueColumns {
             bytes,
             ser,
         ])
+    }
+}
+
+/// A numeric value column of `rows` rows holding values where `presence` says.
+fn finish_numbers<P: ArrowPrimitiveType>(
+    slots: &mut Slots<P::Native>,
+    rows: usize,
+    presence: Presence,
+) -> ArrayRef {
+    match presence {
+        Presence::None => Arc::new(PrimitiveArray::<P>::new_null(rows)),
+        p => Arc::new(PrimitiveArray::<P>::new(
+            ScalarBuffer::from(slots.finish(rows)),
+            p.nulls(rows),
+        )),
     }
 }
 
