@@ -6,8 +6,9 @@
 //! cargo run --release -p penstock-examples --example codec_loop -- logs otlp_decode 200
 //! ```
 //!
-//! Operations: `otlp_decode`, `otlp_encode`, `otap_encode`, `otap_decode`, `none` (setup only,
-//! to subtract).
+//! Operations: `otlp_decode`, `otlp_encode`, `otap_encode`, `otap_decode`, `otap_forward` (decode
+//! a steady-state OTAP message and encode the result on a second stream, as a gateway forwarding
+//! OTAP does), `none` (setup only, to subtract).
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -43,6 +44,7 @@ fn main() -> anyhow::Result<()> {
     let steady = encoder.encode(&batch)?;
     let mut decoder = OtapDecoder::new(signal);
     decoder.decode(&first)?;
+    let mut forward = OtapEncoder::new(signal, EncodeOptions::default())?;
     let cpu_start = cpu_seconds()?;
     let start = Instant::now();
     for _ in 0..iterations {
@@ -51,6 +53,10 @@ fn main() -> anyhow::Result<()> {
             "otlp_encode" => drop(black_box(encode::encode(black_box(&batch))?)),
             "otap_encode" => drop(black_box(encoder.encode(black_box(&batch))?)),
             "otap_decode" => drop(black_box(decoder.decode(black_box(&steady))?)),
+            "otap_forward" => {
+                let decoded = decoder.decode(black_box(&steady))?;
+                drop(black_box(forward.encode(&decoded)?));
+            }
             "none" => {}
             other => bail!("unknown operation {other}"),
         }

@@ -110,6 +110,13 @@ where
                     }
                 }
             }
+            Col::Plain(a) if a.null_count() == 0 => {
+                for (i, s) in rows {
+                    if *s && only(i) {
+                        *s = a.value(i - 1) == a.value(i);
+                    }
+                }
+            }
             Col::Plain(a) => {
                 for (i, s) in rows {
                     if *s && only(i) {

@@ -7,7 +7,7 @@ use arrow::array::{
 };
 
 use crate::cbor;
-use crate::column::{Col, Compare};
+use crate::column::Col;
 use crate::error::Result;
 use crate::schema::PayloadType;
 use crate::schema::consts::{self, value_type};
@@ -27,11 +27,11 @@ pub(crate) enum Scalar<'a> {
 /// The `type` and value columns of an attribute table or any-value struct.
 pub(crate) struct ValueView<'a> {
     pub(crate) ty: Col<'a, UInt8Array>,
-    str: Col<'a, StringArray>,
-    int: Col<'a, Int64Array>,
-    double: Col<'a, Float64Array>,
-    bool: Col<'a, BooleanArray>,
-    bytes: Col<'a, BinaryArray>,
+    pub(crate) str: Col<'a, StringArray>,
+    pub(crate) int: Col<'a, Int64Array>,
+    pub(crate) double: Col<'a, Float64Array>,
+    pub(crate) bool: Col<'a, BooleanArray>,
+    pub(crate) bytes: Col<'a, BinaryArray>,
     ser: Col<'a, BinaryArray>,
 }
 
@@ -181,61 +181,6 @@ impl ValueView<'_> {
                 std::borrow::Cow::Borrowed(&a.values()[..])
             }
             _ => (0..rows).map(|i| self.value_type(i)).collect(),
-        }
-    }
-
-    /// Narrows `same` (per row: whether it equals the row before it) to the rows that also
-    /// hold the same scalar value as the row before: the same value type, a string, int,
-    /// double, bool or bytes value present in both, and equal (doubles compared as IEEE
-    /// numbers). Empty, map and slice values are never the same. `distinct_strings`: the
-    /// string dictionary holds distinct values, so different keys mean different strings.
-    pub(crate) fn narrow_same_as_previous(
-        &self,
-        same: &mut [bool],
-        types: &[u8],
-        distinct_strings: bool,
-    ) {
-        const SCALARS: [u8; 5] = [
-            value_type::STR,
-            value_type::INT,
-            value_type::DOUBLE,
-            value_type::BOOL,
-            value_type::BYTES,
-        ];
-        let mut present = [false; 256];
-        for (i, s) in same.iter_mut().enumerate() {
-            let ty = types[i];
-            *s = *s && i > 0 && ty == types[i - 1] && SCALARS.contains(&ty);
-            present[usize::from(ty)] |= *s;
-        }
-        let strict = |distinct, reflexive| Compare {
-            distinct,
-            reflexive,
-            nulls_equal: false,
-        };
-        for ty in SCALARS.into_iter().filter(|ty| present[usize::from(*ty)]) {
-            let only = |i: usize| types[i] == ty;
-            match ty {
-                value_type::STR => {
-                    self.str
-                        .narrow_same_as_previous(same, only, strict(distinct_strings, true))
-                }
-                value_type::INT => {
-                    self.int
-                        .narrow_same_as_previous(same, only, strict(false, true))
-                }
-                value_type::DOUBLE => {
-                    self.double
-                        .narrow_same_as_previous(same, only, strict(false, false))
-                }
-                value_type::BOOL => {
-                    self.bool
-                        .narrow_same_as_previous(same, only, strict(false, true))
-                }
-                _ => self
-                    .bytes
-                    .narrow_same_as_previous(same, only, strict(false, true)),
-            }
         }
     }
 

@@ -158,13 +158,19 @@ impl Memo {
             valid[row] = false;
             out.values.push(0);
         };
+        let key_nulls = keys.nulls().filter(|n| n.null_count() > 0);
         for (row, key) in keys.values().iter().enumerate() {
-            if keys.is_null(row) {
+            // A null row's key is arbitrary: it must not be looked up.
+            if key_nulls.is_some_and(|n| n.is_null(row)) {
                 null_at(&mut out, row);
                 continue;
             }
             let entry = key.as_usize();
             let mut translated = self.translation.get(entry).copied().unwrap_or(NULL_ENTRY);
+            if translated < NULL_ENTRY {
+                out.values.push(translated as u16);
+                continue;
+            }
             if translated == UNKNOWN {
                 translated = match dictionary.is_valid(entry) {
                     true => u32::from(self.values.key_of(dictionary.value(entry), added)?),

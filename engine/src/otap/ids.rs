@@ -13,11 +13,10 @@ use arrow::array::{
 };
 use arrow::datatypes::{DataType, Field, FieldRef, Schema, UInt16Type, UInt32Type};
 
-use crate::column::{Col, Compare};
+use crate::column::Col;
 use crate::error::{Error, Result};
 use crate::schema::consts::{self, ENCODING_METADATA};
 use crate::schema::{ParentKind, PayloadType};
-use crate::value_view::ValueView;
 
 /// Id width of a column: `UInt16` or `UInt32`.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -162,6 +161,14 @@ impl IdValues {
         }
     }
 
+    /// The number of rows.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            IdValues::Dense(values) => values.len(),
+            IdValues::Sparse(values) => values.len(),
+        }
+    }
+
     /// Calls `f` with each row and its value.
     pub(crate) fn for_each(&self, mut f: impl FnMut(usize, Option<u32>)) {
         match self {
@@ -281,21 +288,7 @@ fn continuation(table: &RecordBatch, kind: PayloadType, strings: Strings) -> Res
     let n = table.num_rows();
     Ok(match kind.parent_kind() {
         Some(ParentKind::Attributes) => {
-            let key = Col::<StringArray>::of(table, kind, consts::KEY)?;
-            let values = ValueView::of_table(table, kind)?;
-            let distinct = strings == Strings::Distinct;
-            let mut same = vec![true; n];
-            key.narrow_same_as_previous(
-                &mut same,
-                |_| true,
-                Compare {
-                    distinct,
-                    reflexive: true,
-                    nulls_equal: true,
-                },
-            );
-            values.narrow_same_as_previous(&mut same, &values.types(n), distinct);
-            same
+            super::attr_runs::attribute_runs(table, kind, strings == Strings::Distinct)?
         }
         Some(ParentKind::Columnar) => match kind {
             PayloadType::SpanEvents => {
@@ -352,7 +345,8 @@ pub(crate) enum IdMap {
 }
 
 impl IdMap {
-    const ABSENT: u32 = u32::MAX;
+    /// In a dense map: no new id.
+    pub(crate) const ABSENT: u32 = u32::MAX;
 
     /// A map sized for the given ids.
     pub(crate) fn with_capacity_for(ids: impl Iterator<Item = u32> + Clone) -> Self {

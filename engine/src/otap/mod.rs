@@ -1,6 +1,7 @@
 //! OTAP: per-stream stateful decoding of `BatchArrowRecords` into [`OtapBatch`](crate::OtapBatch)
 //! and encoding back.
 
+mod attr_runs;
 mod decoder;
 mod dictionaries;
 mod encoder;

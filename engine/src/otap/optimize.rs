@@ -206,19 +206,15 @@ fn remap_and_sort(
         .column_by_name(consts::PARENT_ID)
         .ok_or_else(|| Error::schema(kind, "missing parent_id"))?;
     let (width, old) = IdValues::read(column, kind, consts::PARENT_ID)?;
-    let mut keep = Vec::with_capacity(table.num_rows());
-    let mut parents = Vec::with_capacity(table.num_rows());
-    old.for_each(|row, p| {
-        if let Some(new) = p.and_then(|p| new_of_old.get(p)) {
-            keep.push(row as u32);
-            parents.push(new);
-        }
-    });
-    if keep.is_empty() {
+    let (keep, parents) = remap_parents(&old, new_of_old);
+    if parents.is_empty() {
         return Ok(None);
     }
-    let table = take(table, &keep, kind)?;
-    let mut order: Vec<u32> = (0..keep.len() as u32).collect();
+    let table = match keep {
+        Some(keep) => take(table, &keep, kind)?,
+        None => table.clone(),
+    };
+    let mut order: Vec<u32> = (0..parents.len() as u32).collect();
     let attributes = kind.parent_kind() == Some(ParentKind::Attributes);
     // Attribute tables whose keys already form blocks (as in tables that arrived in transport
     // order) keep their order; the encoder sorts one whose parent ids turn out out of order.
@@ -243,6 +239,29 @@ fn remap_and_sort(
     let table = take(&table, &order, kind)?;
     let parents = sorted_parents.into_array(width);
     with_column(&table, consts::PARENT_ID, parents, kind).map(Some)
+}
+
+/// The new parent id of each row whose parent has one, and those rows (None when they are
+/// all the rows: the common case, where no parent was dropped).
+fn remap_parents(old: &IdValues, new_of_old: &IdMap) -> (Option<Vec<u32>>, Vec<u32>) {
+    if let (IdValues::Dense(old), IdMap::Dense(slots)) = (old, new_of_old) {
+        let parents: Vec<u32> = old
+            .iter()
+            .map(|p| slots.get(*p as usize).copied().unwrap_or(IdMap::ABSENT))
+            .collect();
+        if !parents.contains(&IdMap::ABSENT) {
+            return (None, parents);
+        }
+    }
+    let mut keep = Vec::with_capacity(old.len());
+    let mut parents = Vec::with_capacity(old.len());
+    old.for_each(|row, p| {
+        if let Some(new) = p.and_then(|p| new_of_old.get(p)) {
+            keep.push(row as u32);
+            parents.push(new);
+        }
+    });
+    (Some(keep), parents)
 }
 
 /// Codes of the equality columns of a columnar quasi-delta table.
