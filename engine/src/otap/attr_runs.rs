@@ -35,36 +35,34 @@ pub(crate) fn attribute_runs(
             *s = pair[0] == pair[1] && is_scalar(pair[1]);
         }
     }
-    // The scalar types (all below 8) of rows that may continue a run.
-    let mut candidates = [false; 8];
-    for (s, t) in same.iter().zip(types.iter()) {
-        candidates[usize::from(*t) % 8] |= *s;
-    }
-    let present = |ty: u8| candidates[usize::from(ty)];
     let strict = |distinct, reflexive| Compare {
         distinct,
         reflexive,
         nulls_equal: false,
     };
-    let (same_ref, types_ref) = (&mut same, &types[..]);
-    let mut narrow = |ty: u8, how: Compare| match ty {
-        value_type::STR => narrow_typed(&values.str, same_ref, types_ref, ty, how),
-        value_type::INT => narrow_numbers(&values.int, same_ref, types_ref, ty, how),
-        value_type::DOUBLE => narrow_numbers(&values.double, same_ref, types_ref, ty, how),
-        value_type::BOOL => narrow_typed(&values.bool, same_ref, types_ref, ty, how),
-        _ => narrow_typed(&values.bytes, same_ref, types_ref, ty, how),
-    };
     // Strings compare by dictionary key when the dictionary is distinct; doubles are not
     // reflexive (NaN).
-    for (ty, how) in [
+    let checks = [
         (value_type::STR, strict(distinct, true)),
         (value_type::INT, strict(false, true)),
         (value_type::DOUBLE, strict(false, false)),
         (value_type::BOOL, strict(false, true)),
         (value_type::BYTES, strict(false, true)),
-    ] {
-        if present(ty) {
-            narrow(ty, how);
+    ];
+    // A type's column is looked at only if some row of that type may continue a run (the
+    // search usually stops within the first rows).
+    let present = checks.map(|(ty, _)| same.iter().zip(types.iter()).any(|(s, t)| *s & (*t == ty)));
+    for ((ty, how), present) in checks.into_iter().zip(present) {
+        if !present {
+            continue;
+        }
+        let (same, types) = (&mut same[..], &types[..]);
+        match ty {
+            value_type::STR => narrow_typed(&values.str, same, types, ty, how),
+            value_type::INT => narrow_numbers(&values.int, same, types, ty, how),
+            value_type::DOUBLE => narrow_numbers(&values.double, same, types, ty, how),
+            value_type::BOOL => narrow_typed(&values.bool, same, types, ty, how),
+            _ => narrow_typed(&values.bytes, same, types, ty, how),
         }
     }
     narrow_keys(&key, &mut same, distinct);
@@ -78,8 +76,12 @@ fn is_scalar(ty: u8) -> bool {
 /// Narrows `same` to the rows whose key equals the previous row's (two null keys are equal).
 fn narrow_keys(key: &Col<'_, StringArray>, same: &mut [bool], distinct: bool) {
     fn by_keys<K: ArrowDictionaryKeyType>(keys: &PrimitiveArray<K>, same: &mut [bool]) {
-        for (s, pair) in same.iter_mut().skip(1).zip(keys.values().windows(2)) {
-            *s &= pair[0] == pair[1];
+        let keys = keys.values();
+        let Some((previous, current, same)) = pairs(keys, same) else {
+            return;
+        };
+        for i in 0..same.len() {
+            same[i] &= previous[i] == current[i];
         }
     }
     let plain_keys = |k: &dyn Array, v: &StringArray| k.null_count() == 0 && v.null_count() == 0;
@@ -145,9 +147,12 @@ fn by_dict_keys<K: ArrowDictionaryKeyType>(
     types: &[u8],
     ty: u8,
 ) {
-    let rows = same.iter_mut().zip(types).skip(1);
-    for ((s, t), pair) in rows.zip(keys.values().windows(2)) {
-        *s &= *t != ty || (pair[0] == pair[1] && pair[1].as_usize() < entries);
+    if let Some((previous, current, same)) = pairs(keys.values(), same) {
+        let types = &types[1..=same.len()];
+        for i in 0..same.len() {
+            let equal = (previous[i] == current[i]) & (current[i].as_usize() < entries);
+            same[i] &= (types[i] != ty) | equal;
+        }
     }
     require_valid(keys.nulls(), same, types, ty);
 }
@@ -161,11 +166,52 @@ fn by_values<T: arrow::datatypes::ArrowPrimitiveType>(
 ) where
     T::Native: PartialEq,
 {
-    let rows = same.iter_mut().zip(types).skip(1);
-    for ((s, t), pair) in rows.zip(column.values().windows(2)) {
-        *s &= *t != ty || pair[0] == pair[1];
+    if let Some((previous, current, same)) = pairs(column.values(), same) {
+        let types = &types[1..=same.len()];
+        for i in 0..same.len() {
+            same[i] &= (types[i] != ty) | (previous[i] == current[i]);
+        }
     }
     require_valid(column.nulls(), same, types, ty);
+}
+
+/// A column's values as (row i - 1, row i) pairs beside `same` from row 1: three slices of one
+/// length, so that loops over them compile without bounds checks. None for fewer than two rows
+/// (or a column shorter than the table).
+fn pairs<'a, 's, T>(
+    values: &'a [T],
+    same: &'s mut [bool],
+) -> Option<(&'a [T], &'a [T], &'s mut [bool])> {
+    let rows = same.len();
+    if rows < 2 || values.len() < rows {
+        return None;
+    }
+    Some((&values[..rows - 1], &values[1..rows], &mut same[1..]))
+}
+
+/// The rows (up to 64) of `types` that are of type `ty`, as bits.
+/// Eight rows at a time: a byte equals `ty` when its XOR with it is zero.
+fn rows_of_type(types: &[u8], ty: u8) -> u64 {
+    const LOW: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    let wanted = u64::from(ty) * 0x0101_0101_0101_0101;
+    let mut bits = 0u64;
+    for (k, eight) in types.chunks(8).enumerate() {
+        let bytes = match <[u8; 8]>::try_from(eight) {
+            Ok(bytes) => bytes,
+            Err(_) => {
+                let mut padded = [!ty; 8];
+                padded[..eight.len()].copy_from_slice(eight);
+                padded
+            }
+        };
+        let x = u64::from_le_bytes(bytes) ^ wanted;
+        // The top bit of each byte that is zero.
+        let zero = !(((x & LOW) + LOW) | x) & !LOW;
+        // Gathers the eight top bits into the low byte.
+        let gathered = ((zero >> 7).wrapping_mul(0x0102_0408_1020_4080)) >> 56;
+        bits |= gathered << (8 * k);
+    }
+    bits
 }
 
 /// Narrows `same` at the rows of type `ty` to those where both the row and the previous one
@@ -175,6 +221,15 @@ fn require_valid(nulls: Option<&NullBuffer>, same: &mut [bool], types: &[u8], ty
     let Some(nulls) = nulls.filter(|n| n.null_count() > 0) else {
         return;
     };
+    // Usually only rows of other types are null: then there is nothing to narrow.
+    let words = nulls.inner().bit_chunks();
+    let null_of_type = types
+        .chunks(64)
+        .zip(words.iter_padded())
+        .any(|(types, valid)| rows_of_type(types, ty) & !valid != 0);
+    if !null_of_type {
+        return;
+    }
     let mut carry = 0u64;
     let chunks = nulls.inner().bit_chunks().iter_padded();
     for ((same, types), word) in same.chunks_mut(64).zip(types.chunks(64)).zip(chunks) {
@@ -338,6 +393,23 @@ mod tests {
             prop::option::weighted(0.9, 0..4u8),
         )
             .prop_map(|(key, ty, value)| Row { key, ty, value })
+    }
+
+    #[test]
+    fn rows_of_type_marks_exactly_that_type() {
+        let types: Vec<u8> = (0..64u32).map(|i| (i * 7 % 9) as u8).collect();
+        for len in [0, 1, 7, 8, 9, 63, 64] {
+            for ty in 0..10u8 {
+                let expected = (0..len)
+                    .filter(|j| types[*j] == ty)
+                    .fold(0u64, |bits, j| bits | 1 << j);
+                assert_eq!(
+                    rows_of_type(&types[..len], ty),
+                    expected,
+                    "{len} rows, type {ty}"
+                );
+            }
+        }
     }
 
     proptest! {
