@@ -388,8 +388,7 @@ fn common_type(types: &[&DataType], canonical: Option<&DataType>) -> DataType {
     }
 }
 
-/// Every part's column brought to `field`'s type, then concatenated. Dictionaries whose values
-/// together could overflow their key type are concatenated as plain values instead.
+/// Every part's column brought to `field`'s type, then concatenated.
 fn concat_column(table: PayloadType, field: &Field, parts: &[RecordBatch]) -> Result<ArrayRef> {
     let aligned = |target: &DataType| {
         parts
@@ -400,12 +399,26 @@ fn concat_column(table: PayloadType, field: &Field, parts: &[RecordBatch]) -> Re
             })
             .collect::<Result<Vec<ArrayRef>>>()
     };
+    let join = |arrays: &[ArrayRef]| {
+        let refs: Vec<&dyn Array> = arrays.iter().map(|a| a.as_ref()).collect();
+        concat(&refs)
+    };
     let mut arrays = aligned(field.data_type())?;
-    if !dictionaries_fit(&arrays) {
+    if matches!(field.data_type(), DataType::Dictionary(..)) {
+        // A dictionary column stays one: the parts' values are merged (each value once) when
+        // together they would overflow the key type, and only when even the merged values do
+        // not fit does the column fall back to plain values. Keeping the dictionary spares the
+        // OTAP encoder a hash lookup per row.
+        if let Ok(joined) = join(&arrays) {
+            return Ok(joined);
+        }
+        arrays = aligned(&plain_type(field.data_type()))?;
+    } else if !dictionaries_fit(&arrays) {
+        // Dictionaries nested in structs are concatenated without merging: plain values
+        // whenever they could overflow.
         arrays = aligned(&plain_type(field.data_type()))?;
     }
-    let refs: Vec<&dyn Array> = arrays.iter().map(|a| a.as_ref()).collect();
-    concat(&refs).map_err(|e| Error::arrow(format!("concatenating {table:?}.{}", field.name()), e))
+    join(&arrays).map_err(|e| Error::arrow(format!("concatenating {table:?}.{}", field.name()), e))
 }
 
 /// Whether concatenating `arrays` (all of one type) keeps every dictionary's values within

@@ -130,6 +130,48 @@ fn batches_whose_ids_do_not_fit_are_handed_back() {
     assert_eq!(concat.finish().unwrap().num_items(), 33_000);
 }
 
+/// Scenario: two batches whose `severity_text` columns are separate 8-bit-key dictionaries of
+/// the same 200 values (together more entries than 8-bit keys can address, but not more
+/// distinct values).
+/// Guarantees: the merged column is still an 8-bit-key dictionary (its values merged), and
+/// every row keeps its value.
+#[test]
+fn overlapping_dictionaries_stay_dictionaries() {
+    let part = || {
+        let values: Vec<String> = (0..200).map(|i| format!("v{i}")).collect();
+        let keys = UInt8Array::from_iter_values((0..200).rev());
+        let column =
+            DictionaryArray::<UInt8Type>::try_new(keys, Arc::new(StringArray::from(values)))
+                .unwrap();
+        let table = RecordBatch::try_from_iter([("severity_text", Arc::new(column) as _)]).unwrap();
+        let mut batch = OtapBatch::new(Signal::Logs);
+        batch.set(PayloadType::Logs, table).unwrap();
+        batch
+    };
+    let mut concat = Concat::new(Signal::Logs);
+    concat.push(part()).unwrap();
+    concat.push(part()).unwrap();
+    let merged = concat.finish().unwrap();
+    let column = merged
+        .root()
+        .unwrap()
+        .column_by_name("severity_text")
+        .unwrap();
+    let dictionary = column
+        .as_any()
+        .downcast_ref::<DictionaryArray<UInt8Type>>()
+        .expect("still an 8-bit-key dictionary");
+    // Merging removes repeats on a best-effort basis (hash buckets): far fewer than the 400
+    // entries of the parts.
+    assert!(dictionary.values().len() < 256);
+    let plain = arrow::compute::cast(column, &arrow::datatypes::DataType::Utf8).unwrap();
+    let plain = plain.as_any().downcast_ref::<StringArray>().unwrap();
+    assert_eq!(plain.len(), 400);
+    assert_eq!(plain.value(0), "v199");
+    assert_eq!(plain.value(200), "v199");
+    assert_eq!(plain.value(399), "v0");
+}
+
 /// Scenario: two batches whose `severity_text` columns are 8-bit-key dictionaries of 200
 /// distinct values each (together more than 8-bit keys can address).
 /// Guarantees: they concatenate, every row keeping its value.

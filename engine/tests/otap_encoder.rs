@@ -205,3 +205,47 @@ fn attribute_runs_out_of_parent_order_are_sorted() {
         expected
     );
 }
+
+/// Scenario: a batch whose root table lost every other log record (as a filter leaves it) while
+/// its attribute table still holds the attributes of all of them.
+/// Guarantees: the encoder drops the attributes of the missing records; decoded, the batch is
+/// exactly the remaining records with their own attributes.
+#[test]
+fn attributes_of_missing_records_are_dropped() {
+    use arrow::array::BooleanArray;
+    use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
+    use penstock_engine::datagen::DataGen;
+    use penstock_engine::{equiv, otlp};
+
+    let request = DataGen::new(7).logs(200);
+    let mut batch = json::decode(Signal::Logs, &request.encode_to_vec())
+        .unwrap()
+        .remove(0);
+    let root = batch.root().unwrap().clone();
+    let even = BooleanArray::from_iter((0..root.num_rows()).map(|i| Some(i % 2 == 0)));
+    let filtered = arrow::compute::filter_record_batch(&root, &even).unwrap();
+    batch.set(PayloadType::Logs, filtered).unwrap();
+
+    let mut encoder = OtapEncoder::new(Signal::Logs, EncodeOptions::default()).unwrap();
+    let decoded = OtapDecoder::new(Signal::Logs)
+        .decode(&encoder.encode(&batch).unwrap())
+        .unwrap();
+    let actual =
+        ExportLogsServiceRequest::decode(otlp::encode::encode(&decoded).unwrap().as_slice())
+            .unwrap();
+
+    // Root rows are the records in request order.
+    let mut expected = request;
+    let mut row = 0;
+    for resource in &mut expected.resource_logs {
+        for scope in &mut resource.scope_logs {
+            scope.log_records.retain(|_| {
+                row += 1;
+                row % 2 == 1
+            });
+        }
+    }
+    let (expected, actual) = (equiv::logs(&expected), equiv::logs(&actual));
+    assert_eq!(actual.len(), 100);
+    assert_eq!(equiv::first_difference(&expected, &actual), None);
+}

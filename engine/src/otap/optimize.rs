@@ -245,13 +245,22 @@ fn remap_and_sort(
 /// all the rows: the common case, where no parent was dropped).
 fn remap_parents(old: &IdValues, new_of_old: &IdMap) -> (Option<Vec<u32>>, Vec<u32>) {
     if let (IdValues::Dense(old), IdMap::Dense(slots)) = (old, new_of_old) {
-        let parents: Vec<u32> = old
+        let mapped: Vec<u32> = old
             .iter()
             .map(|p| slots.get(*p as usize).copied().unwrap_or(IdMap::ABSENT))
             .collect();
-        if !parents.contains(&IdMap::ABSENT) {
-            return (None, parents);
+        if !mapped.contains(&IdMap::ABSENT) {
+            return (None, mapped);
         }
+        let mut keep = Vec::with_capacity(mapped.len());
+        let mut parents = Vec::with_capacity(mapped.len());
+        for (row, new) in mapped.into_iter().enumerate() {
+            if new != IdMap::ABSENT {
+                keep.push(row as u32);
+                parents.push(new);
+            }
+        }
+        return (Some(keep), parents);
     }
     let mut keep = Vec::with_capacity(old.len());
     let mut parents = Vec::with_capacity(old.len());
