@@ -130,6 +130,41 @@ fn batches_whose_ids_do_not_fit_are_handed_back() {
     assert_eq!(concat.finish().unwrap().num_items(), 33_000);
 }
 
+/// A logs batch with only a `severity_text` column: an 8-bit-key dictionary of 200 values
+/// `{prefix}0`..`{prefix}199`, rows in the order of `keys`.
+fn severity_batch(prefix: &str, keys: impl Iterator<Item = u8>) -> OtapBatch {
+    let values: Vec<String> = (0..200).map(|i| format!("{prefix}{i}")).collect();
+    let keys = UInt8Array::from_iter_values(keys);
+    let column =
+        DictionaryArray::<UInt8Type>::try_new(keys, Arc::new(StringArray::from(values))).unwrap();
+    let table = RecordBatch::try_from_iter([("severity_text", Arc::new(column) as _)]).unwrap();
+    let mut batch = OtapBatch::new(Signal::Logs);
+    batch.set(PayloadType::Logs, table).unwrap();
+    batch
+}
+
+/// The `severity_text` column of two batches merged, and its values as plain strings.
+fn merged_severity(a: OtapBatch, b: OtapBatch) -> (arrow::array::ArrayRef, StringArray) {
+    let mut concat = Concat::new(Signal::Logs);
+    concat.push(a).unwrap();
+    concat.push(b).unwrap();
+    let merged = concat.finish().unwrap();
+    let column = Arc::clone(
+        merged
+            .root()
+            .unwrap()
+            .column_by_name("severity_text")
+            .unwrap(),
+    );
+    let plain = arrow::compute::cast(&column, &arrow::datatypes::DataType::Utf8).unwrap();
+    let plain = plain
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .unwrap()
+        .clone();
+    (column, plain)
+}
+
 /// Scenario: two batches whose `severity_text` columns are separate 8-bit-key dictionaries of
 /// the same 200 values (together more entries than 8-bit keys can address, but not more
 /// distinct values).
@@ -137,26 +172,8 @@ fn batches_whose_ids_do_not_fit_are_handed_back() {
 /// every row keeps its value.
 #[test]
 fn overlapping_dictionaries_stay_dictionaries() {
-    let part = || {
-        let values: Vec<String> = (0..200).map(|i| format!("v{i}")).collect();
-        let keys = UInt8Array::from_iter_values((0..200).rev());
-        let column =
-            DictionaryArray::<UInt8Type>::try_new(keys, Arc::new(StringArray::from(values)))
-                .unwrap();
-        let table = RecordBatch::try_from_iter([("severity_text", Arc::new(column) as _)]).unwrap();
-        let mut batch = OtapBatch::new(Signal::Logs);
-        batch.set(PayloadType::Logs, table).unwrap();
-        batch
-    };
-    let mut concat = Concat::new(Signal::Logs);
-    concat.push(part()).unwrap();
-    concat.push(part()).unwrap();
-    let merged = concat.finish().unwrap();
-    let column = merged
-        .root()
-        .unwrap()
-        .column_by_name("severity_text")
-        .unwrap();
+    let part = || severity_batch("v", (0..200).rev());
+    let (column, plain) = merged_severity(part(), part());
     let dictionary = column
         .as_any()
         .downcast_ref::<DictionaryArray<UInt8Type>>()
@@ -164,8 +181,6 @@ fn overlapping_dictionaries_stay_dictionaries() {
     // Merging removes repeats on a best-effort basis (hash buckets): far fewer than the 400
     // entries of the parts.
     assert!(dictionary.values().len() < 256);
-    let plain = arrow::compute::cast(column, &arrow::datatypes::DataType::Utf8).unwrap();
-    let plain = plain.as_any().downcast_ref::<StringArray>().unwrap();
     assert_eq!(plain.len(), 400);
     assert_eq!(plain.value(0), "v199");
     assert_eq!(plain.value(200), "v199");
@@ -177,28 +192,7 @@ fn overlapping_dictionaries_stay_dictionaries() {
 /// Guarantees: they concatenate, every row keeping its value.
 #[test]
 fn dictionaries_too_big_to_merge_become_plain_values() {
-    let part = |prefix: &str| {
-        let values: Vec<String> = (0..200).map(|i| format!("{prefix}{i}")).collect();
-        let keys = UInt8Array::from_iter_values(0..200);
-        let column =
-            DictionaryArray::<UInt8Type>::try_new(keys, Arc::new(StringArray::from(values)))
-                .unwrap();
-        let table = RecordBatch::try_from_iter([("severity_text", Arc::new(column) as _)]).unwrap();
-        let mut batch = OtapBatch::new(Signal::Logs);
-        batch.set(PayloadType::Logs, table).unwrap();
-        batch
-    };
-    let mut concat = Concat::new(Signal::Logs);
-    concat.push(part("a")).unwrap();
-    concat.push(part("b")).unwrap();
-    let merged = concat.finish().unwrap();
-    let column = merged
-        .root()
-        .unwrap()
-        .column_by_name("severity_text")
-        .unwrap();
-    let plain = arrow::compute::cast(column, &arrow::datatypes::DataType::Utf8).unwrap();
-    let plain = plain.as_any().downcast_ref::<StringArray>().unwrap();
+    let (_, plain) = merged_severity(severity_batch("a", 0..200), severity_batch("b", 0..200));
     assert_eq!(plain.len(), 400);
     assert_eq!(plain.value(0), "a0");
     assert_eq!(plain.value(399), "b199");
