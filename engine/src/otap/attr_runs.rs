@@ -177,7 +177,7 @@ fn by_values<T: arrow::datatypes::ArrowPrimitiveType>(
 
 /// A column's values as (row i - 1, row i) pairs beside `same` from row 1: three slices of one
 /// length, so that loops over them compile without bounds checks. None for fewer than two rows
-/// (or a column shorter than the table).
+/// (a table's columns are as long as the table, so no value is left uncompared).
 fn pairs<'a, 's, T>(
     values: &'a [T],
     same: &'s mut [bool],
@@ -189,8 +189,8 @@ fn pairs<'a, 's, T>(
     Some((&values[..rows - 1], &values[1..rows], &mut same[1..]))
 }
 
-/// The rows (up to 64) of `types` that are of type `ty`, as bits.
-/// Eight rows at a time: a byte equals `ty` when its XOR with it is zero.
+/// The rows (up to 64) of `types` that are of type `ty`, as bits, found eight rows at a time
+/// (a byte equals `ty` when its XOR with it is zero).
 fn rows_of_type(types: &[u8], ty: u8) -> u64 {
     const LOW: u64 = 0x7f7f_7f7f_7f7f_7f7f;
     let wanted = u64::from(ty) * 0x0101_0101_0101_0101;
@@ -231,7 +231,7 @@ fn require_valid(nulls: Option<&NullBuffer>, same: &mut [bool], types: &[u8], ty
         return;
     }
     let mut carry = 0u64;
-    let chunks = nulls.inner().bit_chunks().iter_padded();
+    let chunks = words.iter_padded();
     for ((same, types), word) in same.chunks_mut(64).zip(types.chunks(64)).zip(chunks) {
         let pairs = word & ((word << 1) | carry);
         carry = word >> 63;
