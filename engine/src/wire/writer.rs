@@ -39,6 +39,15 @@ impl Writer {
         }
     }
 
+    /// A writer appending to `buf` after clearing it (its capacity is reused).
+    pub(crate) fn from_buffer(mut buf: Vec<u8>) -> Self {
+        buf.clear();
+        Writer {
+            buf,
+            limit: usize::MAX,
+        }
+    }
+
     /// Sets the size past which [`Writer::check_limit`] fails.
     pub(crate) fn with_limit(mut self, limit: usize) -> Self {
         self.limit = limit;
@@ -56,6 +65,17 @@ impl Writer {
         } else {
             Ok(())
         }
+    }
+
+    /// How many bytes have been written.
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// The size past which [`Writer::check_limit`] fails.
+    pub(crate) fn limit(&self) -> usize {
+        self.limit
     }
 
     /// The bytes written.
@@ -162,6 +182,22 @@ impl Writer {
     #[inline]
     pub(crate) fn raw(&mut self, bytes: &[u8]) {
         self.buf.extend_from_slice(bytes);
+    }
+
+    /// Appends `N` zero bytes and returns them, to stage a field in place (then cut back to
+    /// its length with [`Writer::truncate`]).
+    #[inline(always)]
+    pub(crate) fn block<const N: usize>(&mut self) -> &mut [u8; N] {
+        let start = self.buf.len();
+        self.buf.extend_from_slice(&[0; N]);
+        let block: Option<&mut [u8; N]> = self.buf.get_mut(start..).and_then(|b| b.try_into().ok());
+        block.unwrap_or_else(|| unreachable!("{N} bytes were just appended"))
+    }
+
+    /// Cuts the written bytes back to `len`.
+    #[inline(always)]
+    pub(crate) fn truncate(&mut self, len: usize) {
+        self.buf.truncate(len);
     }
 
     /// Starts an embedded message field expected to be short (under 128 bytes); finish it with

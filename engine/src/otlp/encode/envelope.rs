@@ -121,7 +121,7 @@ impl<'a> Envelope<'a> {
             let resource = self.resource_ids[first];
             let resource_msg = w.begin_sized(1, 4);
             let r = w.begin_sized(1, 2);
-            self.resource_attrs.write(w, 1, resource)?;
+            self.resource_attrs.write(w, resource)?;
             w.varint_field(2, u64::from(self.resource_dropped.get(first).unwrap_or(0)));
             w.end(r);
             while i < n && self.resource_ids[order[i] as usize] == resource {
@@ -131,7 +131,7 @@ impl<'a> Envelope<'a> {
                 let s = w.begin_sized(1, 2);
                 w.bytes_field(1, self.scope_name.get(first).unwrap_or("").as_bytes());
                 w.bytes_field(2, self.scope_version.get(first).unwrap_or("").as_bytes());
-                self.scope_attrs.write(w, 3, key.1)?;
+                self.scope_attrs.write(w, key.1)?;
                 w.varint_field(4, u64::from(self.scope_dropped.get(first).unwrap_or(0)));
                 w.end(s);
                 while i < n && self.scope_key(order[i] as usize) == key {

@@ -131,6 +131,20 @@ impl ChildIndex {
         }
     }
 
+    /// The child rows of `parent` when they are contiguous rows of the table (an ordered
+    /// index), else None.
+    #[inline]
+    pub(crate) fn contiguous(&self, parent: Option<u32>) -> Option<std::ops::Range<usize>> {
+        let ChildIndex::Ordered { starts } = self else {
+            return None;
+        };
+        let p = parent? as usize;
+        Some(match (starts.get(p), starts.get(p + 1)) {
+            (Some(start), Some(end)) => *start as usize..*end as usize,
+            _ => 0..0,
+        })
+    }
+
     /// Calls `f` with each child row of `parent`, in order.
     #[inline]
     pub(crate) fn for_each(

@@ -43,7 +43,7 @@ pub(crate) fn encode(batch: &OtapBatch, w: &mut Writer) -> Result<()> {
             body.write(w, row)?;
             w.end(b);
         }
-        attrs.write(w, 6, ids[row])?;
+        attrs.write(w, ids[row])?;
         w.varint_field(7, u64::from(dropped.get(row).unwrap_or(0)));
         w.fixed32_field(8, flags.get(row).unwrap_or(0));
         w.id_field(9, trace_id.get(row).unwrap_or(&[]));

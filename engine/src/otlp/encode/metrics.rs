@@ -160,7 +160,7 @@ impl<'a> Exemplars<'a> {
     fn write(&self, w: &mut Writer, field: u32, point: Option<u32>) -> Result<()> {
         self.by_point.for_each(point, |e| {
             let m = w.begin(field);
-            self.attrs.write(w, 7, self.ids.get(e).copied().flatten())?;
+            self.attrs.write(w, self.ids.get(e).copied().flatten())?;
             w.fixed64_field(2, self.time.get(e).unwrap_or(0) as u64);
             if let Some(i) = self.int_value.get(e) {
                 w.fixed64_always(6, i as u64);
@@ -264,7 +264,7 @@ pub(crate) fn encode(batch: &OtapBatch, w: &mut Writer) -> Result<()> {
             }
             w.end(data);
         }
-        metadata.write(w, 12, id)?;
+        metadata.write(w, id)?;
         w.end(metric);
         Ok(())
     })
@@ -290,7 +290,7 @@ impl<'a> NumberWriter<'a> {
     fn write(&self, w: &mut Writer, p: usize) -> Result<()> {
         let id = self.points.ids[p];
         let m = w.begin_sized(1, 2);
-        self.points.attrs.write(w, 7, id)?;
+        self.points.attrs.write(w, id)?;
         self.points.times(w, p);
         if let Some(i) = self.int_value.get(p) {
             w.fixed64_always(6, i as u64);
@@ -336,7 +336,7 @@ impl<'a> SummaryWriter<'a> {
 
     fn write(&self, w: &mut Writer, p: usize) -> Result<()> {
         let m = w.begin_sized(1, 2);
-        self.points.attrs.write(w, 7, self.points.ids[p])?;
+        self.points.attrs.write(w, self.points.ids[p])?;
         self.points.times(w, p);
         w.fixed64_field(4, self.count.get(p).unwrap_or(0));
         w.fixed64_field(5, self.sum.get(p).unwrap_or(0.0).to_bits());
@@ -396,7 +396,7 @@ impl<'a> HistogramWriter<'a> {
     fn write(&self, w: &mut Writer, p: usize) -> Result<()> {
         let id = self.points.ids[p];
         let m = w.begin_sized(1, 2);
-        self.points.attrs.write(w, 9, id)?;
+        self.points.attrs.write(w, id)?;
         self.points.times(w, p);
         w.fixed64_field(4, self.count.get(p).unwrap_or(0));
         write_optional_double(w, 5, self.sum.get(p));
@@ -498,7 +498,7 @@ impl<'a> ExpWriter<'a> {
     fn write(&self, w: &mut Writer, p: usize) -> Result<()> {
         let id = self.points.ids[p];
         let m = w.begin_sized(1, 2);
-        self.points.attrs.write(w, 1, id)?;
+        self.points.attrs.write(w, id)?;
         self.points.times(w, p);
         w.fixed64_field(4, self.count.get(p).unwrap_or(0));
         write_optional_double(w, 5, self.sum.get(p));

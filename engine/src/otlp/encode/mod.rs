@@ -4,10 +4,12 @@
 //! children are found through per-table indexes by parent id. Any column may be absent, native
 //! or dictionary-encoded.
 
+mod attr_rows;
 mod envelope;
 pub(crate) mod index;
 mod logs;
 mod metrics;
+mod plain_columns;
 mod traces;
 mod values;
 

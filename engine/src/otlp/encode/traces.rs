@@ -104,13 +104,13 @@ pub(crate) fn encode(batch: &OtapBatch, w: &mut Writer) -> Result<()> {
             8,
             start_ns.wrapping_add(duration.get(row).unwrap_or(0) as u64),
         );
-        attrs.write(w, 9, ids[row])?;
+        attrs.write(w, ids[row])?;
         w.varint_field(10, u64::from(dropped_attrs.get(row).unwrap_or(0)));
         events.index.for_each(ids[row], |e| {
             let event = w.begin(11);
             w.fixed64_field(1, e_time.get(e).unwrap_or(0) as u64);
             w.bytes_field(2, e_name.get(e).unwrap_or("").as_bytes());
-            events.attrs.write(w, 3, events.ids[e])?;
+            events.attrs.write(w, events.ids[e])?;
             w.varint_field(4, u64::from(e_dropped.get(e).unwrap_or(0)));
             w.end(event);
             Ok(())
@@ -121,7 +121,7 @@ pub(crate) fn encode(batch: &OtapBatch, w: &mut Writer) -> Result<()> {
             w.id_field(1, l_trace.get(l).unwrap_or(&[]));
             w.id_field(2, l_span.get(l).unwrap_or(&[]));
             w.bytes_field(3, l_state.get(l).unwrap_or("").as_bytes());
-            links.attrs.write(w, 4, links.ids[l])?;
+            links.attrs.write(w, links.ids[l])?;
             w.varint_field(5, u64::from(l_dropped.get(l).unwrap_or(0)));
             w.fixed32_field(6, l_flags.get(l).unwrap_or(0));
             w.end(link);
