@@ -39,6 +39,12 @@ impl Default for VarColumn {
 }
 
 impl VarColumn {
+    /// Reserves room for `rows` more values of `bytes` bytes in all.
+    pub(crate) fn reserve(&mut self, rows: usize, bytes: usize) {
+        self.offsets.reserve(rows);
+        self.data.reserve(bytes);
+    }
+
     #[inline]
     pub(crate) fn push(&mut self, value: &[u8]) {
         self.data.extend_from_slice(value);
@@ -101,6 +107,11 @@ impl VarColumn {
 pub(crate) struct StrColumn(VarColumn);
 
 impl StrColumn {
+    /// Reserves room for `rows` more strings of `bytes` bytes in all.
+    pub(crate) fn reserve(&mut self, rows: usize, bytes: usize) {
+        self.0.reserve(rows, bytes);
+    }
+
     #[inline]
     pub(crate) fn push(&mut self, value: &[u8]) {
         self.0.push(value);
@@ -126,6 +137,11 @@ impl<T: ArrowPrimitiveType> NumColumn<T>
 where
     T::Native: Default + PartialEq,
 {
+    /// Reserves room for `rows` more numbers.
+    pub(crate) fn reserve(&mut self, rows: usize) {
+        self.0.reserve(rows);
+    }
+
     #[inline]
     pub(crate) fn push(&mut self, value: T::Native) {
         self.0.push(value);
@@ -134,8 +150,21 @@ where
     pub(crate) fn finish(&mut self) -> PrimitiveArray<T> {
         let values = std::mem::take(&mut self.0);
         let zero = T::Native::default();
-        let valid = BooleanBuffer::collect_bool(values.len(), |i| values[i] != zero);
-        PrimitiveArray::new(ScalarBuffer::from(values), nulls(valid))
+        // Most columns (timestamps, severities) have no zero: checked a block at a time
+        // without early exits, which vectorizes, before any bitmap is built.
+        let any_zero = values.chunks(64).any(|block| {
+            block
+                .iter()
+                .fold(false, |zero_seen, v| zero_seen | (*v == zero))
+        });
+        let validity = if any_zero {
+            nulls(BooleanBuffer::collect_bool(values.len(), |i| {
+                values[i] != zero
+            }))
+        } else {
+            None
+        };
+        PrimitiveArray::new(ScalarBuffer::from(values), validity)
     }
 }
 
@@ -153,6 +182,12 @@ impl IdColumn {
             data: Vec::new(),
             valid: Vec::new(),
         }
+    }
+
+    /// Reserves room for `rows` more ids.
+    pub(crate) fn reserve(&mut self, rows: usize) {
+        self.data.reserve(rows * self.width);
+        self.valid.reserve(rows);
     }
 
     #[inline]

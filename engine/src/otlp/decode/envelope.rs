@@ -9,6 +9,7 @@ use arrow::array::{
     Array, ArrayRef, DictionaryArray, RecordBatch, StringArray, StructArray, UInt16Array,
     UInt32Array,
 };
+use arrow::buffer::{BooleanBuffer, NullBuffer, ScalarBuffer};
 use arrow::datatypes::{Field, UInt16Type};
 
 use super::values::AttrsBuilder;
@@ -44,7 +45,7 @@ pub(crate) struct Context<'a> {
     schema_url: &'a str,
     id: Option<(u32, u16)>,
     /// Code of `schema_url` in the current batch (scopes only).
-    url: Option<(u32, Option<u16>)>,
+    url: Option<(u32, u16)>,
 }
 
 impl<'a> Context<'a> {
@@ -75,22 +76,41 @@ struct ScopeInfo<'a> {
     dropped: u32,
 }
 
-fn non_zero(v: u32) -> Option<u32> {
-    (v != 0).then_some(v)
+/// A validity buffer with row `i` valid when `valid(i)`, or None when every row is.
+fn validity(rows: usize, valid: impl FnMut(usize) -> bool) -> Option<NullBuffer> {
+    Some(NullBuffer::new(BooleanBuffer::collect_bool(rows, valid))).filter(|n| n.null_count() > 0)
 }
 
 /// A string column as a dictionary: the values per id, and each row's id as key (null where
 /// the value is empty).
 fn by_id<'s>(row_ids: &[u16], values: impl Iterator<Item = &'s str>) -> Result<ArrayRef> {
     let values = StringArray::from_iter_values(values);
-    let keys = UInt16Array::from_iter(
-        row_ids
-            .iter()
-            .map(|id| (!values.value(*id as usize).is_empty()).then_some(*id)),
-    );
+    let empty: Vec<bool> = values.iter().map(|v| v.is_none_or(str::is_empty)).collect();
+    let nulls = if empty.contains(&true) {
+        validity(row_ids.len(), |i| {
+            !empty.get(usize::from(row_ids[i])).copied().unwrap_or(true)
+        })
+    } else {
+        None
+    };
+    let keys = UInt16Array::new(ScalarBuffer::from(row_ids.to_vec()), nulls);
     DictionaryArray::<UInt16Type>::try_new(keys, Arc::new(values))
         .map(|d| Arc::new(d) as ArrayRef)
         .map_err(|e| Error::arrow("building a resource or scope column", e))
+}
+
+/// A per-row `dropped_attributes_count` column from the counts per id (null where zero).
+fn dropped_by_id(row_ids: &[u16], dropped: impl Iterator<Item = u32>) -> ArrayRef {
+    let dropped: Vec<u32> = dropped.collect();
+    if dropped.iter().all(|d| *d == 0) {
+        return Arc::new(UInt32Array::new_null(row_ids.len()));
+    }
+    let values: Vec<u32> = row_ids
+        .iter()
+        .map(|id| dropped.get(usize::from(*id)).copied().unwrap_or(0))
+        .collect();
+    let nulls = validity(values.len(), |i| values[i] != 0);
+    Arc::new(UInt32Array::new(ScalarBuffer::from(values), nulls))
 }
 
 /// A struct column from named children.
@@ -105,6 +125,10 @@ fn struct_of(children: Vec<(&str, ArrayRef)>) -> Result<ArrayRef> {
         .map_err(|e| Error::arrow("building resource and scope columns", e))
 }
 
+/// The schema URL code of rows with the empty URL (codes are below the row count, itself at
+/// most 65,535).
+const NO_URL: u16 = u16::MAX;
+
 /// Resource and scope state of the batch being built.
 pub(crate) struct Envelope<'a> {
     generation: u32,
@@ -116,7 +140,8 @@ pub(crate) struct Envelope<'a> {
     scope_attrs: AttrsBuilder,
     row_resource: Vec<u16>,
     row_scope: Vec<u16>,
-    row_schema_url: Vec<Option<u16>>,
+    /// Per row, the code of its schema URL ([`NO_URL`]: the empty URL).
+    row_schema_url: Vec<u16>,
     urls: HashMap<&'a str, u16>,
     url_values: Vec<&'a str>,
 }
@@ -131,7 +156,16 @@ pub(crate) struct EnvelopeColumns {
 }
 
 impl<'a> Envelope<'a> {
-    pub(crate) fn new() -> Self {
+    /// An envelope with room for `rows` rows.
+    pub(crate) fn with_capacity(rows: usize) -> Self {
+        let mut envelope = Envelope::new();
+        envelope.row_resource.reserve(rows);
+        envelope.row_scope.reserve(rows);
+        envelope.row_schema_url.reserve(rows);
+        envelope
+    }
+
+    fn new() -> Self {
         Envelope {
             generation: 0,
             resources: HashMap::new(),
@@ -235,14 +269,15 @@ impl<'a> Envelope<'a> {
         Ok(row)
     }
 
-    /// The code of a schema URL in the current batch (None for the empty URL).
-    fn url_code(&mut self, url: &'a str) -> Option<u16> {
-        (!url.is_empty()).then(|| {
-            let next = self.url_values.len() as u16;
-            *self.urls.entry(url).or_insert_with(|| {
-                self.url_values.push(url);
-                next
-            })
+    /// The code of a schema URL in the current batch ([`NO_URL`] for the empty URL).
+    fn url_code(&mut self, url: &'a str) -> u16 {
+        if url.is_empty() {
+            return NO_URL;
+        }
+        let next = self.url_values.len() as u16;
+        *self.urls.entry(url).or_insert_with(|| {
+            self.url_values.push(url);
+            next
         })
     }
 
@@ -271,9 +306,7 @@ impl<'a> Envelope<'a> {
             (consts::SCHEMA_URL, by_id(&rows_r, res.iter().map(|r| r.0))?),
             (
                 consts::DROPPED_ATTRIBUTES_COUNT,
-                Arc::new(UInt32Array::from_iter(
-                    rows_r.iter().map(|r| non_zero(res[*r as usize].1)),
-                )),
+                dropped_by_id(&rows_r, res.iter().map(|r| r.1)),
             ),
         ])?;
         let scope = struct_of(vec![
@@ -288,15 +321,19 @@ impl<'a> Envelope<'a> {
             ),
             (
                 consts::DROPPED_ATTRIBUTES_COUNT,
-                Arc::new(UInt32Array::from_iter(
-                    rows_s.iter().map(|s| non_zero(scopes[*s as usize].dropped)),
-                )),
+                dropped_by_id(&rows_s, scopes.iter().map(|s| s.dropped)),
             ),
         ])?;
         let url_values = StringArray::from_iter_values(self.url_values.drain(..));
-        let schema_url =
-            DictionaryArray::<UInt16Type>::try_new(UInt16Array::from(urls), Arc::new(url_values))
-                .map_err(|e| Error::arrow("building schema_url", e))?;
+        let url_nulls = validity(urls.len(), |i| urls[i] != NO_URL);
+        // Null rows get key 0, as a builder leaves them.
+        let codes: Vec<u16> = urls
+            .iter()
+            .map(|c| if *c == NO_URL { 0 } else { *c })
+            .collect();
+        let url_keys = UInt16Array::new(ScalarBuffer::from(codes), url_nulls);
+        let schema_url = DictionaryArray::<UInt16Type>::try_new(url_keys, Arc::new(url_values))
+            .map_err(|e| Error::arrow("building schema_url", e))?;
         self.urls.clear();
         let columns = EnvelopeColumns {
             resource,

@@ -7,7 +7,6 @@ use arrow::datatypes::{Int32Type, TimestampNanosecondType, UInt32Type};
 
 use super::columns::{IdColumn, NumColumn, StrColumn};
 use super::envelope::EnvelopeColumns;
-use super::values::nulls_from;
 use super::{AttrsBuilder, RootBuilder, ValueColumns};
 use crate::batch::OtapBatch;
 use crate::error::{Error, Result};
@@ -29,7 +28,6 @@ pub(crate) struct LogsBuilder {
     severity_number: NumColumn<Int32Type>,
     severity_text: StrColumn,
     body: ValueColumns,
-    body_valid: Vec<bool>,
     dropped: NumColumn<UInt32Type>,
     flags: NumColumn<UInt32Type>,
     event_name: StrColumn,
@@ -47,7 +45,6 @@ impl Default for LogsBuilder {
             severity_number: NumColumn::default(),
             severity_text: StrColumn::default(),
             body: ValueColumns::default(),
-            body_valid: Vec::new(),
             dropped: NumColumn::default(),
             flags: NumColumn::default(),
             event_name: StrColumn::default(),
@@ -57,6 +54,8 @@ impl Default for LogsBuilder {
 }
 
 impl RootBuilder for LogsBuilder {
+    const SIGNAL: usize = 0;
+
     fn append(&mut self, row: u16, mut r: Reader<'_>) -> Result<()> {
         let (mut time, mut observed, mut severity, mut dropped, mut flags) = (0, 0, 0, 0, 0);
         let (mut severity_text, mut event_name): (&[u8], &[u8]) = (&[], &[]);
@@ -85,13 +84,8 @@ impl RootBuilder for LogsBuilder {
         self.span_id.push(span_id, &r)?;
         self.severity_number.push(severity);
         self.severity_text.push(severity_text);
-        if matches!(body, AnyRef::Empty) {
-            self.body.append_null();
-            self.body_valid.push(false);
-        } else {
-            self.body.append(body)?;
-            self.body_valid.push(true);
-        }
+        // An absent or empty body is a null row (its type is EMPTY).
+        self.body.append(body)?;
         self.dropped.push(dropped);
         self.flags.push(flags);
         self.event_name.push(event_name);
@@ -99,19 +93,29 @@ impl RootBuilder for LogsBuilder {
         Ok(())
     }
 
-    fn reserve(&mut self, bytes: usize) {
-        // About 30 bytes of OTLP per attribute; the hint is capped by the request size.
+    fn reserve(&mut self, records: usize, bytes: usize) {
+        for column in [&mut self.time, &mut self.observed] {
+            column.reserve(records);
+        }
+        for column in [&mut self.dropped, &mut self.flags] {
+            column.reserve(records);
+        }
+        self.severity_number.reserve(records);
+        self.trace_id.reserve(records);
+        self.span_id.reserve(records);
+        self.severity_text.reserve(records, records * 8);
+        self.event_name.reserve(records, 0);
+        // Bodies and attributes share the request's bytes; the hints are capped by its size.
+        self.body.reserve_strings(records, bytes / 2);
+        // About 30 bytes of OTLP per attribute.
         self.attrs.reserve(bytes / 32);
     }
 
     fn finish(&mut self, envelope: EnvelopeColumns) -> Result<OtapBatch> {
         let rows = std::mem::take(&mut self.rows);
-        let body = StructArray::try_new(
-            any_value_fields(),
-            self.body.finish()?.to_vec(),
-            nulls_from(&std::mem::take(&mut self.body_valid)),
-        )
-        .map_err(|e| Error::arrow("building log body", e))?;
+        let (body_columns, body_nulls) = self.body.finish_struct()?;
+        let body = StructArray::try_new(any_value_fields(), body_columns.to_vec(), body_nulls)
+            .map_err(|e| Error::arrow("building log body", e))?;
         let columns: Vec<ArrayRef> = vec![
             Arc::new(UInt16Array::from_iter_values(0..rows)),
             envelope.resource,

@@ -564,6 +564,8 @@ impl MetricsBuilder {
 }
 
 impl RootBuilder for MetricsBuilder {
+    const SIGNAL: usize = 2;
+
     fn append(&mut self, row: u16, mut r: Reader<'_>) -> Result<()> {
         let (mut name, mut description, mut unit) = ("", "", "");
         let mut data = None;

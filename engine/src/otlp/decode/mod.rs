@@ -47,12 +47,15 @@ pub fn decode_metrics(bytes: &[u8]) -> Result<Vec<OtapBatch>> {
 
 /// Builds the root table and its children of one signal.
 pub(crate) trait RootBuilder {
+    /// The signal's slot in [`RECORD_SIZES`].
+    const SIGNAL: usize;
     /// Appends the record in `record` as root row `row`.
     fn append(&mut self, row: u16, record: Reader<'_>) -> Result<()>;
     /// Finishes all tables into a batch and resets.
     fn finish(&mut self, envelope: EnvelopeColumns) -> Result<OtapBatch>;
-    /// Reserves room for a request of `bytes` bytes (a hint: avoids regrowing buffers).
-    fn reserve(&mut self, _bytes: usize) {}
+    /// Reserves room for `records` root records in a request of `bytes` bytes (a hint: avoids
+    /// regrowing buffers).
+    fn reserve(&mut self, _records: usize, _bytes: usize) {}
 }
 
 /// Finds the embedded message of field 1 (the first, if repeated) and the string of field 3
@@ -191,9 +194,57 @@ fn scope_in_two_passes<'a, B: RootBuilder>(
     Ok(())
 }
 
+/// How many root records (field 2 of field 2 of field 1) the request holds, as far as it
+/// can be walked: a sizing hint, errors are left to the decoding pass.
+fn count_records(bytes: &[u8]) -> usize {
+    /// Calls `f` with each field `number` of `r` that is an embedded message.
+    fn each(mut r: Reader<'_>, number: u32, mut f: impl FnMut(Reader<'_>)) {
+        while let Ok(Some((field, wire))) = r.field() {
+            if field == number && wire == WireType::Len {
+                match r.message() {
+                    Ok(m) => f(m),
+                    Err(_) => return,
+                }
+            } else if r.skip(wire).is_err() {
+                return;
+            }
+        }
+    }
+    let mut records = 0;
+    each(Reader::new(bytes), 1, |resource| {
+        each(resource, 2, |scope| each(scope, 2, |_| records += 1))
+    });
+    records
+}
+
+thread_local! {
+    /// Per signal, the request bytes per root record of the last request this thread decoded
+    /// (0: none yet): the next request's record count is estimated from it rather than counted.
+    static RECORD_SIZES: std::cell::Cell<[usize; 3]> = const { std::cell::Cell::new([0; 3]) };
+}
+
+/// The number of root records to reserve room for in a request of `bytes` bytes.
+fn expected_records<B: RootBuilder>(bytes: &[u8]) -> usize {
+    match RECORD_SIZES.get()[B::SIGNAL] {
+        0 => count_records(bytes),
+        // A little over the estimate: buffers regrow when it falls short.
+        size => bytes.len() / size + bytes.len() / size / 16 + 16,
+    }
+}
+
+/// Remembers the bytes per record of a decoded request.
+fn remember_record_size<B: RootBuilder>(bytes: usize, records: usize) {
+    if let Some(size) = bytes.checked_div(records) {
+        let mut sizes = RECORD_SIZES.get();
+        sizes[B::SIGNAL] = size.max(1);
+        RECORD_SIZES.set(sizes);
+    }
+}
+
 fn walk<B: RootBuilder>(bytes: &[u8], mut builder: B, max_rows: usize) -> Result<Vec<OtapBatch>> {
-    let mut envelope = Envelope::new();
-    builder.reserve(bytes.len());
+    let records = expected_records::<B>(bytes).min(max_rows);
+    let mut envelope = Envelope::with_capacity(records);
+    builder.reserve(records, bytes.len());
     let mut out = Vec::new();
     let mut request = Reader::new(bytes);
     while let Some((field, wire)) = request.field()? {
@@ -228,6 +279,11 @@ fn walk<B: RootBuilder>(bytes: &[u8], mut builder: B, max_rows: usize) -> Result
     if envelope.rows() > 0 {
         out.push(builder.finish(envelope.finish()?)?);
     }
+    let decoded: usize = out
+        .iter()
+        .map(|b| b.root().map_or(0, arrow::array::RecordBatch::num_rows))
+        .sum();
+    remember_record_size::<B>(bytes.len(), decoded);
     Ok(out)
 }
 

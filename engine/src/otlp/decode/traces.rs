@@ -146,6 +146,8 @@ impl SpansBuilder {
 }
 
 impl RootBuilder for SpansBuilder {
+    const SIGNAL: usize = 1;
+
     fn append(&mut self, row: u16, mut r: Reader<'_>) -> Result<()> {
         let (mut trace_id, mut span_id, mut parent): (&[u8], &[u8], &[u8]) = (&[], &[], &[]);
         let (mut trace_state, mut name, mut status_message) = ("", "", "");

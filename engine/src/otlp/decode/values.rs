@@ -91,16 +91,41 @@ impl ValueColumns {
         self.str.data.reserve(rows * 12);
     }
 
-    /// Appends a row with no value (inside a null struct row).
-    pub(crate) fn append_null(&mut self) {
-        self.ty.push(value_type::EMPTY);
+    /// Reserves room for `rows` more values that are mostly strings of `bytes` bytes in all
+    /// (a log body).
+    pub(crate) fn reserve_strings(&mut self, rows: usize, bytes: usize) {
+        self.ty.reserve(rows);
+        self.str.reserve(rows, bytes);
+    }
+
+    /// The seven columns of an any-value struct, and the struct's validity: rows with a value
+    /// (of a type other than EMPTY).
+    pub(crate) fn finish_struct(&mut self) -> Result<([ArrayRef; 7], Option<NullBuffer>)> {
+        let counts = type_counts(&self.ty);
+        const NOT_EMPTY: [u8; 7] = [
+            value_type::STR,
+            value_type::INT,
+            value_type::DOUBLE,
+            value_type::BOOL,
+            value_type::MAP,
+            value_type::SLICE,
+            value_type::BYTES,
+        ];
+        let rows = self.ty.len();
+        let nulls = presence(&self.ty, &counts, &NOT_EMPTY).nulls(rows);
+        Ok((self.finish_counted(counts)?, nulls))
     }
 
     /// The seven columns, in canonical order.
     pub(crate) fn finish(&mut self) -> Result<[ArrayRef; 7]> {
+        let counts = type_counts(&self.ty);
+        self.finish_counted(counts)
+    }
+
+    /// The seven columns, given the count of each type.
+    fn finish_counted(&mut self, counts: [usize; 8]) -> Result<[ArrayRef; 7]> {
         let ty = std::mem::take(&mut self.ty);
         let rows = ty.len();
-        let counts = type_counts(&ty);
         let of = |wanted: &[u8]| presence(&ty, &counts, wanted);
         let int = finish_numbers::<Int64Type>(&mut self.int, rows, of(&[value_type::INT]));
         let double =
