@@ -22,8 +22,28 @@ pub(crate) enum AnyRef<'a> {
 }
 
 impl<'a> AnyRef<'a> {
-    /// Parses an `AnyValue` message; for a repeated oneof member the last one wins.
-    pub(crate) fn parse(mut r: Reader<'a>) -> Result<Self> {
+    /// Parses an `AnyValue` message; for a repeated oneof member the last one wins. A message
+    /// that is exactly one string field with a one- or two-byte length (most log bodies) is
+    /// read without the general field loop.
+    #[inline]
+    pub(crate) fn parse(r: Reader<'a>) -> Result<Self> {
+        let s = match r.rest() {
+            [0x0a, len, s @ ..] if *len < 0x80 && usize::from(*len) == s.len() => s,
+            [0x0a, low, high, s @ ..]
+                if *low >= 0x80
+                    && *high < 0x80
+                    && *high > 0
+                    && usize::from(low & 0x7f) | usize::from(*high) << 7 == s.len() =>
+            {
+                s
+            }
+            _ => return Self::parse_fields(r),
+        };
+        Ok(AnyRef::Str(s))
+    }
+
+    /// Parses an `AnyValue` message field by field.
+    fn parse_fields(mut r: Reader<'a>) -> Result<Self> {
         let mut value = AnyRef::Empty;
         while let Some((field, wire)) = r.field()? {
             value = match field {

@@ -205,7 +205,8 @@ impl IdColumn {
     }
 
     pub(crate) fn finish(&mut self) -> Result<ArrayRef> {
-        let valid = BooleanBuffer::from(std::mem::take(&mut self.valid));
+        let valid = std::mem::take(&mut self.valid);
+        let valid = BooleanBuffer::collect_bool(valid.len(), |i| valid[i]);
         let data = Buffer::from_vec(std::mem::take(&mut self.data));
         FixedSizeBinaryArray::try_new(self.width as i32, data, nulls(valid))
             .map(|a| Arc::new(a) as ArrayRef)

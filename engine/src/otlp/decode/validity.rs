@@ -69,21 +69,39 @@ fn gather_high_bits(flags: u64) -> u8 {
 
 /// A bitmap with bit `i` set when `types[i]` is one of `wanted`.
 pub(crate) fn rows_of_types(types: &[u8], wanted: &[u8]) -> BooleanBuffer {
-    let mut bits = Vec::with_capacity(types.len().div_ceil(8));
-    let mut chunks = types.chunks_exact(8);
-    for chunk in &mut chunks {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(chunk);
-        let word = u64::from_le_bytes(word);
-        let flags = wanted.iter().fold(0, |acc, t| acc | bytes_equal(word, *t));
-        bits.push(gather_high_bits(flags));
+    match wanted {
+        // Most columns hold one type.
+        [t] => rows_matching(types, |word| bytes_equal(word, *t), |b| b == *t),
+        _ => rows_matching(
+            types,
+            |word| wanted.iter().fold(0, |acc, t| acc | bytes_equal(word, *t)),
+            |b| wanted.contains(&b),
+        ),
     }
+}
+
+/// A bitmap of the bytes of `types` that match: `word_flags` marks (0x80) the matching bytes
+/// of eight at a time, `matches` tests one byte (for the last few).
+#[inline(always)]
+fn rows_matching(
+    types: &[u8],
+    word_flags: impl Fn(u64) -> u64,
+    matches: impl Fn(u8) -> bool,
+) -> BooleanBuffer {
+    let chunks = types.chunks_exact(8);
     let rest = chunks.remainder();
+    let mut bits: Vec<u8> = chunks
+        .map(|chunk| {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            gather_high_bits(word_flags(u64::from_le_bytes(word)))
+        })
+        .collect();
     if !rest.is_empty() {
         let byte = rest
             .iter()
             .enumerate()
-            .filter(|(_, t)| wanted.contains(t))
+            .filter(|(_, t)| matches(**t))
             .fold(0u8, |acc, (i, _)| acc | 1 << i);
         bits.push(byte);
     }
