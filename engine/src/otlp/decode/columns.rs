@@ -23,6 +23,11 @@ fn nulls(bits: BooleanBuffer) -> Option<NullBuffer> {
     (nulls.null_count() > 0).then_some(nulls)
 }
 
+/// A validity buffer with row `i` valid when `valid(i)`, or None when every row is.
+pub(crate) fn validity(rows: usize, valid: impl FnMut(usize) -> bool) -> Option<NullBuffer> {
+    nulls(BooleanBuffer::collect_bool(rows, valid))
+}
+
 /// Variable-length values (strings or bytes) with one offset per row.
 pub(crate) struct VarColumn {
     pub(crate) offsets: Vec<i32>,
@@ -119,8 +124,8 @@ impl StrColumn {
 
     pub(crate) fn finish(&mut self) -> Result<ArrayRef> {
         let offsets = &self.0.offsets;
-        let valid = BooleanBuffer::collect_bool(offsets.len() - 1, |i| offsets[i + 1] > offsets[i]);
-        self.0.finish_str(nulls(valid))
+        let nulls = validity(offsets.len() - 1, |i| offsets[i + 1] > offsets[i]);
+        self.0.finish_str(nulls)
     }
 }
 
@@ -157,14 +162,12 @@ where
                 .iter()
                 .fold(false, |zero_seen, v| zero_seen | (*v == zero))
         });
-        let validity = if any_zero {
-            nulls(BooleanBuffer::collect_bool(values.len(), |i| {
-                values[i] != zero
-            }))
+        let nulls = if any_zero {
+            validity(values.len(), |i| values[i] != zero)
         } else {
             None
         };
-        PrimitiveArray::new(ScalarBuffer::from(values), validity)
+        PrimitiveArray::new(ScalarBuffer::from(values), nulls)
     }
 }
 
@@ -206,9 +209,9 @@ impl IdColumn {
 
     pub(crate) fn finish(&mut self) -> Result<ArrayRef> {
         let valid = std::mem::take(&mut self.valid);
-        let valid = BooleanBuffer::collect_bool(valid.len(), |i| valid[i]);
+        let nulls = validity(valid.len(), |i| valid[i]);
         let data = Buffer::from_vec(std::mem::take(&mut self.data));
-        FixedSizeBinaryArray::try_new(self.width as i32, data, nulls(valid))
+        FixedSizeBinaryArray::try_new(self.width as i32, data, nulls)
             .map(|a| Arc::new(a) as ArrayRef)
             .map_err(|e| Error::arrow("building an id column", e))
     }

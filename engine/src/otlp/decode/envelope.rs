@@ -9,9 +9,10 @@ use arrow::array::{
     Array, ArrayRef, DictionaryArray, RecordBatch, StringArray, StructArray, UInt16Array,
     UInt32Array,
 };
-use arrow::buffer::{BooleanBuffer, NullBuffer, ScalarBuffer};
+use arrow::buffer::ScalarBuffer;
 use arrow::datatypes::{Field, UInt16Type};
 
+use super::columns::validity;
 use super::values::AttrsBuilder;
 use crate::error::{Error, Result};
 use crate::schema::PayloadType;
@@ -74,11 +75,6 @@ struct ScopeInfo<'a> {
     name: &'a str,
     version: &'a str,
     dropped: u32,
-}
-
-/// A validity buffer with row `i` valid when `valid(i)`, or None when every row is.
-fn validity(rows: usize, valid: impl FnMut(usize) -> bool) -> Option<NullBuffer> {
-    Some(NullBuffer::new(BooleanBuffer::collect_bool(rows, valid))).filter(|n| n.null_count() > 0)
 }
 
 /// A string column as a dictionary: the values per id, and each row's id as key (null where
