@@ -82,11 +82,12 @@ pub(crate) fn parse_key_value<'a>(mut r: Reader<'a>) -> Result<(&'a [u8], Option
     Ok((key, value))
 }
 
-/// The common encoding of a scalar `KeyValue`, parsed without the general field loop: a key
-/// under 128 bytes, then a value message under 128 bytes holding exactly one string, int,
-/// double or bool. Any other layout returns None and takes the general path.
+/// The common layout of a `KeyValue`, split without the general field loop: a key field under
+/// 128 bytes, then a value field under 128 bytes that ends the message. Returns the key bytes
+/// (not yet validated as UTF-8) and the `AnyValue` message bytes; any other layout returns
+/// None and takes the general path.
 #[inline(always)]
-pub(crate) fn fast_key_value(bytes: &[u8]) -> Option<(&[u8], AnyRef<'_>)> {
+pub(crate) fn split_key_value(bytes: &[u8]) -> Option<(&[u8], &[u8])> {
     let [0x0a, key_len, rest @ ..] = bytes else {
         return None;
     };
@@ -98,24 +99,15 @@ pub(crate) fn fast_key_value(bytes: &[u8]) -> Option<(&[u8], AnyRef<'_>)> {
     let [0x12, value_len, value @ ..] = rest else {
         return None;
     };
-    if usize::from(*value_len) != value.len() {
-        return None;
-    }
-    let value = match value {
-        [0x0a, len, s @ ..] if usize::from(*len) == s.len() && *len < 0x80 => AnyRef::Str(s),
-        [0x10, b @ (0 | 1)] => AnyRef::Bool(*b == 1),
-        [0x21, d @ ..] => AnyRef::Double(f64::from_le_bytes(d.try_into().ok()?)),
-        [0x18, v @ ..] => {
-            let mut r = Reader::new(v);
-            let i = r.varint().ok()?;
-            if !r.is_done() {
-                return None;
-            }
-            AnyRef::Int(i as i64)
-        }
-        _ => return None,
-    };
-    Some((key, value))
+    (usize::from(*value_len) == value.len()).then_some((key, value))
+}
+
+/// An int `AnyValue` field's payload that is exactly one varint.
+#[inline(always)]
+pub(crate) fn whole_varint(bytes: &[u8]) -> Option<u64> {
+    let mut r = Reader::new(bytes);
+    let value = r.varint().ok()?;
+    r.is_done().then_some(value)
 }
 
 /// Checks the nesting depth.
@@ -131,54 +123,31 @@ pub(crate) fn check_depth(depth: usize) -> Result<()> {
 mod tests {
     use super::*;
 
-    fn general(bytes: &[u8]) -> (Vec<u8>, String) {
-        let (key, value) = parse_key_value(Reader::new(bytes)).unwrap();
-        let value = value
-            .map(|v| AnyRef::parse(v).unwrap())
-            .unwrap_or(AnyRef::Empty);
-        (key.to_vec(), describe(&value))
-    }
-
-    fn describe(value: &AnyRef<'_>) -> String {
-        match value {
-            AnyRef::Str(s) => format!("str {s:?}"),
-            AnyRef::Int(i) => format!("int {i}"),
-            AnyRef::Double(d) => format!("double {}", d.to_bits()),
-            AnyRef::Bool(b) => format!("bool {b}"),
-            _ => "other".into(),
-        }
-    }
-
-    /// The fast path agrees with the general parser wherever it answers.
     #[test]
-    fn fast_key_value_agrees_with_the_general_parser() {
-        let cases: Vec<Vec<u8>> = vec![
-            vec![0x0a, 1, b'k', 0x12, 3, 0x0a, 1, b'v'],
-            vec![0x0a, 1, b'k', 0x12, 2, 0x18, 0x05],
-            vec![
-                0x0a, 1, b'k', 0x12, 11, 0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-                0xff, 0x01,
-            ],
-            vec![0x0a, 1, b'k', 0x12, 9, 0x21, 0, 0, 0, 0, 0, 0, 0xf8, 0x3f],
-            vec![0x0a, 1, b'k', 0x12, 2, 0x10, 1],
-            vec![0x0a, 0, 0x12, 2, 0x10, 0],
-        ];
-        for bytes in cases {
-            let (key, value) = fast_key_value(&bytes).expect("fast path");
-            assert_eq!(
-                (key.to_vec(), describe(&value)),
-                general(&bytes),
-                "{bytes:?}"
-            );
-        }
-        // Layouts the fast path leaves to the general parser.
+    fn split_key_value_takes_only_the_common_layout() {
+        let kv = [0x0a, 1, b'k', 0x12, 2, 0x10, 1];
+        assert_eq!(split_key_value(&kv), Some((&b"k"[..], &[0x10u8, 1][..])));
+        assert_eq!(
+            split_key_value(&[0x0a, 0, 0x12, 0]),
+            Some((&b""[..], &[][..]))
+        );
         for bytes in [
             vec![0x12, 2, 0x10, 1, 0x0a, 1, b'k'],
-            vec![0x0a, 1, b'k', 0x12, 4, 0x10, 1, 0x10, 0],
-            vec![0x0a, 1, b'k', 0x12, 2, 0x10, 2],
+            vec![0x0a, 1, b'k', 0x12, 3, 0x10, 1],
+            vec![0x0a, 1, b'k', 0x12, 1, 0x10, 1],
             vec![0x0a, 1, b'k'],
+            vec![0x0a, 5, b'k'],
         ] {
-            assert!(fast_key_value(&bytes).is_none(), "{bytes:?}");
+            assert!(split_key_value(&bytes).is_none(), "{bytes:?}");
         }
+    }
+
+    #[test]
+    fn whole_varint_rejects_trailing_and_truncated_bytes() {
+        assert_eq!(whole_varint(&[0x05]), Some(5));
+        assert_eq!(whole_varint(&[0x80, 0x01]), Some(128));
+        assert_eq!(whole_varint(&[0x05, 0x01]), None);
+        assert_eq!(whole_varint(&[0x80]), None);
+        assert_eq!(whole_varint(&[]), None);
     }
 }

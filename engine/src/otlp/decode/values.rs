@@ -20,14 +20,15 @@ use super::columns::{VarColumn, invalid_utf8};
 use super::validity::{Presence, presence, type_counts};
 use crate::cbor;
 use crate::error::{Error, Result};
-use crate::otlp::any_value::{AnyRef, fast_key_value, parse_key_value};
+use crate::otlp::any_value::{AnyRef, parse_key_value, split_key_value, whole_varint};
 use crate::schema::consts::{self, value_type};
 use crate::schema::{PayloadType, canonical_schema};
 use crate::wire::Reader;
 
-/// The `type`, `str`, `int`, `double`, `bool`, `bytes` and `ser` columns. A row writes only
-/// its type and the column of its value; the other columns' slots are filled in when needed
-/// (zeros for numbers, empty values for strings and bytes).
+/// The `type`, `str`, `int`, `double`, `bool`, `bytes` and `ser` columns. Every row writes its
+/// type and an offset in `str` (empty unless it is a string), so that a string row costs no
+/// check for rows before it without one; the numbers, bytes and serialized values are written
+/// only for the rows that have them and laid out when finished (zeros, empty values).
 #[derive(Default)]
 pub(crate) struct ValueColumns {
     ty: Vec<u8>,
@@ -40,16 +41,72 @@ pub(crate) struct ValueColumns {
 }
 
 impl ValueColumns {
+    /// Appends a string value.
+    #[inline(always)]
+    pub(crate) fn push_str(&mut self, s: &[u8]) {
+        self.str.push(s);
+        self.ty.push(value_type::STR);
+    }
+
+    /// Appends an int value.
+    #[inline(always)]
+    pub(crate) fn push_int(&mut self, i: i64) {
+        self.int.set(self.ty.len(), i);
+        self.push_type(value_type::INT);
+    }
+
+    /// Appends a double value.
+    #[inline(always)]
+    pub(crate) fn push_double(&mut self, d: f64) {
+        self.double.set(self.ty.len(), d);
+        self.push_type(value_type::DOUBLE);
+    }
+
+    /// Appends a bool value.
+    #[inline(always)]
+    pub(crate) fn push_bool(&mut self, b: bool) {
+        self.bool.set(self.ty.len(), b);
+        self.push_type(value_type::BOOL);
+    }
+
+    /// Appends the value of an `AnyValue` message that is exactly one string field (length
+    /// under 128), int, double or bool field, as [`AnyRef::parse`] would read it; returns false,
+    /// appending nothing, for any other message.
+    #[inline(always)]
+    pub(crate) fn push_scalar(&mut self, value: &[u8]) -> bool {
+        match value {
+            [0x0a, len, s @ ..] if usize::from(*len) == s.len() && *len < 0x80 => self.push_str(s),
+            [0x18, v @ ..] => match whole_varint(v) {
+                Some(i) => self.push_int(i as i64),
+                None => return false,
+            },
+            [0x21, d @ ..] => match <[u8; 8]>::try_from(d) {
+                Ok(d) => self.push_double(f64::from_le_bytes(d)),
+                Err(_) => return false,
+            },
+            [0x10, b @ (0 | 1)] => self.push_bool(*b == 1),
+            _ => return false,
+        }
+        true
+    }
+
+    /// Ends a row that is not a string: its type, and an empty string slot.
+    #[inline(always)]
+    fn push_type(&mut self, ty: u8) {
+        self.str.skip();
+        self.ty.push(ty);
+    }
+
     /// Appends a value; returns its `AttributeValueType`.
     #[inline(always)]
     pub(crate) fn append(&mut self, value: AnyRef<'_>) -> Result<u8> {
         let row = self.ty.len();
         let ty = match value {
-            AnyRef::Empty => value_type::EMPTY,
             AnyRef::Str(s) => {
-                self.str.push_at(row, s);
-                value_type::STR
+                self.push_str(s);
+                return Ok(value_type::STR);
             }
+            AnyRef::Empty => value_type::EMPTY,
             AnyRef::Int(i) => {
                 self.int.set(row, i);
                 value_type::INT
@@ -77,16 +134,17 @@ impl ValueColumns {
                 value_type::BYTES
             }
         };
-        self.ty.push(ty);
+        self.push_type(ty);
         Ok(ty)
     }
 
     /// Reserves room for `rows` more values.
     pub(crate) fn reserve(&mut self, rows: usize) {
         self.ty.reserve(rows);
-        self.int.0.reserve(rows);
-        self.double.0.reserve(rows);
-        self.bool.0.reserve(rows);
+        // Most values are strings: the number columns start smaller and grow as needed.
+        self.int.reserve(rows / 4);
+        self.double.reserve(rows / 8);
+        self.bool.reserve(rows / 8);
         self.str.offsets.reserve(rows);
         self.str.data.reserve(rows * 12);
     }
@@ -194,29 +252,48 @@ fn finish_binary(column: &mut VarColumn, rows: usize, presence: Presence) -> Res
     }
 }
 
-/// One value per row, written only for the rows that have one; the rows between get the
-/// default in one go.
-#[derive(Default)]
-struct Slots<T>(Vec<T>);
+/// The values of the rows that have one, with their row numbers: a value costs two pushes,
+/// with no per-row gap to fill; the column is laid out when it is finished.
+struct Slots<T> {
+    rows: Vec<u32>,
+    values: Vec<T>,
+}
+
+impl<T> Default for Slots<T> {
+    fn default() -> Self {
+        Slots {
+            rows: Vec::new(),
+            values: Vec::new(),
+        }
+    }
+}
 
 impl<T: Copy + Default> Slots<T> {
-    /// Sets the value of `row`, after defaults for the rows before it without one.
-    #[inline]
+    /// Sets the value of `row` (rows are at most `u32::MAX`: a request holds fewer values
+    /// than bytes).
+    #[inline(always)]
     fn set(&mut self, row: usize, value: T) {
-        let len = self.0.len();
-        if len < row {
-            // Gaps are short (the rows of other types since the last value): filled in place
-            // rather than through `resize`'s out-of-line call.
-            self.0.extend(std::iter::repeat_n(T::default(), row - len));
-        }
-        self.0.push(value);
+        self.rows.push(row as u32);
+        self.values.push(value);
     }
 
-    /// The values of `rows` rows.
+    /// Reserves room for `rows` more values.
+    fn reserve(&mut self, rows: usize) {
+        self.rows.reserve(rows);
+        self.values.reserve(rows);
+    }
+
+    /// The values of `rows` rows, the default where a row has none.
     fn finish(&mut self, rows: usize) -> Vec<T> {
-        let mut values = std::mem::take(&mut self.0);
-        values.resize(rows, T::default());
-        values
+        let mut out = vec![T::default(); rows];
+        for (row, value) in self.rows.iter().zip(&self.values) {
+            if let Some(slot) = out.get_mut(*row as usize) {
+                *slot = *value;
+            }
+        }
+        self.rows.clear();
+        self.values.clear();
+        out
     }
 }
 
@@ -372,15 +449,17 @@ impl AttrsBuilder {
     /// Appends one attribute from an OTLP `KeyValue` message.
     #[inline(always)]
     pub(crate) fn append_key_value(&mut self, parent: u32, kv: Reader<'_>) -> Result<()> {
-        let (key, value) = match fast_key_value(kv.rest()) {
-            Some(parsed) => parsed,
-            None => {
-                let (key, value) = parse_key_value(kv)?;
-                match value {
-                    Some(v) => (key, AnyRef::parse(v)?),
-                    None => (key, AnyRef::Empty),
-                }
-            }
+        // The common layout goes straight from the value's tag to its column: one dispatch.
+        if let Some((key, value)) = split_key_value(kv.rest())
+            && self.values.push_scalar(value)
+        {
+            self.parent_id.push(parent);
+            return self.key.append(key);
+        }
+        let (key, value) = parse_key_value(kv)?;
+        let value = match value {
+            Some(v) => AnyRef::parse(v)?,
+            None => AnyRef::Empty,
         };
         self.parent_id.push(parent);
         self.key.append(key)?;
@@ -433,7 +512,51 @@ pub(crate) fn nulls_from(valid: &[bool]) -> Option<NullBuffer> {
 
 #[cfg(test)]
 mod tests {
-    use super::same_bytes;
+    use super::{ValueColumns, same_bytes};
+    use crate::otlp::any_value::AnyRef;
+    use crate::wire::Reader;
+
+    /// The one-dispatch path writes what the general parser writes, and leaves the layouts it
+    /// does not take untouched.
+    #[test]
+    fn push_scalar_agrees_with_the_general_parser() {
+        let values: Vec<Vec<u8>> = vec![
+            vec![0x0a, 1, b'v'],
+            vec![0x0a, 0],
+            vec![0x18, 0x05],
+            vec![
+                0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01,
+            ],
+            vec![0x21, 0, 0, 0, 0, 0, 0, 0xf8, 0x3f],
+            vec![0x21, 0, 0, 0, 0, 0, 0, 0xf8, 0x7f],
+            vec![0x10, 1],
+            vec![0x10, 0],
+        ];
+        let mut fast = ValueColumns::default();
+        let mut general = ValueColumns::default();
+        for value in &values {
+            assert!(fast.push_scalar(value), "{value:?}");
+            general
+                .append(AnyRef::parse(Reader::new(value)).unwrap())
+                .unwrap();
+        }
+        assert_eq!(fast.finish().unwrap(), general.finish().unwrap());
+        for value in [
+            vec![],
+            vec![0x10, 2],
+            vec![0x10, 1, 0x10, 0],
+            vec![0x18, 0x05, 0x00],
+            vec![0x18, 0x80],
+            vec![0x21, 0, 0, 0],
+            vec![0x0a, 2, b'v'],
+            vec![0x2a, 0],
+            vec![0x3a, 1, 0],
+        ] {
+            let mut columns = ValueColumns::default();
+            assert!(!columns.push_scalar(&value), "{value:?}");
+            assert!(columns.ty.is_empty() && columns.str.offsets.len() == 1);
+        }
+    }
 
     #[test]
     fn same_bytes_agrees_with_slice_equality() {
