@@ -1,12 +1,15 @@
-//! Attribute rows encoded once as OTLP `KeyValue` fields, back to back.
+//! Attribute rows written as OTLP `KeyValue` fields.
 //!
-//! Writing a parent's attributes then copies bytes: one copy when its rows are contiguous (as
-//! the OTLP decoder and parent-ordered tables leave them), one per row otherwise.
+//! A [`RowSource`] writes a range of a table's rows straight into a writer: the rows of a
+//! record's, span's or data point's attributes are written where their parent's message is.
+//! Rows shared by many parents (resource and scope attributes) are encoded once, back to back,
+//! as [`EncodedRows`], and copied for each parent: one copy when its rows are contiguous, one
+//! per row otherwise.
 //!
-//! The rows are encoded in one pass over the table. With dictionary keys and plain value
-//! columns (the layout the OTLP decoder builds) the pass reads the columns as slices and stages
-//! each short `KeyValue` in place in a fixed-size block: no per-row dispatch on column layouts
-//! and no copy calls for its parts. Other layouts go through the general column readers.
+//! With dictionary keys and plain value columns (the layout the OTLP decoder builds) rows are
+//! read as slices and each short `KeyValue` is staged in place in a fixed-size block: no
+//! per-row dispatch on column layouts and no copy calls for its parts. Other layouts go
+//! through the general column readers.
 
 use std::cell::Cell;
 use std::ops::Range;
@@ -52,20 +55,120 @@ impl Drop for EncodedRows {
     }
 }
 
+/// The columns an attribute table's rows are encoded from, and the field number of their
+/// `KeyValue`s.
+pub(crate) struct RowSource<'a> {
+    field: u32,
+    keys: KeyWriter<'a>,
+    values: ValueView<'a>,
+    /// The value columns read as slices, when they are all plain.
+    scalars: Option<PlainScalars<'a>>,
+    rows: usize,
+}
+
+impl<'a> RowSource<'a> {
+    /// The `rows` rows of `keys` and `values`, written as fields numbered `field`.
+    pub(crate) fn new(field: u32, keys: KeyWriter<'a>, values: ValueView<'a>, rows: usize) -> Self {
+        RowSource {
+            field,
+            scalars: PlainScalars::of(&values),
+            keys,
+            values,
+            rows,
+        }
+    }
+
+    /// Writes rows `range` as `KeyValue` fields, failing once `w` passes its limit; `done` is
+    /// called after each row.
+    ///
+    /// With dictionary keys and plain value columns the rows are read as slices, and a
+    /// `KeyValue` whose key field and string fit their windows is staged in place in a
+    /// fixed-size block (no copy calls for its parts); the others are written field by field.
+    #[inline(always)]
+    pub(crate) fn write_rows(
+        &self,
+        w: &mut Writer,
+        range: Range<usize>,
+        done: impl FnMut(&Writer),
+    ) -> Result<()> {
+        match (&self.keys, &self.scalars) {
+            (KeyWriter::Dict16(ids, encoded), Some(scalars)) => {
+                self.write_plain(w, range, Nums::of(*ids), encoded, scalars, done)
+            }
+            (KeyWriter::Dict8(ids, encoded), Some(scalars)) => {
+                self.write_plain(w, range, Nums::of(*ids), encoded, scalars, done)
+            }
+            _ => self.write_general(w, range, done),
+        }
+    }
+
+    /// [`RowSource::write_rows`] through the general column readers.
+    fn write_general(
+        &self,
+        w: &mut Writer,
+        range: Range<usize>,
+        mut done: impl FnMut(&Writer),
+    ) -> Result<()> {
+        for row in range {
+            match (self.keys.encoded(row), self.values.scalar_field(row)) {
+                (Some(key), Some(value)) => write_scalar(w, self.field, key, value),
+                _ => write_general(w, self.field, &self.keys, &self.values, row)?,
+            }
+            w.check_limit()?;
+            done(w);
+        }
+        Ok(())
+    }
+
+    /// [`RowSource::write_rows`] for dictionary ids `ids` and plain value columns.
+    #[inline(always)]
+    fn write_plain<K>(
+        &self,
+        w: &mut Writer,
+        range: Range<usize>,
+        ids: Nums<'_, K>,
+        encoded: &EncodedKeys,
+        scalars: &PlainScalars<'_>,
+        mut done: impl FnMut(&Writer),
+    ) -> Result<()>
+    where
+        K: arrow::datatypes::ArrowNativeType + Into<usize>,
+    {
+        let short_field = u8::try_from(self.field).ok().filter(|f| *f < 16);
+        for row in range {
+            let key = encoded.key(ids.get(row).map(Into::into));
+            let start = w.len();
+            let staged = match (key, short_field) {
+                (KeyField::Short(window, len), Some(field)) => {
+                    let block = w.block::<STAGED>();
+                    stage(block, field, window, len, scalars, row)
+                }
+                _ => None,
+            };
+            match staged {
+                Some(len) => w.truncate(start + len),
+                None => {
+                    w.truncate(start);
+                    match scalars.scalar_field(row) {
+                        Some(value) => write_scalar(w, self.field, key.bytes(), value),
+                        None => write_general(w, self.field, &self.keys, &self.values, row)?,
+                    }
+                }
+            }
+            w.check_limit()?;
+            done(w);
+        }
+        Ok(())
+    }
+}
+
 impl EncodedRows {
-    /// Encodes the `rows` rows of `keys` and `values` as fields numbered `field`, failing once
-    /// more than `limit` bytes are written.
-    pub(crate) fn build(
-        field: u32,
-        keys: &KeyWriter<'_>,
-        values: &ValueView<'_>,
-        rows: usize,
-        limit: usize,
-    ) -> Result<Self> {
-        let scalars = PlainScalars::of(values);
+    /// Encodes every row of `source`, failing once more than `limit` bytes are written.
+    pub(crate) fn build(source: &RowSource<'_>, limit: usize) -> Result<Self> {
+        let rows = source.rows;
         // Room for every row without regrowing: rows with plain values take at most a staged
         // block each beyond their string bytes; other layouts grow as needed.
-        let capacity = match &scalars {
+        let capacity = match &source.scalars {
             Some(scalars) => rows
                 .saturating_mul(STAGED - WINDOW)
                 .saturating_add(scalars.str_bytes() + STAGED),
@@ -74,36 +177,13 @@ impl EncodedRows {
         let mut buffer = SPARE.take();
         buffer.clear();
         buffer.reserve(capacity.min(limit).min(256 << 20));
-        let mut out = RowsWriter {
-            w: Writer::from_buffer(buffer).with_limit(limit.min(u32::MAX as usize)),
-            ends: Vec::with_capacity(rows + 1),
-        };
-        out.ends.push(0);
-        let plain = |encoded, scalars| Plain {
-            field,
-            encoded,
-            scalars,
-            keys,
-            values,
-        };
-        match (keys, scalars) {
-            (KeyWriter::Dict16(ids, encoded), Some(scalars)) => {
-                out.fill_plain(rows, Nums::of(*ids), &plain(encoded, scalars))?
-            }
-            (KeyWriter::Dict8(ids, encoded), Some(scalars)) => {
-                out.fill_plain(rows, Nums::of(*ids), &plain(encoded, scalars))?
-            }
-            _ => out.fill(rows, |w, row| {
-                match (keys.encoded(row), values.scalar_field(row)) {
-                    (Some(key), Some(value)) => write_scalar(w, field, key, value),
-                    _ => write_general(w, field, keys, values, row)?,
-                }
-                Ok(())
-            })?,
-        }
+        let mut w = Writer::from_buffer(buffer).with_limit(limit.min(u32::MAX as usize));
+        let mut ends = Vec::with_capacity(rows + 1);
+        ends.push(0);
+        source.write_rows(&mut w, 0..rows, |w| ends.push(w.len() as u32))?;
         Ok(EncodedRows {
-            bytes: out.w.into_bytes(),
-            ends: out.ends,
+            bytes: w.into_bytes(),
+            ends,
         })
     }
 
@@ -117,79 +197,9 @@ impl EncodedRows {
     }
 }
 
-/// The encoded rows being written and where each ends.
-struct RowsWriter {
-    w: Writer,
-    ends: Vec<u32>,
-}
-
-impl RowsWriter {
-    /// Writes rows `0..rows` with `write`, within the size limit.
-    #[inline(always)]
-    fn fill(
-        &mut self,
-        rows: usize,
-        mut write: impl FnMut(&mut Writer, usize) -> Result<()>,
-    ) -> Result<()> {
-        for row in 0..rows {
-            write(&mut self.w, row)?;
-            self.w.check_limit()?;
-            self.ends.push(self.w.len() as u32);
-        }
-        Ok(())
-    }
-}
-
 /// Bytes staged for a short `KeyValue`: a tag and length byte, a key field of up to
 /// [`WINDOW`] bytes, a value field of up to [`WINDOW`] + 4 bytes.
 const STAGED: usize = 80;
-
-/// What rows with a dictionary key and plain value columns are written from.
-struct Plain<'k, 'a> {
-    field: u32,
-    encoded: &'k EncodedKeys,
-    scalars: PlainScalars<'a>,
-    keys: &'k KeyWriter<'a>,
-    values: &'k ValueView<'a>,
-}
-
-impl RowsWriter {
-    /// Writes rows `0..rows` of a table whose keys are dictionary ids `ids` and whose value columns
-    /// are plain. A `KeyValue` whose key field and string fit their windows is staged in place
-    /// in a fixed-size block (no copy calls for its parts); the others are written field by
-    /// field.
-    fn fill_plain<K>(&mut self, rows: usize, ids: Nums<'_, K>, plain: &Plain<'_, '_>) -> Result<()>
-    where
-        K: arrow::datatypes::ArrowNativeType + Into<usize>,
-    {
-        let w = &mut self.w;
-        let short_field = u8::try_from(plain.field).ok().filter(|f| *f < 16);
-        for row in 0..rows {
-            let key = plain.encoded.key(ids.get(row).map(Into::into));
-            let start = w.len();
-            let staged = match (key, short_field) {
-                (KeyField::Short(window, len), Some(field)) => {
-                    let block = w.block::<STAGED>();
-                    stage(block, field, window, len, &plain.scalars, row)
-                }
-                _ => None,
-            };
-            match staged {
-                Some(len) => w.truncate(start + len),
-                None => {
-                    w.truncate(start);
-                    match plain.scalars.scalar_field(row) {
-                        Some(value) => write_scalar(w, plain.field, key.bytes(), value),
-                        None => write_general(w, plain.field, plain.keys, plain.values, row)?,
-                    }
-                }
-            }
-            w.check_limit()?;
-            self.ends.push(w.len() as u32);
-        }
-        Ok(())
-    }
-}
 
 /// Writes row `row` as a `KeyValue` field numbered `field` (under 16) into `out` and returns
 /// its length; None when its value is not a scalar or is a string longer than [`WINDOW`].
@@ -578,16 +588,26 @@ mod tests {
             let t = table(&rows, narrow_keys);
             let keys = KeyWriter::new(Col::of(&t, kind, consts::KEY).unwrap()).unwrap();
             let values = ValueView::of_table(&t, kind).unwrap();
-            prop_assert!(PlainScalars::of(&values).is_some());
-            let encoded = EncodedRows::build(field, &keys, &values, rows.len(), usize::MAX).unwrap();
             let expected = general(field, &keys, &values, rows.len());
+            let source = RowSource::new(field, keys, values, rows.len());
+            prop_assert!(source.scalars.is_some());
+            let encoded = EncodedRows::build(&source, usize::MAX).unwrap();
             prop_assert_eq!(encoded.span(0..rows.len()), &expected[..]);
             // Each row's span is that row alone.
             let mut joined = Vec::new();
             for r in 0..rows.len() {
                 joined.extend_from_slice(encoded.span(r..r + 1));
             }
-            prop_assert_eq!(joined, expected);
+            prop_assert_eq!(&joined, &expected);
+            // Rows written straight into a writer, a few at a time, are the same bytes.
+            let mut w = Writer::default();
+            let mut at = 0;
+            while at < rows.len() {
+                let end = (at + 3).min(rows.len());
+                source.write_rows(&mut w, at..end, |_| ()).unwrap();
+                at = end;
+            }
+            prop_assert_eq!(w.into_bytes(), expected);
         }
     }
 
@@ -608,7 +628,10 @@ mod tests {
         let t = table(&rows, false);
         let keys = KeyWriter::new(Col::of(&t, kind, consts::KEY).unwrap()).unwrap();
         let values = ValueView::of_table(&t, kind).unwrap();
-        assert!(EncodedRows::build(6, &keys, &values, rows.len(), 100).is_err());
-        assert!(EncodedRows::build(6, &keys, &values, rows.len(), 10_000).is_ok());
+        let source = RowSource::new(6, keys, values, rows.len());
+        assert!(EncodedRows::build(&source, 100).is_err());
+        assert!(EncodedRows::build(&source, 10_000).is_ok());
+        let mut w = Writer::default().with_limit(100);
+        assert!(source.write_rows(&mut w, 0..rows.len(), |_| ()).is_err());
     }
 }
