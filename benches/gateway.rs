@@ -28,6 +28,10 @@ use penstock_engine::pipeline::Pipeline;
 use penstock_engine::proto::BatchArrowRecords;
 use prost::Message;
 
+/// The gateway's allocator (see the `penstock` binary), so that these numbers are the product's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const RECORDS: usize = 4096;
 /// Distinct batches cycled through, as `penstock loadgen` does.
 const POOL: usize = 8;

@@ -20,6 +20,10 @@ use penstock_engine::otlp::json;
 use penstock_engine::pipeline::Pipeline;
 use prost::Message;
 
+/// The gateway's allocator (see the `penstock` binary), so that these numbers are the product's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn logs(items: usize) -> OtapBatch {
     let bytes = DataGen::new(1).logs(items).encode_to_vec();
     json::decode(Signal::Logs, &bytes).unwrap().remove(0)

@@ -20,6 +20,10 @@ use penstock_engine::otap::{EncodeOptions, OtapDecoder, OtapEncoder};
 use penstock_engine::otlp::{encode, json};
 use prost::Message;
 
+/// The gateway's allocator (see the `penstock` binary), so that these numbers are the product's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const ITEMS: usize = 4096;
 
 fn main() -> anyhow::Result<()> {
