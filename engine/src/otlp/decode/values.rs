@@ -421,10 +421,50 @@ impl KeyColumn {
     }
 }
 
+/// The `parent_id` column, in the width of the table's parent ids (Attrs16 or Attrs32), so the
+/// rows are written once in their final form.
+enum ParentIds {
+    Narrow(Vec<u16>),
+    Wide(Vec<u32>),
+}
+
+impl ParentIds {
+    /// Appends a parent id (a `UInt16` table's parents are record rows, below 65,536).
+    #[inline(always)]
+    fn push(&mut self, parent: u32) {
+        match self {
+            ParentIds::Narrow(ids) => ids.push(parent as u16),
+            ParentIds::Wide(ids) => ids.push(parent),
+        }
+    }
+
+    fn reserve(&mut self, rows: usize) {
+        match self {
+            ParentIds::Narrow(ids) => ids.reserve(rows),
+            ParentIds::Wide(ids) => ids.reserve(rows),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        match self {
+            ParentIds::Narrow(ids) => ids.is_empty(),
+            ParentIds::Wide(ids) => ids.is_empty(),
+        }
+    }
+
+    /// The column, leaving this one empty.
+    fn finish(&mut self) -> ArrayRef {
+        match self {
+            ParentIds::Narrow(ids) => Arc::new(UInt16Array::from(std::mem::take(ids))),
+            ParentIds::Wide(ids) => Arc::new(UInt32Array::from(std::mem::take(ids))),
+        }
+    }
+}
+
 /// Builds one attribute table.
 pub(crate) struct AttrsBuilder {
     table: PayloadType,
-    parent_id: Vec<u32>,
+    parent_id: ParentIds,
     key: KeyColumn,
     values: ValueColumns,
 }
@@ -433,7 +473,11 @@ impl AttrsBuilder {
     pub(crate) fn new(table: PayloadType) -> Self {
         AttrsBuilder {
             table,
-            parent_id: Vec::new(),
+            parent_id: if table.attrs_parent_is_u16() == Some(true) {
+                ParentIds::Narrow(Vec::new())
+            } else {
+                ParentIds::Wide(Vec::new())
+            },
             key: KeyColumn::default(),
             values: ValueColumns::default(),
         }
@@ -472,14 +516,7 @@ impl AttrsBuilder {
         if self.parent_id.is_empty() {
             return Ok(None);
         }
-        let parent_ids = std::mem::take(&mut self.parent_id);
-        let parent: ArrayRef = if self.table.attrs_parent_is_u16() == Some(true) {
-            Arc::new(UInt16Array::from_iter_values(
-                parent_ids.into_iter().map(|p| p as u16),
-            ))
-        } else {
-            Arc::new(UInt32Array::from(parent_ids))
-        };
+        let parent = self.parent_id.finish();
         let key = self.key.finish()?;
         let canonical = canonical_schema(self.table);
         let fields: Vec<Field> = canonical
