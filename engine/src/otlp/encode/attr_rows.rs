@@ -11,7 +11,6 @@
 //! per-row dispatch on column layouts and no copy calls for its parts. Other layouts go
 //! through the general column readers.
 
-use std::cell::Cell;
 use std::ops::Range;
 
 use arrow::array::{Array, StringArray, UInt8Array, UInt16Array};
@@ -28,31 +27,6 @@ pub(crate) struct EncodedRows {
     bytes: Vec<u8>,
     /// Row `r` is `bytes[ends[r]..ends[r + 1]]`.
     ends: Vec<u32>,
-}
-
-/// The largest buffer a thread keeps for its next encoded rows.
-const SPARE_MAX: usize = 16 << 20;
-
-thread_local! {
-    /// The buffer of this thread's last dropped encoded rows, reused by the next table: the
-    /// allocator then does not hand back (and fault in again) fresh pages for every batch.
-    static SPARE: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
-}
-
-impl Drop for EncodedRows {
-    fn drop(&mut self) {
-        let bytes = std::mem::take(&mut self.bytes);
-        if bytes.capacity() <= SPARE_MAX {
-            SPARE.with(|spare| {
-                let kept = spare.take();
-                spare.set(if kept.capacity() >= bytes.capacity() {
-                    kept
-                } else {
-                    bytes
-                });
-            });
-        }
-    }
 }
 
 /// The columns an attribute table's rows are encoded from, and the field number of their
@@ -174,9 +148,7 @@ impl EncodedRows {
                 .saturating_add(scalars.str_bytes() + STAGED),
             None => rows.saturating_mul(24),
         };
-        let mut buffer = SPARE.take();
-        buffer.clear();
-        buffer.reserve(capacity.min(limit).min(256 << 20));
+        let buffer = Vec::with_capacity(capacity.min(limit).min(256 << 20));
         let mut w = Writer::from_buffer(buffer).with_limit(limit.min(u32::MAX as usize));
         let mut ends = Vec::with_capacity(rows + 1);
         ends.push(0);
