@@ -5,12 +5,13 @@
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions, StructArray, new_null_array,
+    Array, ArrayRef, AsArray, DictionaryArray, RecordBatch, RecordBatchOptions, StructArray,
+    new_null_array,
 };
 use arrow::compute::{cast, concat};
 use arrow::datatypes::{
-    ArrowNativeTypeOp, ArrowPrimitiveType, DataType, Field, FieldRef, Fields, Schema, UInt16Type,
-    UInt32Type,
+    ArrowNativeTypeOp, ArrowPrimitiveType, DataType, Field, FieldRef, Fields, Schema, UInt8Type,
+    UInt16Type, UInt32Type,
 };
 use arrow::error::ArrowError;
 
@@ -404,12 +405,23 @@ fn concat_column(table: PayloadType, field: &Field, parts: &[RecordBatch]) -> Re
         concat(&refs)
     };
     let mut arrays = aligned(field.data_type())?;
-    if matches!(field.data_type(), DataType::Dictionary(..)) {
-        // A dictionary column stays one: the parts' values are merged (each value once) when
-        // together they would overflow the key type, and only when even the merged values do
-        // not fit does the column fall back to plain values. Keeping the dictionary spares the
-        // OTAP encoder a hash lookup per row.
-        if let Ok(joined) = join(&arrays) {
+    if let DataType::Dictionary(_, values) = field.data_type() {
+        // A dictionary column stays one when it can: keeping the dictionary spares the OTAP
+        // encoder a hash lookup per row. Arrow's concatenation copies the parts' values side
+        // by side when they fit the key type, and merges string and binary values (each value
+        // once) when they do not; any other overflowing case would fail inside Arrow, so it is
+        // decided here: parts sharing one values array keep it, and the rest become plain.
+        if dictionaries_fit(&arrays) {
+            return join(&arrays)
+                .map_err(|e| Error::arrow(format!("concatenating {table:?}.{}", field.name()), e));
+        }
+        if let Some(joined) = join_shared_values(&arrays) {
+            return joined;
+        }
+        if mergeable_values(values)
+            && !all_share_values(&arrays)
+            && let Ok(joined) = join(&arrays)
+        {
             return Ok(joined);
         }
         arrays = aligned(&plain_type(field.data_type()))?;
@@ -450,6 +462,53 @@ fn dictionaries_fit(arrays: &[ArrayRef]) -> bool {
         }),
         _ => true,
     }
+}
+
+/// Whether Arrow merges dictionary values of this type when concatenating (string and binary
+/// values; other dictionaries are copied side by side, which can overflow their keys).
+fn mergeable_values(values: &DataType) -> bool {
+    matches!(
+        values,
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Binary | DataType::LargeBinary
+    )
+}
+
+/// Whether every array is a dictionary and all share one values array (as the parts of a
+/// batch that was split do).
+fn all_share_values(arrays: &[ArrayRef]) -> bool {
+    let mut dictionaries = arrays.iter().map(|a| a.as_any_dictionary_opt());
+    let Some(Some(first)) = dictionaries.next() else {
+        return false;
+    };
+    let first = first.values().to_data();
+    dictionaries.all(|d| d.is_some_and(|d| d.values().to_data().ptr_eq(&first)))
+}
+
+/// Dictionaries (`UInt8` or `UInt16` keys) that all share one values array, joined by
+/// concatenating their keys over that array; None when the arrays are not such dictionaries.
+fn join_shared_values(arrays: &[ArrayRef]) -> Option<Result<ArrayRef>> {
+    if !all_share_values(arrays) {
+        return None;
+    }
+    let first = arrays.first()?.as_any_dictionary_opt()?;
+    let keys: Vec<&dyn Array> = arrays
+        .iter()
+        .filter_map(|a| a.as_any_dictionary_opt().map(|d| d.keys()))
+        .collect();
+    let values = Arc::clone(first.values());
+    let joined = match first.keys().data_type() {
+        DataType::UInt8 => concat(&keys).and_then(|keys| {
+            DictionaryArray::<UInt8Type>::try_new(keys.as_primitive().clone(), values)
+                .map(|d| Arc::new(d) as ArrayRef)
+        }),
+        DataType::UInt16 => concat(&keys).and_then(|keys| {
+            DictionaryArray::<UInt16Type>::try_new(keys.as_primitive().clone(), values)
+                .map(|d| Arc::new(d) as ArrayRef)
+        }),
+        // Wider keys address any values these batches can hold: the general path takes them.
+        _ => return None,
+    };
+    Some(joined.map_err(|e| Error::arrow("concatenating dictionary keys", e)))
 }
 
 /// `data_type` with every dictionary replaced by its value type.

@@ -12,7 +12,9 @@ use penstock_engine::otlp::json;
 use penstock_engine::proto::BatchArrowRecords;
 use std::sync::Arc;
 
-use arrow::array::{Array, DictionaryArray, RecordBatch, StringArray, UInt8Array};
+use arrow::array::{
+    Array, DictionaryArray, FixedSizeBinaryArray, RecordBatch, StringArray, UInt8Array,
+};
 use arrow::datatypes::UInt8Type;
 use penstock_engine::{OtapBatch, PayloadType, Signal, equiv};
 use prost::Message;
@@ -196,4 +198,73 @@ fn dictionaries_too_big_to_merge_become_plain_values() {
     assert_eq!(plain.len(), 400);
     assert_eq!(plain.value(0), "a0");
     assert_eq!(plain.value(399), "b199");
+}
+
+/// Scenario: two batches whose `severity_text` columns share one 8-bit-key dictionary of 200
+/// values (as the halves of a split batch do): together more entries than 8-bit keys can
+/// address if the values were copied side by side.
+/// Guarantees: the merged column keeps the one shared dictionary, every row its value.
+#[test]
+fn batches_sharing_one_dictionary_keep_it() {
+    let shared = severity_batch("s", 0..200);
+    let column = Arc::clone(
+        shared
+            .root()
+            .unwrap()
+            .column_by_name("severity_text")
+            .unwrap(),
+    );
+    let dictionary = column
+        .as_any()
+        .downcast_ref::<DictionaryArray<UInt8Type>>()
+        .unwrap();
+    let reversed = UInt8Array::from_iter_values((0..200).rev());
+    let other =
+        DictionaryArray::<UInt8Type>::try_new(reversed, Arc::clone(dictionary.values())).unwrap();
+    let table = RecordBatch::try_from_iter([("severity_text", Arc::new(other) as _)]).unwrap();
+    let mut second = OtapBatch::new(Signal::Logs);
+    second.set(PayloadType::Logs, table).unwrap();
+    let (merged, plain) = merged_severity(shared, second);
+    let merged = merged
+        .as_any()
+        .downcast_ref::<DictionaryArray<UInt8Type>>()
+        .expect("still an 8-bit-key dictionary");
+    assert_eq!(merged.values().len(), 200);
+    assert_eq!(plain.len(), 400);
+    assert_eq!(plain.value(0), "s0");
+    assert_eq!(plain.value(200), "s199");
+    assert_eq!(plain.value(399), "s0");
+}
+
+/// Scenario: two batches whose `trace_id` columns are 8-bit-key dictionaries of 200 distinct
+/// 16-byte ids each (values Arrow does not merge; together more than 8-bit keys can address).
+/// Guarantees: they concatenate as plain ids, every row keeping its id, without a panic.
+#[test]
+fn fixed_size_dictionaries_too_big_to_join_become_plain_values() {
+    let ids_batch = |first: u8| {
+        let ids: Vec<[u8; 16]> = (0..200u8)
+            .map(|i| [first, i, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1])
+            .collect();
+        let values = FixedSizeBinaryArray::try_from_iter(ids.into_iter()).unwrap();
+        let keys = UInt8Array::from_iter_values(0..200);
+        let column = DictionaryArray::<UInt8Type>::try_new(keys, Arc::new(values)).unwrap();
+        let table = RecordBatch::try_from_iter([("trace_id", Arc::new(column) as _)]).unwrap();
+        let mut batch = OtapBatch::new(Signal::Logs);
+        batch.set(PayloadType::Logs, table).unwrap();
+        batch
+    };
+    let mut concat = Concat::new(Signal::Logs);
+    concat.push(ids_batch(1)).unwrap();
+    concat.push(ids_batch(2)).unwrap();
+    let merged = concat.finish().unwrap();
+    let column = merged.root().unwrap().column_by_name("trace_id").unwrap();
+    let plain =
+        arrow::compute::cast(column, &arrow::datatypes::DataType::FixedSizeBinary(16)).unwrap();
+    let plain = plain
+        .as_any()
+        .downcast_ref::<FixedSizeBinaryArray>()
+        .unwrap();
+    assert_eq!(plain.len(), 400);
+    assert_eq!(plain.value(0)[..2], [1, 0]);
+    assert_eq!(plain.value(399)[..2], [2, 199]);
 }
