@@ -10,8 +10,8 @@ use arrow::array::{
 };
 use arrow::compute::{cast, concat};
 use arrow::datatypes::{
-    ArrowNativeTypeOp, ArrowPrimitiveType, DataType, Field, FieldRef, Fields, Schema, UInt8Type,
-    UInt16Type, UInt32Type,
+    ArrowDictionaryKeyType, ArrowNativeTypeOp, ArrowPrimitiveType, DataType, Field, FieldRef,
+    Fields, Schema, UInt8Type, UInt16Type, UInt32Type,
 };
 use arrow::error::ArrowError;
 
@@ -497,18 +497,22 @@ fn join_shared_values(arrays: &[ArrayRef]) -> Option<Result<ArrayRef>> {
         .collect();
     let values = Arc::clone(first.values());
     let joined = match first.keys().data_type() {
-        DataType::UInt8 => concat(&keys).and_then(|keys| {
-            DictionaryArray::<UInt8Type>::try_new(keys.as_primitive().clone(), values)
-                .map(|d| Arc::new(d) as ArrayRef)
-        }),
-        DataType::UInt16 => concat(&keys).and_then(|keys| {
-            DictionaryArray::<UInt16Type>::try_new(keys.as_primitive().clone(), values)
-                .map(|d| Arc::new(d) as ArrayRef)
-        }),
+        DataType::UInt8 => over_values::<UInt8Type>(&keys, values),
+        DataType::UInt16 => over_values::<UInt16Type>(&keys, values),
         // Wider keys address any values these batches can hold: the general path takes them.
         _ => return None,
     };
     Some(joined.map_err(|e| Error::arrow("concatenating dictionary keys", e)))
+}
+
+/// The concatenation of `keys` (of type `K`) as a dictionary over `values`.
+fn over_values<K: ArrowDictionaryKeyType>(
+    keys: &[&dyn Array],
+    values: ArrayRef,
+) -> std::result::Result<ArrayRef, ArrowError> {
+    let keys = concat(keys)?;
+    let dictionary = DictionaryArray::<K>::try_new(keys.as_primitive::<K>().clone(), values)?;
+    Ok(Arc::new(dictionary))
 }
 
 /// `data_type` with every dictionary replaced by its value type.
