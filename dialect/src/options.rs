@@ -23,6 +23,8 @@ pub enum OptionType {
     Bool,
     /// One of these strings.
     Choice(&'static [&'static str]),
+    /// A gRPC endpoint URL: `http://host:port` or `https://host:port`.
+    Endpoint,
 }
 
 /// One option a source or sink kind accepts.
@@ -162,7 +164,7 @@ pub fn sink_options(kind: SinkKind) -> Vec<OptionSpec> {
         SinkKind::Otap => vec![
             opt(
                 "endpoint",
-                Str,
+                Endpoint,
                 true,
                 "http://host:port or https://host:port",
             ),
@@ -192,7 +194,7 @@ pub fn sink_options(kind: SinkKind) -> Vec<OptionSpec> {
         SinkKind::Otlp => vec![
             opt(
                 "endpoint",
-                Str,
+                Endpoint,
                 true,
                 "http://host:port or https://host:port",
             ),
@@ -419,6 +421,16 @@ pub(crate) fn validate(
                 OptionValue::Str(lower)
             }
             (Choice(choices), _) => return Err(bad(&quoted_choices(choices))),
+            (Endpoint, Some(Literal::Str(s))) => {
+                check_endpoint(&s).map_err(|why| {
+                    Located::at(
+                        at,
+                        format!("option '{name}' '{s}' is not an endpoint: {why}"),
+                    )
+                })?;
+                OptionValue::Str(s)
+            }
+            (Endpoint, _) => return Err(bad("a 'http://host:port' or 'https://host:port'")),
         };
         options.insert(name, value);
     }
@@ -437,7 +449,105 @@ pub(crate) fn validate(
     Ok(Options(options))
 }
 
+/// Checks a gRPC endpoint: scheme `http` or `https`, a host, an optional port from 1 to
+/// 65535 (80 or 443 without one), and no path, query or credentials.
+pub fn check_endpoint(url: &str) -> Result<(), String> {
+    let (scheme, rest) = url.split_once("://").ok_or_else(|| {
+        format!("it has no scheme; write 'http://{url}' (or 'https://{url}' for TLS)")
+    })?;
+    if scheme != "http" && scheme != "https" {
+        return Err(format!("the scheme must be http or https, not '{scheme}'"));
+    }
+    let authority = match rest.split_once(['/', '?', '#']) {
+        None => rest,
+        Some((authority, "")) if rest.ends_with('/') => authority,
+        Some(_) => {
+            return Err(
+                "a gRPC endpoint has no path or query: give only scheme://host:port".into(),
+            );
+        }
+    };
+    if authority.contains('@') {
+        return Err("credentials do not go in the endpoint: use the auth_token option".into());
+    }
+    let (host, port) = if let Some(bracketed) = authority.strip_prefix('[') {
+        let (host, after) = bracketed
+            .split_once(']')
+            .ok_or("an IPv6 address needs its closing ']'")?;
+        match after {
+            "" => (host, None),
+            _ => (
+                host,
+                Some(
+                    after
+                        .strip_prefix(':')
+                        .ok_or("expected ':' and a port after ']'")?,
+                ),
+            ),
+        }
+    } else {
+        match authority.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (authority, None),
+        }
+    };
+    if host.is_empty() {
+        return Err("it has no host".into());
+    }
+    let host_ok = host
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':' | '%'));
+    if !host_ok {
+        return Err(format!("'{host}' is not a host name or address"));
+    }
+    if let Some(port) = port {
+        match port.parse::<u16>() {
+            Ok(p) if p > 0 => {}
+            _ => {
+                return Err(format!(
+                    "the port must be a number from 1 to 65535, not '{port}'"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 fn quoted_choices(choices: &[&str]) -> String {
     let quoted: Vec<String> = choices.iter().map(|c| format!("'{c}'")).collect();
     format!("one of {}", quoted.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_endpoint;
+
+    #[test]
+    fn endpoints_need_a_scheme_a_host_and_a_valid_port() {
+        for good in [
+            "http://127.0.0.1:4317",
+            "https://collector.example.com:443",
+            "https://collector.example.com",
+            "http://[::1]:4317",
+            "http://localhost:4317/",
+        ] {
+            assert_eq!(check_endpoint(good), Ok(()), "{good}");
+        }
+        for bad in [
+            "127.0.0.1:4317",
+            "localhost",
+            "grpc://h:1",
+            "http://",
+            "http://:4317",
+            "http://h:0",
+            "http://h:65536",
+            "http://h:port",
+            "http://h:4317/v1/logs",
+            "http://user:pw@h:4317",
+            "http://[::1:4317",
+            "http://h h:1",
+        ] {
+            assert!(check_endpoint(bad).is_err(), "{bad} was accepted");
+        }
+    }
 }

@@ -37,6 +37,26 @@ const CASES: &[(&str, &str)] = &[
         "duration too long",
         "CREATE SINK y TO OTLP WITH (endpoint = 'http://h:1', timeout = '99999999999999999999h');",
     ),
+    (
+        "endpoint without scheme",
+        "CREATE SINK y TO OTLP WITH (endpoint = '127.0.0.1:4317');",
+    ),
+    (
+        "endpoint with another scheme",
+        "CREATE SINK y TO OTAP WITH (endpoint = 'grpc://collector:4317');",
+    ),
+    (
+        "endpoint without host",
+        "CREATE SINK y TO OTLP WITH (endpoint = 'http://:4317');",
+    ),
+    (
+        "endpoint with a bad port",
+        "CREATE SINK y TO OTLP WITH (endpoint = 'http://collector:70000');",
+    ),
+    (
+        "endpoint with a path",
+        "CREATE SINK y TO OTLP WITH (endpoint = 'https://collector:4317/v1/logs');",
+    ),
     ("duplicate sink", "CREATE SINK out TO CONSOLE;"),
     ("unknown statement", "DROP TABLE logs;"),
     (

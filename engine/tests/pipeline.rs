@@ -264,7 +264,8 @@ END;";
         .err()
         .expect("fails to plan")
         .to_string();
-    assert!(err.starts_with("bad.sql:3:3: "), "{err}");
+    // The error points at the expression.
+    assert!(err.starts_with("bad.sql:3:26: "), "{err}");
     assert!(err.contains("no_such_function"), "{err}");
     let sql = "CREATE SOURCE src FROM FILE WITH (path = 'x');
 CREATE PIPELINE p FROM src AS BEGIN

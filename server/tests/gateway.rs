@@ -450,12 +450,13 @@ fn sighup_swaps_in_valid_pipelines_and_keeps_the_old_ones_on_errors() {
         out.display()
     );
     let file = dir.join("reload.sql");
-    let gateway = Gateway::start(
+    let gateway = Gateway::start_with(
         &dir,
         "reload",
         &format!(
             "{header}\nCREATE PIPELINE p FROM edge AS BEGIN INSERT INTO received SELECT * FROM logs; END;"
         ),
+        &["--admin-listen", "127.0.0.1:0"],
     );
     let url = gateway.url();
     let mut data = DataGen::new(21);
@@ -493,6 +494,20 @@ fn sighup_swaps_in_valid_pipelines_and_keeps_the_old_ones_on_errors() {
         failed.contains("logz") && failed.contains(":4:"),
         "{failed}"
     );
+    // A statement that would fail on every batch is refused as `check` refuses it.
+    std::fs::write(
+        &file,
+        format!(
+            "{header}\nCREATE PIPELINE p FROM edge AS BEGIN\n  DELETE FROM logs WHERE severity_number = 'ERROR';\nEND;"
+        ),
+    )
+    .unwrap();
+    gateway.hang_up();
+    let failed = gateway.wait_for_line("reload failed");
+    assert!(
+        failed.contains(":4:26:") && failed.contains("did you mean severity_text?"),
+        "{failed}"
+    );
     let moved = header.replace("received.jsonl", "elsewhere.jsonl");
     std::fs::write(&file, format!("{moved}\nCREATE PIPELINE p FROM edge AS BEGIN INSERT INTO received SELECT * FROM logs; END;")).unwrap();
     gateway.hang_up();
@@ -508,6 +523,14 @@ fn sighup_swaps_in_valid_pipelines_and_keeps_the_old_ones_on_errors() {
         panic!("{diff}");
     }
     assert_eq!(want.len(), got.len());
+    assert_eq!(
+        gateway.metric("penstock_reloads_total{result=\"accepted\"}"),
+        1.0
+    );
+    assert_eq!(
+        gateway.metric("penstock_reloads_total{result=\"refused\"}"),
+        3.0
+    );
 }
 
 #[test]
@@ -543,4 +566,33 @@ fn loadgen_reports_errors_and_ends_when_the_gateway_ends_its_otap_stream() {
         .unwrap_or_else(|| panic!("no error count in {stdout}"));
     assert_eq!(errors, 40, "every batch is an error: {stdout}");
     assert!(stdout.contains("first error:"), "{stdout}");
+}
+
+#[test]
+fn a_statement_failing_on_a_batch_is_named_counted_and_refused_to_the_sender() {
+    let dir = temp_dir("statement-fails");
+    let gateway = Gateway::start_with(
+        &dir,
+        "fails",
+        "CREATE SOURCE edge FROM GRPC WITH (listen = '127.0.0.1:0');
+CREATE SINK out TO CONSOLE WITH (limit = 0);
+CREATE PIPELINE p FROM edge AS BEGIN
+  UPDATE logs SET attributes['at'] = to_timestamp(body);
+  INSERT INTO out SELECT * FROM logs;
+END;",
+        &["--admin-listen", "127.0.0.1:0"],
+    );
+    // Bodies are not times: the statement fails on the batch, which is refused.
+    let request = DataGen::new(5).logs(50);
+    let error = block_on(export_otlp(&gateway.url(), request)).unwrap_err();
+    assert_eq!(error.code(), tonic::Code::Internal);
+    assert!(error.message().contains("fails.sql:4:3:"), "{error:?}");
+    assert!(error.message().contains("to_timestamp(body)"), "{error:?}");
+    let errors =
+        "penstock_pipeline_errors_total{pipeline=\"p\",statement=\"1\",step=\"update logs 4\"}";
+    gateway.wait_until("the failure counted", |g| g.metric(errors) == 1.0);
+    assert_eq!(
+        gateway.metric("penstock_source_failures_total{source=\"edge\"}"),
+        1.0
+    );
 }

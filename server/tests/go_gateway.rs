@@ -10,7 +10,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -23,23 +23,8 @@ use penstock_engine::datagen::DataGen;
 use penstock_engine::equiv;
 use prost::Message;
 
+use common::go::{interop_binary, tagged_frames};
 use common::{Gateway, RENAME_AND_FILTER, expected, temp_dir};
-
-/// Builds the Go helper, or returns None (with the reason printed) without Go.
-fn interop_binary() -> Option<PathBuf> {
-    if Command::new("go").arg("version").output().is_err() {
-        println!("skipped: the Go toolchain is not installed");
-        return None;
-    }
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/interop-go");
-    let status = Command::new("go")
-        .args(["build", "-o", "bin/otap-interop", "."])
-        .current_dir(&dir)
-        .status()
-        .unwrap();
-    assert!(status.success(), "go build of tests/interop-go failed");
-    Some(dir.join("bin/otap-interop"))
-}
 
 /// The reference receiver (`otap-interop serve`): the batches it acknowledged, by signal.
 struct Receiver {
@@ -57,25 +42,7 @@ impl Receiver {
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        out.read_line(&mut line).unwrap();
-        let addr = line.trim().strip_prefix("listening ").unwrap().to_string();
-        let (tx, batches) = mpsc::channel();
-        std::thread::spawn(move || {
-            loop {
-                let mut len = [0u8; 4];
-                if out.read_exact(&mut len).is_err() {
-                    break;
-                }
-                let mut frame = vec![0u8; u32::from_le_bytes(len) as usize];
-                out.read_exact(&mut frame).unwrap();
-                let otlp = frame.split_off(1);
-                if tx.send((frame[0], otlp)).is_err() {
-                    break;
-                }
-            }
-        });
+        let (addr, batches) = tagged_frames(child.stdout.take().unwrap());
         Receiver {
             child,
             addr,

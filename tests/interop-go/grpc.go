@@ -57,7 +57,7 @@ func (c zstdCompressor) Decompress(r io.Reader) (io.Reader, error) {
 }
 
 func init() {
-	encoding.RegisterCompressor(zstdCompressor{name: "zstd", level: zstd.SpeedDefault})
+	// "zstd" itself is the Collector-style pooled compressor in zstd.go.
 	// The otelarrow exporter's names: zstdarrow1 (fastest) .. zstdarrow10.
 	for level := 1; level <= 10; level++ {
 		encoding.RegisterCompressor(zstdCompressor{

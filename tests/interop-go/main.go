@@ -11,6 +11,7 @@
 //	otap-interop consume -signal logs|traces|metrics
 //	otap-interop send -signal logs|traces|metrics -addr HOST:PORT [-compression zstdarrow1] [-token T -token-in metadata|headers]
 //	otap-interop serve [-listen 127.0.0.1:0]
+//	otap-interop serve-otlp [-listen 127.0.0.1:0] [-warning TEXT]
 //	otap-interop selftest
 package main
 
@@ -53,6 +54,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdSend(rest, stdin, stdout, stderr)
 	case "serve":
 		err = cmdServe(rest, stdin, stdout, stderr)
+	case "serve-otlp":
+		err = cmdServeOTLP(rest, stdin, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		usage(stdout)
 		return exitOK
@@ -90,6 +93,12 @@ func usage(w io.Writer) {
   otap-interop serve [-listen 127.0.0.1:0]
       serves the three Arrow services until stdin closes; stdout: "listening ADDR", then
       one frame per acknowledged batch: a signal byte (0 logs, 1 traces, 2 metrics) + OTLP
+  otap-interop serve-otlp [-listen 127.0.0.1:0] [-warning TEXT]
+      serves OTLP/gRPC (LogsService, TraceService, MetricsService Export; gzip, zstd or
+      none) until stdin closes; stdout: "listening ADDR", then one frame per accepted
+      Export: a signal byte (0 logs, 1 traces, 2 metrics) + the Export*ServiceRequest;
+      stderr at exit: the exports and items accepted per signal. -warning: every response
+      carries a partial success rejecting nothing, with TEXT as its message
   otap-interop selftest
       round-trips built-in sample data through produce and consume
 

@@ -1,18 +1,27 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	arrowpb "github.com/open-telemetry/otel-arrow/go/api/experimental/arrow/v1"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
+	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -377,4 +386,185 @@ func TestSelftest(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log(summary)
+}
+
+// responseStats records, for a grpc-go client, the compression each response came with and
+// the sizes of its messages.
+type responseStats struct {
+	mu          sync.Mutex
+	compression []string // per response: its grpc-encoding ("" for none)
+	payloads    [][2]int // per response message: uncompressed and compressed length
+}
+
+func (s *responseStats) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context {
+	return ctx
+}
+
+func (s *responseStats) HandleRPC(_ context.Context, rs stats.RPCStats) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch in := rs.(type) {
+	case *stats.InHeader:
+		s.compression = append(s.compression, in.Compression)
+	case *stats.InPayload:
+		s.payloads = append(s.payloads, [2]int{in.Length, in.CompressedLength})
+	}
+}
+
+func (s *responseStats) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
+	return ctx
+}
+
+func (s *responseStats) HandleConn(context.Context, stats.ConnStats) {}
+
+// last returns the last response's compression and message sizes.
+func (s *responseStats) last(t *testing.T) (string, [2]int) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.compression) == 0 || len(s.payloads) == 0 {
+		t.Fatal("no response recorded")
+	}
+	return s.compression[len(s.compression)-1], s.payloads[len(s.payloads)-1]
+}
+
+// TestServeOTLP exports every signal to serve-otlp with grpc-go clients, uncompressed, gzip
+// and zstd: every Export is written out as one frame holding the request, the counts add up,
+// and the responses (never empty, even without a warning) come back compressed as the
+// requests were.
+func TestServeOTLP(t *testing.T) {
+	for _, warning := range []string{"", "kept everything, mind the clock skew"} {
+		t.Run(fmt.Sprintf("warning=%q", warning), func(t *testing.T) {
+			stdinR, stdinW := io.Pipe()
+			stdoutR, stdoutW := io.Pipe()
+			var stderr bytes.Buffer
+			done := make(chan int, 1)
+			go func() {
+				code := run([]string{"serve-otlp", "-warning", warning}, stdinR, stdoutW, &stderr)
+				stdoutW.Close()
+				done <- code
+			}()
+			defer stdinW.Close()
+			out := bufio.NewReader(stdoutR)
+			line, err := out.ReadString('\n')
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening ")
+			if !ok {
+				t.Fatalf("first line %q", line)
+			}
+			frames := make(chan []byte, 64)
+			go func() {
+				defer close(frames)
+				fr := newFrameReader(out)
+				for {
+					frame, err := fr.next()
+					if err != nil {
+						return
+					}
+					frames <- frame
+				}
+			}()
+
+			rs := &responseStats{}
+			conn, err := grpc.NewClient(addr,
+				grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithStatsHandler(rs))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+
+			var wantItems [3]int
+			exports := 0
+			for _, compression := range []string{"none", "gzip", "zstd"} {
+				var opts []grpc.CallOption
+				if compression != "none" {
+					opts = append(opts, grpc.UseCompressor(compression))
+				}
+				for batch, sig := range []*signal{logsSignal, tracesSignal, metricsSignal} {
+					var body []byte
+					var message string
+					var err error
+					switch sig {
+					case logsSignal:
+						req := plogotlp.NewExportRequestFromLogs(sampleLogs(batch))
+						wantItems[tagLogs] += req.Logs().LogRecordCount()
+						body, _ = req.MarshalProto()
+						var resp plogotlp.ExportResponse
+						resp, err = plogotlp.NewGRPCClient(conn).Export(ctx, req, opts...)
+						message = resp.PartialSuccess().ErrorMessage()
+					case tracesSignal:
+						req := ptraceotlp.NewExportRequestFromTraces(sampleTraces(batch))
+						wantItems[tagTraces] += req.Traces().SpanCount()
+						body, _ = req.MarshalProto()
+						var resp ptraceotlp.ExportResponse
+						resp, err = ptraceotlp.NewGRPCClient(conn).Export(ctx, req, opts...)
+						message = resp.PartialSuccess().ErrorMessage()
+					default:
+						req := pmetricotlp.NewExportRequestFromMetrics(sampleMetrics(batch))
+						wantItems[tagMetrics] += req.Metrics().DataPointCount()
+						body, _ = req.MarshalProto()
+						var resp pmetricotlp.ExportResponse
+						resp, err = pmetricotlp.NewGRPCClient(conn).Export(ctx, req, opts...)
+						message = resp.PartialSuccess().ErrorMessage()
+					}
+					if err != nil {
+						t.Fatalf("%s/%s: %v", compression, sig.name, err)
+					}
+					exports++
+					if message != warning {
+						t.Errorf("%s/%s: partial success message %q, want %q", compression, sig.name, message, warning)
+					}
+					frame, ok := <-frames
+					if !ok {
+						t.Fatalf("%s/%s: no frame", compression, sig.name)
+					}
+					if want := byte(batch); frame[0] != want {
+						t.Errorf("%s/%s: signal byte %d, want %d", compression, sig.name, frame[0], want)
+					}
+					if !bytes.Equal(frame[1:], body) {
+						if err := equivalent(sig, body, frame[1:]); err != nil {
+							t.Errorf("%s/%s: the frame differs from the request: %v", compression, sig.name, err)
+						}
+					}
+
+					// grpc-go answers with the request's compressor. The response message is
+					// never empty: pdata writes the empty partial_success field (0a 00).
+					encoding, sizes := rs.last(t)
+					wantEncoding := compression
+					if compression == "none" {
+						wantEncoding = ""
+					}
+					if encoding != wantEncoding {
+						t.Errorf("%s/%s: response grpc-encoding %q, want %q", compression, sig.name, encoding, wantEncoding)
+					}
+					switch {
+					case warning == "" && sizes[0] != 2, warning != "" && sizes[0] <= len(warning):
+						t.Errorf("%s/%s: response message of %d bytes", compression, sig.name, sizes[0])
+					case compression == "none" && sizes[0] != sizes[1]:
+						t.Errorf("%s/%s: uncompressed response sizes %v", compression, sig.name, sizes)
+					case compression != "none" && sizes[0] == sizes[1]:
+						t.Errorf("%s/%s: response sizes %v: not compressed", compression, sig.name, sizes)
+					}
+				}
+			}
+
+			stdinW.Close()
+			if code := <-done; code != exitOK {
+				t.Fatalf("exit status %d; stderr: %s", code, stderr.String())
+			}
+			if extra, ok := <-frames; ok {
+				t.Errorf("an extra frame of %d bytes", len(extra))
+			}
+			summary := strings.TrimSpace(stderr.String())
+			want := fmt.Sprintf("serve-otlp: logs 3 exports, %d log records; traces 3 exports, %d spans; metrics 3 exports, %d data points",
+				wantItems[tagLogs], wantItems[tagTraces], wantItems[tagMetrics])
+			if summary != want || exports != 9 {
+				t.Errorf("summary %q, want %q (%d exports)", summary, want, exports)
+			}
+		})
+	}
 }

@@ -196,6 +196,16 @@ impl Aggregation {
                         )?),
                         _ => None,
                     };
+                    if let Some(arg) = &arg
+                        && matches!(func, Func::Sum | Func::Avg | Func::Min | Func::Max)
+                        && !arg.data_type.is_numeric()
+                        && arg.data_type != DataType::Null
+                    {
+                        return Err(plan_error(format!(
+                            "`{}` needs numbers, and `{}` is {}: write TRY_CAST({} AS DOUBLE) to read it as one (NULL where it is not)",
+                            e.original, arg.sql, arg.data_type, arg.sql
+                        )));
+                    }
                     compiled.push(Output::Aggregate {
                         name: name.clone(),
                         func,

@@ -11,6 +11,17 @@ pub enum PipelineError {
         /// What is wrong.
         message: String,
     },
+    /// A statement failed on a batch.
+    #[error("{origin}: statement `{sql}` failed: {source}")]
+    Statement {
+        /// `file:line:column` of the statement.
+        origin: String,
+        /// The statement.
+        sql: String,
+        /// What failed.
+        #[source]
+        source: Box<PipelineError>,
+    },
     /// A step failed on a batch.
     #[error("{0}")]
     Execute(String),

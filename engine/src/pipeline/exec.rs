@@ -5,7 +5,7 @@ use std::time::SystemTime;
 
 use arrow::array::{ArrayRef, BooleanArray};
 use arrow::buffer::BooleanBuffer;
-use arrow::compute::{can_cast_types, not};
+use arrow::compute::not;
 use arrow::datatypes::DataType;
 use datafusion::execution::context::SessionState;
 use datafusion::prelude::SessionContext;
@@ -14,7 +14,7 @@ use penstock_dialect::{Program, SetTarget, Step, StepKind};
 
 use super::aggregate::{Aggregation, Output, Statement};
 use super::error::{PipelineError, Result};
-use super::expr::{CompiledExpr, compile};
+use super::expr::{CompiledExpr, compile, compile_into};
 use super::filter::keep_rows;
 use super::rows::{Rows, attrs_of, signal_of, spaces};
 use super::update::{set_attr, set_field, set_metric_field};
@@ -33,6 +33,8 @@ pub struct StepStats {
     pub rows_out: u64,
     /// Rows it removed (deletes).
     pub rows_dropped: u64,
+    /// Batches it failed on.
+    pub errors: u64,
 }
 
 /// What one batch produced.
@@ -148,22 +150,14 @@ fn compile_step(state: &SessionState, step: &Step, pipeline: &str) -> Result<Op>
             let filter = compile_filter(state, step, filter)?;
             let mut sets = Vec::new();
             for a in assignments {
-                let value = compile(state, &a.value, &step.origin.to_string())?;
-                match &a.target {
+                let origin = step.origin.to_string();
+                let value = match &a.target {
                     SetTarget::Field(field) => {
                         let target = data_type(field.ty);
-                        if !can_cast_types(&value.data_type, &target) {
-                            return Err(plan_error(
-                                step,
-                                format!(
-                                    "{} is {target} and cannot take `{}` ({})",
-                                    field.name, a.value.original, value.data_type
-                                ),
-                            ));
-                        }
+                        compile_into(state, &a.value, &origin, Some((&target, field.name)))?
                     }
-                    SetTarget::Attr { .. } => {}
-                }
+                    SetTarget::Attr { .. } => compile(state, &a.value, &origin)?,
+                };
                 sets.push((a.target.clone(), value));
             }
             Op::Update { filter, sets }
@@ -309,14 +303,33 @@ impl Pipeline {
 
     /// Runs every step on `batch`. Aggregations fold the batch into their open windows; see
     /// [`Pipeline::close_windows`].
+    /// A statement that fails fails the batch: the error names the statement's
+    /// `file:line:column`, and the statement counts it in [`StepStats::errors`].
     pub fn run(&mut self, batch: OtapBatch) -> Result<RunOutput> {
+        let mut at = 0;
+        self.run_steps(batch, &mut at).map_err(|source| {
+            let Some(failed) = self.steps.get_mut(at) else {
+                return source;
+            };
+            failed.stats.errors += 1;
+            PipelineError::Statement {
+                origin: failed.step.origin.to_string(),
+                sql: failed.step.sql.clone(),
+                source: Box::new(source),
+            }
+        })
+    }
+
+    /// Runs the steps; `at` follows the step running.
+    fn run_steps(&mut self, batch: OtapBatch, at: &mut usize) -> Result<RunOutput> {
         let mut batch = batch;
         let now = nanos_since_epoch(SystemTime::now());
         let mut out = RunOutput::default();
         // Per row space: which rows were routed somewhere.
         let mut routed: HashMap<PayloadType, Vec<bool>> = HashMap::new();
         let mut has_route = false;
-        for compiled in &mut self.steps {
+        for (index, compiled) in self.steps.iter_mut().enumerate() {
+            *at = index;
             let table = compiled.step.table;
             if signal_of(table) != batch.signal() {
                 continue;

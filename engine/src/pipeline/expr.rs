@@ -6,14 +6,18 @@ use arrow::array::{Array, ArrayRef, AsArray, BooleanArray};
 use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::DFSchema;
 use datafusion::execution::context::SessionState;
-use datafusion::logical_expr::Expr;
+use datafusion::logical_expr::simplify::SimplifyContext;
+use datafusion::logical_expr::{Cast, Expr, ExprSchemable};
+use datafusion::optimizer::simplify_expressions::ExprSimplifier;
 use datafusion::physical_expr::PhysicalExpr;
+use datafusion::sql::sqlparser::ast::Spanned;
 use datafusion::sql::sqlparser::ast::{Expr as SqlExpr, ExprWithAlias};
 use penstock_dialect::ResolvedExpr;
 use penstock_dialect::model::ColumnRef;
 
 use super::error::{PipelineError, Result};
 use super::rows::Rows;
+use super::typecheck;
 use super::view::{assemble, schema_of};
 
 /// An expression ready to evaluate on the rows of a batch.
@@ -34,12 +38,25 @@ pub(crate) fn compile(
     expr: &ResolvedExpr,
     origin: &str,
 ) -> Result<CompiledExpr> {
+    compile_into(state, expr, origin, None)
+}
+
+/// Plans `expr`; with a `target` (the type of the column written, and its name), its values
+/// are converted to that type, strictly (a value that does not fit is an error, never zero or
+/// NULL), and a value that can never fit is a planning error.
+pub(crate) fn compile_into(
+    state: &SessionState,
+    expr: &ResolvedExpr,
+    origin: &str,
+    target: Option<(&DataType, &str)>,
+) -> Result<CompiledExpr> {
     let plan_error = |message: String| PipelineError::Plan {
-        origin: origin.to_string(),
+        origin: at_expression(origin, &expr.original),
         message: format!("in `{}`: {message}", expr.original),
     };
     let schema = schema_of(&expr.columns);
-    let (physical, data_type) = plan(state, &expr.expr, &schema).map_err(plan_error)?;
+    let (physical, data_type) =
+        plan_into(state, &expr.expr, &schema, target).map_err(plan_error)?;
     Ok(CompiledExpr {
         sql: expr.original.to_string(),
         columns: expr.columns.clone(),
@@ -49,15 +66,37 @@ pub(crate) fn compile(
     })
 }
 
+/// `origin` (`file:line:column` of a statement) moved to where `expr` starts, when known.
+fn at_expression(origin: &str, expr: &SqlExpr) -> String {
+    let start = expr.span().start;
+    let file = origin.rsplitn(3, ':').nth(2);
+    match file {
+        Some(file) if start.line > 0 => format!("{file}:{}:{}", start.line, start.column),
+        _ => origin.to_string(),
+    }
+}
+
 /// Plans the SQL expression `expr` over the columns of `schema`: its physical form and the
-/// type of its result, or DataFusion's reason why not.
+/// type of its result, or the reason why not.
 pub(crate) fn plan(
     state: &SessionState,
     expr: &SqlExpr,
     schema: &SchemaRef,
 ) -> std::result::Result<(Arc<dyn PhysicalExpr>, DataType), String> {
+    plan_into(state, expr, schema, None)
+}
+
+/// Plans as the session plans a query's expressions (type coercion, then simplification),
+/// refusing what would fail or change values at run time (see [`typecheck`]); with a
+/// `target`, the value is converted to that type.
+pub(crate) fn plan_into(
+    state: &SessionState,
+    expr: &SqlExpr,
+    schema: &SchemaRef,
+    target: Option<(&DataType, &str)>,
+) -> std::result::Result<(Arc<dyn PhysicalExpr>, DataType), String> {
     let df_schema = DFSchema::try_from(Arc::clone(schema)).map_err(|e| clean(&e))?;
-    let logical: Expr = state
+    let mut logical: Expr = state
         .create_logical_expr_from_sql_expr(
             ExprWithAlias {
                 expr: expr.clone(),
@@ -66,10 +105,32 @@ pub(crate) fn plan(
             &df_schema,
         )
         .map_err(|e| clean(&e))?;
+    typecheck::check_comparisons(&logical, &df_schema)?;
+    typecheck::check_sizes(state, &logical)?;
+    if let Some((target, column)) = target {
+        typecheck::check_assignment(&logical, &df_schema, target, column)?;
+        if logical.get_type(&df_schema).ok().as_ref() != Some(target) {
+            logical = Expr::Cast(Cast::new(Box::new(logical), target.clone()));
+        }
+    }
+    let context = SimplifyContext::builder()
+        .with_schema(Arc::new(df_schema.clone()))
+        .with_config_options(Arc::clone(state.config_options()))
+        .build();
+    let simplifier = ExprSimplifier::new(context);
+    let coerced = simplifier
+        .coerce(logical.clone(), &df_schema)
+        .map_err(|e| clean(&e))?;
+    typecheck::check_implicit_casts(&coerced, &logical, &df_schema)?;
+    let simplified = simplifier
+        .simplify(coerced)
+        .map_err(|e| format!("cannot be computed: {}", clean(&e)))?;
+    typecheck::check_constants(state, &simplified)?;
     let physical = state
-        .create_physical_expr(logical, &df_schema)
+        .create_physical_expr(simplified, &df_schema)
         .map_err(|e| clean(&e))?;
     let data_type = physical.data_type(schema).map_err(|e| clean(&e))?;
+    typecheck::check_on_nulls(&physical, schema)?;
     Ok((physical, data_type))
 }
 
@@ -81,6 +142,7 @@ fn clean(e: &datafusion::error::DataFusionError) -> String {
         "Error during planning: ",
         "Schema error: ",
         "This feature is not implemented: ",
+        "Arrow error: ",
     ] {
         text = text.strip_prefix(prefix).unwrap_or(text);
     }

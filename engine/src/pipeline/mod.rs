@@ -17,6 +17,7 @@ mod filter;
 mod metric_split;
 mod project;
 mod rows;
+mod typecheck;
 mod update;
 mod view;
 mod windows;

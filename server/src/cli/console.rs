@@ -13,6 +13,9 @@ pub fn render(sink: &str, batch: &OtapBatch, limit: usize) -> anyhow::Result<Str
         other => other,
     };
     let mut out = format!("[{sink}] {items} {kind}\n");
+    if limit == 0 {
+        return Ok(out);
+    }
     let json: Value = serde_json::from_str(&to_line(batch)?)?;
     let mut shown = 0;
     for (resources, scopes, records) in [

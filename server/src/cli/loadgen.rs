@@ -52,7 +52,20 @@ struct Results {
     latencies: Vec<Duration>,
     records: u64,
     errors: u64,
+    /// Requests refused with a retryable status and sent again.
+    refusals: u64,
     first_error: Option<String>,
+}
+
+/// Times a refused OTLP request is sent again before it counts as an error.
+const MAX_RETRIES: u64 = 1000;
+
+/// Whether a refusal is worth sending again.
+fn retryable(code: tonic::Code) -> bool {
+    matches!(
+        code,
+        tonic::Code::ResourceExhausted | tonic::Code::Unavailable
+    )
 }
 
 /// Runs the load and prints the results.
@@ -130,11 +143,12 @@ async fn load(options: LoadOptions) -> anyhow::Result<()> {
     };
     let rate = results.records as f64 / elapsed.as_secs_f64();
     println!(
-        "{} {} records acknowledged in {:.2} s: {:.0} records/s; {} errors",
+        "{} {} records acknowledged in {:.2} s: {:.0} records/s; {} refusals sent again; {} errors",
         results.records,
         options.signal.name(),
         elapsed.as_secs_f64(),
         rate,
+        results.refusals,
         results.errors
     );
     println!(
@@ -203,18 +217,34 @@ async fn otlp_requests(
             let mut grpc = tonic::client::Grpc::new(channel)
                 .send_compressed(CompressionEncoding::Zstd)
                 .accept_compressed(CompressionEncoding::Zstd);
-            let outcome = match grpc.ready().await {
-                Err(e) => Err(e.to_string()),
-                Ok(()) => grpc
+            let mut refusals = 0;
+            let outcome = loop {
+                if let Err(e) = grpc.ready().await {
+                    break Err(e.to_string());
+                }
+                let call = grpc
                     .unary(
-                        tonic::Request::new(body),
+                        tonic::Request::new(body.clone()),
                         http::uri::PathAndQuery::from_static(otlp_export_path(signal)),
                         RawResponseCodec::<ExportResponse>::default(),
                     )
-                    .await
-                    .map(|_| batch as u64)
-                    .map_err(|s| format!("{}: {}", s.code(), s.message())),
+                    .await;
+                match call {
+                    Ok(_) => break Ok(batch as u64),
+                    // Refused for now: wait as the gateway asks (or a little) and send again,
+                    // as OTLP exporters do.
+                    Err(s) if retryable(s.code()) && refusals < MAX_RETRIES => {
+                        refusals += 1;
+                        let delay = crate::gateway::status::retry_delay(&s)
+                            .unwrap_or(Duration::from_millis(50));
+                        tokio::time::sleep(delay).await;
+                    }
+                    Err(s) => break Err(format!("{}: {}", s.code(), s.message())),
+                }
             };
+            if let Ok(mut r) = results.lock() {
+                r.refusals += refusals;
+            }
             record(&results, outcome, sent.elapsed());
         });
     }

@@ -64,11 +64,11 @@ impl Admin {
                     .iter()
                     .zip(&counters.steps)
                     .map(|(step, c)| {
-                        let [rows_in, rows_out, rows_dropped] = Telemetry::step_totals(c);
+                        let [rows_in, rows_out, rows_dropped, errors] = Telemetry::step_totals(c);
                         json!({
                             "statement": step.sql,
                             "at": step.origin.to_string(),
-                            "rows_in": rows_in, "rows_out": rows_out, "rows_dropped": rows_dropped,
+                            "rows_in": rows_in, "rows_out": rows_out, "rows_dropped": rows_dropped, "errors": errors,
                         })
                     })
                     .collect();

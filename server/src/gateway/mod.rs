@@ -6,8 +6,10 @@ pub mod admin;
 pub mod codec;
 pub mod delivery;
 pub mod reload;
+pub mod report;
 pub mod sinks;
 pub mod sources;
+pub mod status;
 pub mod telemetry;
 pub mod tls;
 pub mod windows;
@@ -220,6 +222,7 @@ async fn serve(
         files: options.files.clone(),
         workers,
         publish,
+        telemetry: Arc::clone(&telemetry),
     };
     #[cfg(unix)]
     let reloads = tokio::spawn(reloader.run(hangup));
@@ -326,9 +329,13 @@ fn print_summary(telemetry: &Telemetry, running: &Running) {
     }
     for p in &running.pipelines {
         for (i, step) in p.steps.iter().enumerate() {
-            let [rows_in, rows_out, dropped] = Telemetry::step_totals(step);
+            let [rows_in, rows_out, dropped, errors] = Telemetry::step_totals(step);
+            let failed = match errors {
+                0 => String::new(),
+                n => format!(", failed on {n} batch(es)"),
+            };
             println!(
-                "pipeline {} statement {} ({}): {rows_in} in, {rows_out} out, {dropped} dropped",
+                "pipeline {} statement {} ({}): {rows_in} in, {rows_out} out, {dropped} dropped{failed}",
                 p.name,
                 i + 1,
                 step.label

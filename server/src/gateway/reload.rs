@@ -9,7 +9,9 @@ use std::sync::Arc;
 use penstock_dialect::Program;
 use tokio::sync::watch;
 
-use super::telemetry::Running;
+use std::sync::atomic::Ordering::Relaxed;
+
+use super::telemetry::{Running, Telemetry};
 
 /// What a SIGHUP reloads and where the result goes.
 pub struct Reloader {
@@ -19,6 +21,8 @@ pub struct Reloader {
     pub workers: usize,
     /// The running program, as the workers and the admin endpoint see it.
     pub publish: watch::Sender<Arc<Running>>,
+    /// Counts reloads accepted and refused.
+    pub telemetry: Arc<Telemetry>,
 }
 
 impl Reloader {
@@ -43,9 +47,13 @@ impl Reloader {
                     next.program.pipelines.len(),
                     self.describe_files()
                 );
+                self.telemetry.reloads[0].fetch_add(1, Relaxed);
                 let _ = self.publish.send(next);
             }
-            Err(e) => println!("reload failed, keeping the running pipelines: {e:#}"),
+            Err(e) => {
+                self.telemetry.reloads[1].fetch_add(1, Relaxed);
+                println!("reload failed, keeping the running pipelines: {e:#}");
+            }
         }
     }
 

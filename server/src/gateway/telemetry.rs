@@ -6,6 +6,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use penstock_dialect::Program;
+
+use super::report;
 use penstock_engine::pipeline::Pipeline;
 
 /// Records, bytes and batches through a source or sink.
@@ -21,6 +23,11 @@ pub struct Flow {
     pub failures: AtomicU64,
     /// Records a backend accepted the request of but rejected (OTLP partial success).
     pub rejected: AtomicU64,
+    /// Responses a backend sent with status OK that could not be read (the request counts
+    /// as delivered).
+    pub unreadable: AtomicU64,
+    /// A sink's last batch failed (reported when it starts and when it stops).
+    failing: std::sync::atomic::AtomicBool,
 }
 
 impl Flow {
@@ -35,14 +42,37 @@ impl Flow {
     pub fn fail(&self) {
         self.failures.fetch_add(1, Relaxed);
     }
+
+    /// Counts a batch sink `name` failed to deliver; reports it when the sink starts failing
+    /// (then once per [`report::INTERVAL`] while it goes on).
+    pub fn sink_failed(&self, name: &str, error: &dyn std::fmt::Display) {
+        self.fail();
+        let subject = format!("sink {name}");
+        let error = error.to_string();
+        let error = error
+            .strip_prefix(&format!("{subject}: "))
+            .unwrap_or(&error);
+        if self.failing.swap(true, Relaxed) {
+            report::throttled(&subject, format_args!("still failing: {error}"));
+        } else {
+            report::always(&subject, format_args!("failing: {error}"));
+        }
+    }
+
+    /// Notes that sink `name` delivered a batch; reports it when the sink was failing.
+    pub fn sink_delivered(&self, name: &str) {
+        if self.failing.load(Relaxed) && self.failing.swap(false, Relaxed) {
+            report::always(&format!("sink {name}"), "recovered: delivering again");
+        }
+    }
 }
 
-/// Rows in, out and dropped of one statement, per worker (each worker stores its own totals).
+/// Rows in, out and dropped, and batches failed, of one statement, per worker (each worker stores its own totals).
 #[derive(Debug)]
 pub struct StepCounters {
     /// `kind table line`.
     pub label: String,
-    per_worker: Vec<[AtomicU64; 3]>,
+    per_worker: Vec<[AtomicU64; 4]>,
 }
 
 /// Counters of one pipeline.
@@ -63,6 +93,7 @@ impl PipelineCounters {
                 cells[0].store(stats.rows_in, Relaxed);
                 cells[1].store(stats.rows_out, Relaxed);
                 cells[2].store(stats.rows_dropped, Relaxed);
+                cells[3].store(stats.errors, Relaxed);
             }
         }
         if let Some(cell) = self.unrouted.get(worker) {
@@ -148,6 +179,8 @@ pub struct Telemetry {
     pub connections: AtomicU64,
     /// OTLP requests being received or waiting for admission.
     pub receiving_requests: AtomicU64,
+    /// Reloads of the pipeline files: accepted, refused.
+    pub reloads: [AtomicU64; 2],
 }
 
 impl Telemetry {
@@ -173,6 +206,7 @@ impl Telemetry {
             connections_refused: AtomicU64::new(0),
             connections: AtomicU64::new(0),
             receiving_requests: AtomicU64::new(0),
+            reloads: Default::default(),
             stream_state_bytes: AtomicU64::new(0),
             otap_streams: AtomicU64::new(0),
         }
@@ -190,9 +224,9 @@ impl Telemetry {
             .fetch_add(elapsed.as_micros() as u64, Relaxed);
     }
 
-    /// Total rows in, out, dropped of a step over all workers.
-    pub fn step_totals(step: &StepCounters) -> [u64; 3] {
-        let mut totals = [0; 3];
+    /// Total rows in, out, dropped and batches failed of a step over all workers.
+    pub fn step_totals(step: &StepCounters) -> [u64; 4] {
+        let mut totals = [0; 4];
         for cells in &step.per_worker {
             for (t, c) in totals.iter_mut().zip(cells) {
                 *t += c.load(Relaxed);
@@ -239,9 +273,25 @@ impl Telemetry {
             let value = flow.rejected.load(Relaxed);
             let _ = writeln!(out, "{name}{{sink=\"{label}\"}} {value}");
         }
-        for (i, metric) in ["rows_in", "rows_out", "rows_dropped"].iter().enumerate() {
+        let name = "penstock_sink_unreadable_responses_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} responses a backend sent with status OK that could not be read\n# TYPE {name} counter"
+        );
+        for (label, flow) in self.sinks.iter() {
+            let value = flow.unreadable.load(Relaxed);
+            let _ = writeln!(out, "{name}{{sink=\"{label}\"}} {value}");
+        }
+        for (i, metric) in ["rows_in", "rows_out", "rows_dropped", "errors"]
+            .iter()
+            .enumerate()
+        {
             let name = format!("penstock_pipeline_{metric}_total");
-            let _ = writeln!(out, "# HELP {name} {metric} per pipeline statement");
+            let help = match *metric {
+                "errors" => "batches a statement failed on",
+                other => other,
+            };
+            let _ = writeln!(out, "# HELP {name} {help} per pipeline statement");
             let _ = writeln!(out, "# TYPE {name} counter");
             for p in &running.pipelines {
                 for (n, step) in p.steps.iter().enumerate() {
@@ -329,6 +379,17 @@ impl Telemetry {
             "# HELP penstock_derived_batches_failed_total batches of derived metrics a sink failed to deliver\n# TYPE penstock_derived_batches_failed_total counter\npenstock_derived_batches_failed_total {}",
             self.derived_failures.load(Relaxed)
         );
+        let _ = writeln!(
+            out,
+            "# HELP penstock_reloads_total reloads of the pipeline files (SIGHUP) by result\n# TYPE penstock_reloads_total counter"
+        );
+        for (result, count) in ["accepted", "refused"].iter().zip(&self.reloads) {
+            let _ = writeln!(
+                out,
+                "penstock_reloads_total{{result=\"{result}\"}} {}",
+                count.load(Relaxed)
+            );
+        }
         let _ = writeln!(
             out,
             "# HELP penstock_connections_refused_total connections closed on arrival past a source's max_connections\n# TYPE penstock_connections_refused_total counter\npenstock_connections_refused_total {}",

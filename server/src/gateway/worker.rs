@@ -14,6 +14,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 
 use super::delivery::{Ack, Delivery, DeliveryError, SinkQueue, all, complete};
+use super::report;
 use super::sinks::{self, SinkTask};
 use super::telemetry::{Running, Telemetry};
 use super::windows::{self, Closed, ClosedSender};
@@ -242,7 +243,10 @@ impl Current {
             Ok(pipelines) => Current::new(self.worker, pipelines, self.running),
             Err(e) => {
                 // The main thread compiled the same program before publishing it.
-                eprintln!("worker {}: keeping the running pipelines: {e}", self.worker);
+                report::always(
+                    &format!("worker {}", self.worker),
+                    format_args!("keeping the running pipelines: {e}"),
+                );
                 self
             }
         }
@@ -324,6 +328,7 @@ async fn run_jobs(
                     }
                 }
                 Err(e) => {
+                    report::throttled(&format!("pipeline {}", pipeline.name()), &e);
                     failure = Some(DeliveryError::Pipeline {
                         pipeline: pipeline.name().to_string(),
                         message: e.to_string(),

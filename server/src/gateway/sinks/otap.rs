@@ -256,9 +256,9 @@ impl State {
         match merged {
             Ok(batch) => self.send(pending(batch, group.into_iter().map(|d| d.ack).collect())),
             Err(e) => {
-                eprintln!(
-                    "sink {}: batches sent apart: merging failed: {e}",
-                    self.config.name
+                crate::gateway::report::throttled(
+                    &format!("sink {}", self.config.name),
+                    format_args!("batches sent apart: merging failed: {e}"),
                 );
                 for d in group {
                     self.send(pending(d.batch, vec![d.ack]));
@@ -324,14 +324,14 @@ impl State {
             self.retries.push_back(p);
             return;
         }
-        if let Some(flow) = self.telemetry.sinks.get(&self.config.name) {
-            flow.fail();
-        }
         let message = if p.last_error.is_empty() || p.last_error == error {
             error
         } else {
             format!("{error} (before: {})", p.last_error)
         };
+        if let Some(flow) = self.telemetry.sinks.get(&self.config.name) {
+            flow.sink_failed(&self.config.name, &message);
+        }
         let error = DeliveryError::Sink {
             sink: self.config.name.clone(),
             message: format!("after {} attempt(s): {message}", p.attempts + 1),
@@ -352,6 +352,7 @@ impl State {
                 if code == StatusCode::Ok {
                     if let Some(flow) = self.telemetry.sinks.get(&self.config.name) {
                         flow.add(p.batch.num_items(), p.bytes);
+                        flow.sink_delivered(&self.config.name);
                     }
                     for ack in p.acks {
                         complete(ack, Ok(()));

@@ -19,8 +19,9 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use super::retry::{Policy, retryable};
-use super::unary::{self, Compression};
+use super::unary::{self, Compression, Reply};
 use crate::gateway::delivery::{Ack, Delivery, DeliveryError, complete};
+use crate::gateway::report;
 use crate::gateway::telemetry::Telemetry;
 
 /// Requests in flight at once per worker.
@@ -187,14 +188,15 @@ pub async fn run(
         let telemetry = Arc::clone(&telemetry);
         requests.spawn(async move {
             let bytes = body.len();
-            let outcome = export(&config, signal, Bytes::from(body)).await;
+            let outcome = export(&config, &telemetry, signal, Bytes::from(body)).await;
             if let Some(flow) = telemetry.sinks.get(&config.name) {
                 match &outcome {
                     Ok(rejected) => {
                         flow.add(records, bytes);
                         flow.rejected.fetch_add(*rejected, Relaxed);
+                        flow.sink_delivered(&config.name);
                     }
-                    Err(_) => flow.fail(),
+                    Err(e) => flow.sink_failed(&config.name, e),
                 }
             }
             let outcome = outcome.map(|_| ());
@@ -207,10 +209,15 @@ pub async fn run(
 }
 
 /// One export, retried on retryable failures; returns the records the backend rejected.
-async fn export(config: &Config, signal: Signal, body: Bytes) -> Result<u64, DeliveryError> {
+async fn export(
+    config: &Config,
+    telemetry: &Telemetry,
+    signal: Signal,
+    body: Bytes,
+) -> Result<u64, DeliveryError> {
     let mut attempt = 0;
     loop {
-        let status = match send(config, signal, &body).await {
+        let status = match send(config, telemetry, signal, &body).await {
             Ok(rejected) => return Ok(rejected),
             Err(status) => status,
         };
@@ -233,9 +240,14 @@ async fn export(config: &Config, signal: Signal, body: Bytes) -> Result<u64, Del
 }
 
 /// One export call; returns the records the backend rejected (a partial success).
-async fn send(config: &Config, signal: Signal, body: &[u8]) -> Result<u64, tonic::Status> {
+async fn send(
+    config: &Config,
+    telemetry: &Telemetry,
+    signal: Signal,
+    body: &[u8],
+) -> Result<u64, tonic::Status> {
     let path = export_path(signal);
-    let response = unary::call(
+    let reply = unary::call(
         &config.upstream,
         path,
         body,
@@ -243,17 +255,44 @@ async fn send(config: &Config, signal: Signal, body: &[u8]) -> Result<u64, tonic
         config.timeout,
     )
     .await?;
-    let response = ExportResponse::decode(response)
-        .map_err(|e| tonic::Status::internal(format!("malformed export response: {e}")))?;
+    // The backend said OK: the records are delivered whatever the response looks like, so a
+    // response that cannot be read is reported, never failed or retried.
+    let response = match reply {
+        Reply::Message(bytes) => {
+            ExportResponse::decode(bytes).map_err(|e| format!("a malformed export response: {e}"))
+        }
+        Reply::Unreadable(why) => Err(why),
+    };
+    let response = match response {
+        Ok(response) => response,
+        Err(why) => {
+            unreadable(config, telemetry, &why);
+            return Ok(0);
+        }
+    };
     // A partial success must not be retried (OTLP): the request is done either way.
     match response.partial_success.filter(|p| p.rejected > 0) {
         Some(p) => {
-            eprintln!(
-                "sink {}: the backend rejected {} records: {}",
-                config.name, p.rejected, p.error_message
+            report::throttled(
+                &format!("sink {}", config.name),
+                format_args!(
+                    "the backend rejected {} records: {}",
+                    p.rejected, p.error_message
+                ),
             );
             Ok(p.rejected as u64)
         }
         None => Ok(0),
     }
+}
+
+/// Counts and reports a response the backend sent with status OK that could not be read.
+fn unreadable(config: &Config, telemetry: &Telemetry, why: &str) {
+    if let Some(flow) = telemetry.sinks.get(&config.name) {
+        flow.unreadable.fetch_add(1, Relaxed);
+    }
+    report::throttled(
+        &format!("sink {}", config.name),
+        format_args!("the backend accepted a request but its response is unreadable: {why}"),
+    );
 }

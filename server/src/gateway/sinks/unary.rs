@@ -104,6 +104,19 @@ fn from_http(status: http::StatusCode) -> Status {
     Status::new(code, format!("HTTP status {status}"))
 }
 
+/// What a call that the server answered with status OK brought back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// The response message (empty when the server sent none).
+    Message(Bytes),
+    /// The server said OK but its response could not be read: the call succeeded, and
+    /// what is wrong with the response is only worth reporting.
+    Unreadable(String),
+}
+
+/// The compressions a response may come in; sent as `grpc-accept-encoding`.
+const ACCEPTED_ENCODINGS: &str = "gzip,zstd,identity";
+
 /// Calls `path` with `message` and returns the response message's bytes.
 pub async fn call(
     upstream: &Upstream,
@@ -111,12 +124,12 @@ pub async fn call(
     message: &[u8],
     compression: Compression,
     timeout: Duration,
-) -> Result<Bytes, Status> {
+) -> Result<Reply, Status> {
     let body = frame(message, compression)?;
     let mut request = http::Request::post(path)
         .header(CONTENT_TYPE, "application/grpc")
         .header(TE, "trailers")
-        .header("grpc-accept-encoding", "identity")
+        .header("grpc-accept-encoding", ACCEPTED_ENCODINGS)
         .header("grpc-timeout", format!("{}m", timeout.as_millis().max(1)))
         .body(tonic::body::Body::new(Full::new(body)))
         .map_err(|e| Status::internal(format!("building the request: {e}")))?;
@@ -139,42 +152,86 @@ pub async fn call(
             .call(request)
             .await
             .map_err(|e| Status::unavailable(format!("sending: {e}")))?;
-        if let Some(status) = Status::from_header_map(response.headers()) {
-            // A trailers-only response: the status is in the headers.
-            return match status.code() {
-                Code::Ok => Ok(Bytes::new()),
-                _ => Err(status),
-            };
-        }
-        if response.status() != http::StatusCode::OK {
-            return Err(from_http(response.status()));
-        }
-        let collected = Limited::new(response.into_body(), MAX_RESPONSE_BYTES)
-            .collect()
-            .await
-            .map_err(|e| Status::unavailable(format!("reading the response: {e}")))?;
-        let status = collected
-            .trailers()
-            .and_then(Status::from_header_map)
-            .unwrap_or_else(|| Status::internal("the response ended without a gRPC status"));
-        if status.code() != Code::Ok {
-            return Err(status);
-        }
-        let data = collected.to_bytes();
-        if data.is_empty() {
-            return Ok(Bytes::new());
-        }
-        let length = data
-            .get(1..5)
-            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize);
-        match (data[0], length) {
-            (0, Some(length)) if data.len() >= 5 + length => Ok(data.slice(5..5 + length)),
-            _ => Err(Status::internal("unexpected response framing")),
-        }
+        read_response(response).await
     };
     tokio::time::timeout(timeout, exchange)
         .await
         .map_err(|_| Status::deadline_exceeded("no response in time"))?
+}
+
+/// Reads a unary call's response: its status (from the headers of a trailers-only response,
+/// else from the trailers), then, when it is OK, its message.
+async fn read_response<B>(response: http::Response<B>) -> Result<Reply, Status>
+where
+    B: http_body::Body<Data = Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    if let Some(status) = Status::from_header_map(response.headers()) {
+        // A trailers-only response: the status is in the headers.
+        return match status.code() {
+            Code::Ok => Ok(Reply::Message(Bytes::new())),
+            _ => Err(status),
+        };
+    }
+    if response.status() != http::StatusCode::OK {
+        return Err(from_http(response.status()));
+    }
+    let encoding = response
+        .headers()
+        .get("grpc-encoding")
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let collected = Limited::new(response.into_body(), MAX_RESPONSE_BYTES)
+        .collect()
+        .await
+        .map_err(|e| Status::unavailable(format!("reading the response: {e}")))?;
+    let status = collected
+        .trailers()
+        .and_then(Status::from_header_map)
+        .unwrap_or_else(|| Status::internal("the response ended without a gRPC status"));
+    if status.code() != Code::Ok {
+        return Err(status);
+    }
+    Ok(match message(&collected.to_bytes(), encoding.as_deref()) {
+        Ok(message) => Reply::Message(message),
+        Err(why) => Reply::Unreadable(why),
+    })
+}
+
+/// The message of a response body (its first gRPC frame), decompressed per the response's
+/// `grpc-encoding`; empty when the body is.
+fn message(data: &Bytes, encoding: Option<&str>) -> Result<Bytes, String> {
+    if data.is_empty() {
+        return Ok(Bytes::new());
+    }
+    let (&flag, rest) = data.split_first().ok_or("an empty frame")?;
+    let length = rest
+        .get(..4)
+        .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize)
+        .ok_or("a frame shorter than its 5-byte header")?;
+    let payload = data
+        .get(5..5 + length)
+        .ok_or_else(|| format!("a frame of {length} bytes with {} sent", data.len() - 5))?;
+    match (flag, encoding.unwrap_or("identity")) {
+        (0, _) => Ok(data.slice(5..5 + length)),
+        (1, "gzip") => inflate(flate2::read::GzDecoder::new(payload)),
+        (1, "zstd") => {
+            inflate(zstd::stream::read::Decoder::new(payload).map_err(|e| format!("zstd: {e}"))?)
+        }
+        (1, other) => Err(format!("a message compressed with '{other}'")),
+        (flag, _) => Err(format!("a frame with flag {flag}")),
+    }
+}
+
+/// Reads a decompressing reader to its end, up to [`MAX_RESPONSE_BYTES`].
+fn inflate(reader: impl std::io::Read) -> Result<Bytes, String> {
+    let mut out = Vec::new();
+    let limit = MAX_RESPONSE_BYTES as u64 + 1;
+    std::io::Read::read_to_end(&mut std::io::Read::take(reader, limit), &mut out)
+        .map_err(|e| format!("decompressing: {e}"))?;
+    if out.len() > MAX_RESPONSE_BYTES {
+        return Err(format!("a message over {MAX_RESPONSE_BYTES} bytes"));
+    }
+    Ok(Bytes::from(out))
 }
 
 #[cfg(test)]
@@ -197,5 +254,134 @@ mod tests {
         std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&gzip[5..]), &mut inflated)
             .unwrap();
         assert_eq!(inflated, message);
+    }
+
+    type Frames = Vec<Result<http_body::Frame<Bytes>, std::convert::Infallible>>;
+    type TestBody = http_body_util::StreamBody<
+        futures::stream::Iter<
+            std::vec::IntoIter<Result<http_body::Frame<Bytes>, std::convert::Infallible>>,
+        >,
+    >;
+
+    /// A response with `headers`, then `frames` of body and trailers.
+    fn response(
+        headers: &[(&'static str, &'static str)],
+        frames: Frames,
+    ) -> http::Response<TestBody> {
+        let mut builder = http::Response::builder().status(200);
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        builder
+            .body(http_body_util::StreamBody::new(futures::stream::iter(
+                frames,
+            )))
+            .unwrap()
+    }
+
+    fn data(bytes: &[u8]) -> Result<http_body::Frame<Bytes>, std::convert::Infallible> {
+        Ok(http_body::Frame::data(Bytes::copy_from_slice(bytes)))
+    }
+
+    fn trailers(
+        fields: &[(&'static str, &'static str)],
+    ) -> Result<http_body::Frame<Bytes>, std::convert::Infallible> {
+        let mut map = http::HeaderMap::new();
+        for (name, value) in fields {
+            map.insert(*name, HeaderValue::from_static(value));
+        }
+        Ok(http_body::Frame::trailers(map))
+    }
+
+    fn read(headers: &[(&'static str, &'static str)], frames: Frames) -> Result<Reply, Status> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        runtime.block_on(read_response(response(headers, frames)))
+    }
+
+    const OK: (&str, &str) = ("grpc-status", "0");
+
+    #[test]
+    fn compressed_responses_are_read_per_their_encoding() {
+        let message = b"partial success: none".repeat(4);
+        for (compression, name) in [(Compression::Gzip, "gzip"), (Compression::Zstd, "zstd")] {
+            let body = frame(&message, compression).unwrap();
+            let reply = read(
+                &[("grpc-encoding", name)],
+                vec![data(&body), trailers(&[OK])],
+            );
+            assert_eq!(
+                reply.unwrap(),
+                Reply::Message(Bytes::from(message.clone())),
+                "{name}"
+            );
+        }
+        let plain = frame(&message, Compression::None).unwrap();
+        let reply = read(
+            &[("grpc-encoding", "gzip")],
+            vec![data(&plain), trailers(&[OK])],
+        );
+        assert_eq!(reply.unwrap(), Reply::Message(Bytes::from(message)));
+    }
+
+    #[test]
+    fn a_response_split_over_frames_is_joined() {
+        let message = b"0123456789".repeat(10);
+        let body = frame(&message, Compression::Zstd).unwrap();
+        let (a, b) = body.split_at(3);
+        let (b, c) = b.split_at(b.len() / 2);
+        let frames = vec![data(a), data(b), data(c), trailers(&[OK])];
+        let reply = read(&[("grpc-encoding", "zstd")], frames);
+        assert_eq!(reply.unwrap(), Reply::Message(Bytes::from(message)));
+    }
+
+    #[test]
+    fn statuses_come_from_headers_or_trailers_percent_decoded() {
+        let only = read(
+            &[
+                ("grpc-status", "14"),
+                ("grpc-message", "backend%20is%20down"),
+            ],
+            vec![],
+        )
+        .unwrap_err();
+        assert_eq!(
+            (only.code(), only.message()),
+            (Code::Unavailable, "backend is down")
+        );
+        let ok_only = read(&[OK], vec![]).unwrap();
+        assert_eq!(ok_only, Reply::Message(Bytes::new()));
+        let trailing = read(
+            &[],
+            vec![trailers(&[
+                ("grpc-status", "8"),
+                ("grpc-message", "quota%3A%20100%25"),
+            ])],
+        )
+        .unwrap_err();
+        assert_eq!(
+            (trailing.code(), trailing.message()),
+            (Code::ResourceExhausted, "quota: 100%")
+        );
+        let missing = read(&[], vec![data(&[0, 0, 0, 0, 0])]).unwrap_err();
+        assert_eq!(missing.code(), Code::Internal);
+    }
+
+    #[test]
+    fn an_ok_response_that_cannot_be_read_is_unreadable_not_failed() {
+        let body = frame(b"abc", Compression::Gzip).unwrap();
+        let unknown = read(
+            &[("grpc-encoding", "snappy")],
+            vec![data(&body), trailers(&[OK])],
+        );
+        assert!(matches!(unknown, Ok(Reply::Unreadable(why)) if why.contains("snappy")));
+        let truncated = read(&[], vec![data(&[0, 0, 0, 0, 9, 1]), trailers(&[OK])]);
+        assert!(matches!(truncated, Ok(Reply::Unreadable(_))));
+        let corrupt = read(
+            &[("grpc-encoding", "zstd")],
+            vec![data(&[1, 0, 0, 0, 3, 1, 2, 3]), trailers(&[OK])],
+        );
+        assert!(matches!(corrupt, Ok(Reply::Unreadable(_))));
     }
 }

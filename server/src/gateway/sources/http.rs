@@ -20,10 +20,11 @@ use penstock_engine::Signal;
 use prost::Message;
 
 use super::listener::{
-    AdmissionError, DRAIN_TIMEOUT, ExportError, SourceContext, admit, bearer_matches, export_otlp,
-    open, receive,
+    AdmissionError, DRAIN_TIMEOUT, ExportError, SourceContext, admit, bearer_matches, discard_body,
+    export_otlp, open, receive,
 };
 use crate::gateway::delivery::DeliveryError;
+use crate::gateway::status::RpcStatus;
 
 /// Serves one connection (HTTP/1.1 or HTTP/2, in the clear or over TLS) on the current
 /// worker.
@@ -91,15 +92,6 @@ fn refuse(http: StatusCode, code: tonic::Code, message: impl Into<String>) -> Re
     }
 }
 
-/// `google.rpc.Status` without details: the body of an OTLP/HTTP failure.
-#[derive(Clone, PartialEq, prost::Message)]
-struct RpcStatus {
-    #[prost(int32, tag = "1")]
-    code: i32,
-    #[prost(string, tag = "2")]
-    message: String,
-}
-
 async fn handle(request: Request<Incoming>, context: &SourceContext) -> Response<Full<Bytes>> {
     let origin = allowed_origin(request.headers(), &context.limits.cors_origins);
     let mut response = if request.method() == Method::OPTIONS && origin.is_some() {
@@ -134,10 +126,7 @@ fn ok(format: Format) -> Response<Full<Bytes>> {
 }
 
 fn refused(format: Format, refusal: Refusal) -> Response<Full<Bytes>> {
-    let status = RpcStatus {
-        code: refusal.code as i32,
-        message: refusal.message,
-    };
+    let status = RpcStatus::new(refusal.code, refusal.message);
     let body = match format {
         Format::Protobuf => status.encode_to_vec(),
         Format::Json => serde_json::json!({"code": status.code, "message": status.message})
@@ -280,8 +269,18 @@ async fn export(request: Request<Incoming>, context: &SourceContext) -> Result<F
         return Err(too_large());
     }
     // The body is received and inflated only with a place among the requests being
-    // received: what waits for admission stays bounded.
-    let receiving = receive(context).await.map_err(|e| refusal_of(&e))?;
+    // received: what waits for admission stays bounded. Only an HTTP/1 request, alone on its
+    // connection, may wait for one without reading its body.
+    let may_wait = request.version() < http::Version::HTTP_2;
+    let receiving = match receive(context, may_wait).await {
+        Ok(receiving) => receiving,
+        Err(e) => {
+            if !may_wait {
+                discard_body(request.into_body(), max).await;
+            }
+            return Err(refusal_of(&e));
+        }
+    };
     let body = Limited::new(request.into_body(), max)
         .collect()
         .await

@@ -258,19 +258,25 @@ impl AdmissionError {
     /// As a gRPC status (both are worth retrying).
     pub fn to_status(&self) -> tonic::Status {
         match self {
-            AdmissionError::Full | AdmissionError::Busy => {
-                tonic::Status::resource_exhausted(self.to_string())
-            }
+            AdmissionError::Full | AdmissionError::Busy => crate::gateway::status::retry_later(
+                tonic::Code::ResourceExhausted,
+                self.to_string(),
+                crate::gateway::status::RETRY_DELAY,
+            ),
             AdmissionError::ShuttingDown => tonic::Status::unavailable(self.to_string()),
         }
     }
 }
 
-/// Waits for (or refuses, as configured) a place among the OTLP requests being received, to
-/// be held until the request's bytes are admitted.
-pub async fn receive(context: &SourceContext) -> Result<Receiving, AdmissionError> {
+/// Takes a place among the OTLP requests being received, to be held until the request's bytes
+/// are admitted. Only a request that is alone on its connection (`may_wait`: HTTP/1) waits
+/// for one, and only with `admission = 'wait'`: on a multiplexed (HTTP/2) connection a
+/// request that waits without reading its body fills the connection's flow-control window
+/// and stalls the requests that hold places, so it is refused at once instead (a retryable
+/// RESOURCE_EXHAUSTED), before its body is read.
+pub async fn receive(context: &SourceContext, may_wait: bool) -> Result<Receiving, AdmissionError> {
     let semaphore = Arc::clone(&context.receiving);
-    let permit = if context.limits.refuse_when_full {
+    let permit = if context.limits.refuse_when_full || !may_wait {
         semaphore
             .try_acquire_owned()
             .map_err(|_| AdmissionError::Busy)?
@@ -285,6 +291,29 @@ pub async fn receive(context: &SourceContext) -> Result<Receiving, AdmissionErro
         _permit: permit,
         telemetry: Arc::clone(&context.telemetry),
     })
+}
+
+/// The longest a refused request's body is read (and thrown away) before the refusal goes.
+pub const DISCARD_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Reads and throws away what the client still sends of a refused request's body (up to
+/// `limit` bytes and [`DISCARD_TIMEOUT`]), so that the refusal comes after the request:
+/// HTTP/2 clients that do not expect an early answer (hyper's, so tonic's) report a
+/// response that arrives while they still send as a broken pipe instead of the status. The
+/// bytes are not kept, and reading them gives the connection's window back at once.
+pub async fn discard_body(body: hyper::body::Incoming, limit: usize) {
+    use http_body_util::BodyExt;
+    let mut body = body;
+    let mut read = 0usize;
+    let discard = async {
+        while read <= limit {
+            match body.frame().await {
+                Some(Ok(frame)) => read += frame.data_ref().map_or(0, |d| d.len()),
+                _ => break,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(DISCARD_TIMEOUT, discard).await;
 }
 
 /// A request's place among those being received, given up when dropped.

@@ -16,6 +16,17 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use super::listener::{DRAIN_TIMEOUT, SourceContext, open};
 pub use service::GrpcService;
 
+/// Streams a client may open at once on one connection (OTLP requests past the worker's
+/// receiving places are refused at once, so this bounds only what a connection multiplexes).
+const MAX_CONCURRENT_STREAMS: u32 = 256;
+
+/// Bytes a client may send on one stream before the gateway reads them.
+const STREAM_WINDOW_BYTES: u32 = 1 << 20;
+
+/// Bytes a client may send on one connection before the gateway reads them: the most a
+/// connection buffers unread, and room for several requests to be received at once.
+const CONNECTION_WINDOW_BYTES: u32 = 4 << 20;
+
 /// Serves one connection (HTTP/2, in the clear or over TLS) on the current worker.
 pub async fn serve(stream: std::net::TcpStream, context: Arc<SourceContext>) {
     let Some(io) = open(stream, &context).await else {
@@ -25,7 +36,9 @@ pub async fn serve(stream: std::net::TcpStream, context: Arc<SourceContext>) {
     let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
     builder
         .timer(TokioTimer::new())
-        .max_concurrent_streams(256)
+        .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
+        .initial_stream_window_size(STREAM_WINDOW_BYTES)
+        .initial_connection_window_size(CONNECTION_WINDOW_BYTES)
         .max_header_list_size(64 << 10)
         .keep_alive_interval(Duration::from_secs(30))
         .keep_alive_timeout(Duration::from_secs(20));

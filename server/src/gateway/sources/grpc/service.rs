@@ -14,7 +14,7 @@ use tonic::codec::CompressionEncoding;
 
 use super::otap::OtapStream;
 use super::otlp::OtlpExport;
-use crate::gateway::sources::listener::{SourceContext, bearer_matches, receive};
+use crate::gateway::sources::listener::{SourceContext, bearer_matches, discard_body, receive};
 
 /// The gRPC service of one connection.
 #[derive(Debug, Clone)]
@@ -94,10 +94,14 @@ impl hyper::service::Service<Request<Incoming>> for GrpcService {
             }),
             Some(Route::Otlp(signal)) => Box::pin(async move {
                 // The body is received, inflated and decoded only with a place among the
-                // requests being received: what waits for admission stays bounded.
-                let receiving = match receive(&context).await {
+                // requests being received: what waits for admission stays bounded. A request
+                // without one is refused at once, never left unread on the connection.
+                let receiving = match receive(&context, false).await {
                     Ok(permit) => permit,
-                    Err(e) => return Ok(e.to_status().into_http()),
+                    Err(e) => {
+                        discard_body(request.into_body(), max).await;
+                        return Ok(e.to_status().into_http());
+                    }
                 };
                 let mut grpc = tonic::server::Grpc::new(crate::gateway::codec::RawRequestCodec::<
                     crate::gateway::sinks::ExportResponse,

@@ -1,0 +1,314 @@
+//! Fan-in: many concurrent requests multiplexed on few HTTP/2 connections (what an L7 proxy or
+//! a busy Collector sends). The gateway must never stall: every request is acknowledged or
+//! refused with a retryable status within its deadline, and a sender that retries what was
+//! refused gets all its records acknowledged.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http2::SendRequest;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use penstock_engine::datagen::DataGen;
+use penstock_engine::otap::{EncodeOptions, OtapEncoder};
+use penstock_engine::proto::{BatchArrowRecords, BatchStatus, StatusCode};
+use penstock_engine::{Signal, otlp};
+use prost::Message;
+use tonic::codec::CompressionEncoding;
+use tonic::codegen::http::uri::PathAndQuery;
+use tonic::{Code, Status};
+
+use common::{Gateway, block_on, temp_dir};
+
+/// Records per request: 4096 logs make a request of about 1.3 MB.
+const RECORDS: usize = 4096;
+
+/// Each request's deadline.
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// The cases run one at a time: each loads both cores by itself.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// What the senders saw.
+#[derive(Default)]
+struct Tally {
+    acked: AtomicU64,
+    refused: AtomicU64,
+}
+
+/// Whether a refusal tells the sender to try again.
+fn retryable(code: Code) -> bool {
+    matches!(code, Code::ResourceExhausted | Code::Unavailable)
+}
+
+/// A gateway with one GRPC source whose records go to a CONSOLE sink showing none of them.
+fn gateway(name: &str, workers: &str, source_options: &str) -> Gateway {
+    let dir = temp_dir(name);
+    let sql = format!(
+        "CREATE SOURCE otlp FROM GRPC WITH (listen = '127.0.0.1:0'{source_options});
+         CREATE SINK quiet TO CONSOLE WITH (limit = 0);
+         CREATE PIPELINE all_logs FROM otlp AS BEGIN
+           INSERT INTO quiet SELECT * FROM logs;
+         END;"
+    );
+    Gateway::start_with(
+        &dir,
+        name,
+        &sql,
+        &["--workers", workers, "--admin-listen", "127.0.0.1:0"],
+    )
+}
+
+/// One HTTP/2 connection to `addr` (hyper's client: it keeps to the server's limit on
+/// concurrent streams, as gRPC clients do).
+async fn connect_h2(addr: &str) -> SendRequest<Full<Bytes>> {
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.set_nodelay(true).unwrap();
+    let (sender, connection) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+            .await
+            .unwrap();
+    tokio::spawn(connection);
+    sender
+}
+
+/// The gRPC frame of `message`, gzip-compressed (once, here, rather than per request by the
+/// client: compression is not what is measured) or not.
+fn grpc_frame(message: &[u8], gzip: bool) -> Bytes {
+    let payload = if gzip {
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut encoder, message).unwrap();
+        encoder.finish().unwrap()
+    } else {
+        message.to_vec()
+    };
+    let mut frame = vec![u8::from(gzip)];
+    frame.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+    frame.extend_from_slice(&payload);
+    Bytes::from(frame)
+}
+
+/// One Export of `frame`: its gRPC status. Panics when the answer does not come within the
+/// deadline or the call breaks (neither may happen: refusals are statuses).
+async fn export(
+    sender: &mut SendRequest<Full<Bytes>>,
+    url: &str,
+    frame: Bytes,
+    gzip: bool,
+) -> Status {
+    let mut request = http::Request::post(format!(
+        "{url}/opentelemetry.proto.collector.logs.v1.LogsService/Export"
+    ))
+    .header("content-type", "application/grpc")
+    .header("te", "trailers")
+    .header("grpc-timeout", format!("{}S", DEADLINE.as_secs()));
+    if gzip {
+        request = request.header("grpc-encoding", "gzip");
+    }
+    let request = request.body(Full::new(frame)).unwrap();
+    let call = async {
+        sender.ready().await.unwrap();
+        let response = sender.send_request(request).await.unwrap();
+        if let Some(status) = Status::from_header_map(response.headers()) {
+            return status;
+        }
+        let collected = response.into_body().collect().await.unwrap();
+        collected
+            .trailers()
+            .and_then(Status::from_header_map)
+            .expect("a response without a gRPC status")
+    };
+    tokio::time::timeout(DEADLINE, call)
+        .await
+        .expect("no answer within the request's deadline")
+}
+
+/// `senders` concurrent Exports of `body` on one connection, each sent again when refused
+/// until acknowledged.
+async fn fan_in_otlp(url: &str, senders: usize, body: Bytes, gzip: bool) -> Arc<Tally> {
+    let addr = url.trim_start_matches("http://").to_string();
+    let sender = connect_h2(&addr).await;
+    let frame = grpc_frame(&body, gzip);
+    let tally = Arc::new(Tally::default());
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..senders {
+        let (mut sender, frame, tally, url) = (
+            sender.clone(),
+            frame.clone(),
+            Arc::clone(&tally),
+            url.to_string(),
+        );
+        tasks.spawn(async move {
+            loop {
+                let status = export(&mut sender, &url, frame.clone(), gzip).await;
+                match status.code() {
+                    Code::Ok => {
+                        tally.acked.fetch_add(1, Relaxed);
+                        return;
+                    }
+                    code if retryable(code) => {
+                        tally.refused.fetch_add(1, Relaxed);
+                        // The client's backoff before it tries again.
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                    _ => panic!("a request failed: {status:?}"),
+                }
+            }
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.unwrap();
+    }
+    tally
+}
+
+fn logs_body() -> Bytes {
+    Bytes::from(DataGen::new(7).logs(RECORDS).encode_to_vec())
+}
+
+fn run_otlp_case(name: &str, workers: &str, senders: usize, gzip: bool) {
+    let _serial = one_at_a_time();
+    let gateway = gateway(name, workers, "");
+    let body = logs_body();
+    assert!(body.len() > 1_000_000, "requests of {} bytes", body.len());
+    let tally = block_on(fan_in_otlp(&gateway.url(), senders, body, gzip));
+    assert_eq!(tally.acked.load(Relaxed), senders as u64);
+    let records = (senders * RECORDS) as f64;
+    gateway.wait_until("every record counted in", |g| {
+        g.metric("penstock_source_records_total{source=\"otlp\"}") == records
+    });
+    assert_eq!(
+        gateway.metric("penstock_sink_records_total{sink=\"quiet\"}"),
+        records
+    );
+    println!(
+        "{name}: {senders} senders, {} refusals retried",
+        tally.refused.load(Relaxed)
+    );
+    let (clean, _) = gateway.terminate();
+    assert!(clean, "the gateway did not stop cleanly");
+}
+
+#[test]
+fn otlp_256_uncompressed_senders_on_one_connection_one_worker() {
+    run_otlp_case("fan_in_plain_1", "1", 256, false);
+}
+
+#[test]
+fn otlp_256_uncompressed_senders_on_one_connection_default_workers() {
+    run_otlp_case("fan_in_plain_2", "2", 256, false);
+}
+
+#[test]
+fn otlp_200_gzip_senders_on_one_connection() {
+    run_otlp_case("fan_in_gzip_1", "1", 200, true);
+    run_otlp_case("fan_in_gzip_2", "2", 200, true);
+}
+
+/// A stream's one batch: every stream starts afresh, so the first message of one encoder
+/// (schemas and dictionaries included) is a whole stream.
+fn otap_message() -> BatchArrowRecords {
+    let request = DataGen::new(9).logs(256).encode_to_vec();
+    let mut encoder = OtapEncoder::new(Signal::Logs, EncodeOptions::default()).unwrap();
+    let batches = otlp::decode::decode_logs(&request).unwrap();
+    assert_eq!(batches.len(), 1);
+    encoder.encode(&batches[0]).unwrap()
+}
+
+/// One OTAP stream carrying `message`; the status of its batch.
+async fn otap_stream(
+    channel: tonic::transport::Channel,
+    message: BatchArrowRecords,
+) -> Result<BatchStatus, Status> {
+    let mut grpc = tonic::client::Grpc::new(channel).send_compressed(CompressionEncoding::Zstd);
+    grpc.ready()
+        .await
+        .map_err(|e| Status::unavailable(e.to_string()))?;
+    let codec = tonic_prost::ProstCodec::<BatchArrowRecords, BatchStatus>::default();
+    let path = PathAndQuery::from_static(
+        "/opentelemetry.proto.experimental.arrow.v1.ArrowLogsService/ArrowLogs",
+    );
+    let mut request = tonic::Request::new(tokio_stream::iter(vec![message]));
+    request.set_timeout(DEADLINE);
+    let mut statuses = grpc.streaming(request, path, codec).await?.into_inner();
+    statuses
+        .message()
+        .await?
+        .ok_or_else(|| Status::unavailable("the stream ended without a status"))
+}
+
+#[test]
+fn otap_1000_streams_over_10_connections() {
+    let _serial = one_at_a_time();
+    for workers in ["1", "2"] {
+        let gateway = gateway(&format!("fan_in_otap_{workers}"), workers, "");
+        let message = otap_message();
+        let url = gateway.url();
+        let tally = block_on(async move {
+            let tally = Arc::new(Tally::default());
+            let mut tasks = tokio::task::JoinSet::new();
+            for _ in 0..10 {
+                let channel = tonic::transport::Endpoint::from_shared(url.clone())
+                    .unwrap()
+                    .connect()
+                    .await
+                    .unwrap();
+                for _ in 0..100 {
+                    let (channel, message) = (channel.clone(), message.clone());
+                    let tally = Arc::clone(&tally);
+                    tasks.spawn(async move {
+                        loop {
+                            let refusal = match otap_stream(channel.clone(), message.clone()).await
+                            {
+                                Ok(s) if s.status_code == StatusCode::Ok as i32 => {
+                                    tally.acked.fetch_add(1, Relaxed);
+                                    return;
+                                }
+                                Ok(s) => {
+                                    let retry =
+                                        [StatusCode::ResourceExhausted, StatusCode::Unavailable]
+                                            .iter()
+                                            .any(|c| *c as i32 == s.status_code);
+                                    assert!(retry, "a batch failed: {s:?}");
+                                    s.status_message
+                                }
+                                Err(status) if retryable(status.code()) => status.to_string(),
+                                Err(status) => panic!("a stream failed: {status:?}"),
+                            };
+                            assert!(!refusal.is_empty());
+                            tally.refused.fetch_add(1, Relaxed);
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                        }
+                    });
+                }
+            }
+            while let Some(done) = tasks.join_next().await {
+                done.unwrap();
+            }
+            tally
+        });
+        assert_eq!(tally.acked.load(Relaxed), 1000);
+        let records = (1000 * 256) as f64;
+        gateway.wait_until("every record counted in", |g| {
+            g.metric("penstock_source_records_total{source=\"otlp\"}") == records
+        });
+        println!(
+            "otap, {workers} worker(s): 1000 streams, {} refusals retried",
+            tally.refused.load(Relaxed)
+        );
+        let (clean, _) = gateway.terminate();
+        assert!(clean);
+    }
+}
