@@ -188,6 +188,31 @@ fn is_comparison(op: &BinaryOperator) -> bool {
     matches!(op, B::Eq | B::NotEq | B::Lt | B::LtEq | B::Gt | B::GtEq)
 }
 
+/// The one attribute type the literals of an IN list share: integers and doubles together
+/// are doubles, NULLs take any type; None when they disagree or none is a literal.
+fn list_type(list: &[Expr]) -> Option<AttrType> {
+    let mut shared: Option<AttrType> = None;
+    for item in list {
+        if is_null(item) {
+            continue;
+        }
+        let ty = literal_type(item)?;
+        shared = Some(match (shared, ty) {
+            (None, ty) => ty,
+            (Some(a), b) if a == b => a,
+            (Some(AttrType::Int | AttrType::Double), AttrType::Int | AttrType::Double) => {
+                AttrType::Double
+            }
+            _ => return None,
+        });
+    }
+    shared
+}
+
+fn is_null(expr: &Expr) -> bool {
+    matches!(expr, Expr::Value(v) if matches!(v.value, Value::Null))
+}
+
 impl Resolver<'_> {
     fn column(&mut self, column: ColumnRef) -> Expr {
         let name = column.column_name();
@@ -240,14 +265,19 @@ impl Resolver<'_> {
                     self.typed_attr(right, ty)?;
                 }
             }
+            Expr::IsDistinctFrom(left, right) | Expr::IsNotDistinctFrom(left, right) => {
+                if let Some(ty) = literal_type(right) {
+                    self.typed_attr(left, ty)?;
+                }
+                if let Some(ty) = literal_type(left) {
+                    self.typed_attr(right, ty)?;
+                }
+            }
             Expr::InList {
                 expr: inner, list, ..
             } => {
-                let types: Vec<Option<AttrType>> = list.iter().map(literal_type).collect();
-                if let Some(Some(first)) = types.first()
-                    && types.iter().all(|t| *t == Some(*first))
-                {
-                    self.typed_attr(inner, *first)?;
+                if let Some(ty) = list_type(list) {
+                    self.typed_attr(inner, ty)?;
                 }
             }
             Expr::Between {

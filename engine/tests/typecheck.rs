@@ -73,6 +73,23 @@ fn comparing_a_number_with_text_is_an_error_with_a_hint() {
     compile("DELETE FROM logs WHERE severity_number = '17';").unwrap();
     compile("DELETE FROM logs WHERE TRY_CAST(body AS BIGINT) > 5;").unwrap();
     compile("DELETE FROM logs WHERE time_unix_nano > '2024-05-01T00:00:00Z';").unwrap();
+    // Attributes take the type of what they are compared with.
+    compile("DELETE FROM logs WHERE attributes['code'] IN (200, 201.5, NULL);").unwrap();
+    compile("DELETE FROM logs WHERE attributes['code'] IS DISTINCT FROM 500;").unwrap();
+}
+
+#[test]
+fn now_is_the_time_of_each_batch() {
+    let batches = sample(Table::Logs);
+    let mut old =
+        compile("DELETE FROM logs WHERE time_unix_nano < now() - INTERVAL '1 hour';").unwrap();
+    // The sample logs are from 2025: all older than an hour.
+    let out = old.run(batches[0].clone()).unwrap();
+    assert!(out.routed.is_empty());
+    let (_, stats) = old.stats().next().unwrap();
+    assert_eq!(stats.rows_dropped, stats.rows_in);
+    assert!(stats.rows_in > 0);
+    compile("INSERT INTO out SELECT severity_text, max(time_unix_nano) AS last FROM logs GROUP BY severity_text;").unwrap();
 }
 
 #[test]

@@ -198,11 +198,17 @@ impl Aggregation {
                     };
                     if let Some(arg) = &arg
                         && matches!(func, Func::Sum | Func::Avg | Func::Min | Func::Max)
-                        && !arg.data_type.is_numeric()
-                        && arg.data_type != DataType::Null
+                        && matches!(
+                            arg.data_type,
+                            DataType::Utf8
+                                | DataType::LargeUtf8
+                                | DataType::Utf8View
+                                | DataType::Binary
+                                | DataType::LargeBinary
+                        )
                     {
                         return Err(plan_error(format!(
-                            "`{}` needs numbers, and `{}` is {}: write TRY_CAST({} AS DOUBLE) to read it as one (NULL where it is not)",
+                            "`{}` needs numbers or times, and `{}` is {}: write TRY_CAST({} AS DOUBLE) to read it as a number (NULL where it is not)",
                             e.original, arg.sql, arg.data_type, arg.sql
                         )));
                     }

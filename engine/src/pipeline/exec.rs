@@ -98,8 +98,12 @@ fn plan_error(step: &Step, message: impl Into<String>) -> PipelineError {
     }
 }
 
+/// The session every statement is planned in: DataFusion's functions, with `now()` read per
+/// batch.
 fn session() -> SessionState {
-    SessionContext::new().state()
+    let context = SessionContext::new();
+    context.register_udf(super::clock::BatchClock::udf());
+    context.state()
 }
 
 fn compile_filter(

@@ -10,6 +10,7 @@
 
 mod aggregate;
 mod attrs;
+mod clock;
 mod error;
 mod exec;
 mod expr;

@@ -377,13 +377,16 @@ const SIZED_BY_ARGUMENT: &[(&str, &[usize])] = &[
     ("generate_series", &[0, 1, 2]),
     ("array_repeat", &[1]),
     ("list_repeat", &[1]),
+    ("array_resize", &[1]),
+    ("list_resize", &[1]),
     ("repeat", &[1]),
     ("lpad", &[1]),
     ("rpad", &[1]),
 ];
 
-/// The largest constant size those functions may be given.
-const MAX_CONSTANT_SIZE: i64 = 1 << 20;
+/// The largest constant size those functions may be given: what one row may grow to (or,
+/// for `repeat`, how many copies of a value), times the rows of a batch.
+const MAX_CONSTANT_SIZE: i64 = 4096;
 
 /// Checks that functions whose output is as large as an argument's value get a constant,
 /// bounded size there.

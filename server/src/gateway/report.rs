@@ -1,6 +1,7 @@
 //! What the gateway reports while it runs, on standard error: conditions that recur (a sink
-//! failing batch after batch, a statement failing on every batch) are reported once per
-//! interval per subject, with how many occurrences were not printed in between.
+//! failing batch after batch, a statement failing on every batch, a sink that keeps going
+//! down and up) are reported once per interval per subject and kind, with how many
+//! occurrences were not printed in between.
 
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex};
@@ -12,14 +13,15 @@ pub const INTERVAL: Duration = Duration::from_secs(10);
 /// Per subject: when it was last reported, and the occurrences since.
 static LAST: LazyLock<Mutex<HashMap<String, (Instant, u64)>>> = LazyLock::new(Default::default);
 
-/// Reports `message` about `subject` now, unless the subject was reported less than
-/// [`INTERVAL`] ago (then the occurrence is only counted, and said with the next report).
-pub fn throttled(subject: &str, message: impl std::fmt::Display) {
-    let Some(suppressed) = due(subject, Instant::now()) else {
+/// Reports `message` about `subject` now, unless something of the same `kind` was reported
+/// about it less than [`INTERVAL`] ago (then the occurrence is only counted, and said with
+/// the next report).
+pub fn throttled(subject: &str, kind: &str, message: impl std::fmt::Display) {
+    let Some(suppressed) = due(&format!("{subject}\u{0}{kind}"), Instant::now()) else {
         return;
     };
     if suppressed > 0 {
-        eprintln!("{subject}: {message} ({suppressed} more like it not shown)");
+        eprintln!("{subject}: {message} ({suppressed} more {kind} reports not shown)");
     } else {
         eprintln!("{subject}: {message}");
     }

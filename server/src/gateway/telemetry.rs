@@ -44,7 +44,7 @@ impl Flow {
     }
 
     /// Counts a batch sink `name` failed to deliver; reports it when the sink starts failing
-    /// (then once per [`report::INTERVAL`] while it goes on).
+    /// (then at most once per [`report::INTERVAL`] while it goes on, or as it flaps).
     pub fn sink_failed(&self, name: &str, error: &dyn std::fmt::Display) {
         self.fail();
         let subject = format!("sink {name}");
@@ -53,16 +53,20 @@ impl Flow {
             .strip_prefix(&format!("{subject}: "))
             .unwrap_or(&error);
         if self.failing.swap(true, Relaxed) {
-            report::throttled(&subject, format_args!("still failing: {error}"));
+            report::throttled(&subject, "failing", format_args!("still failing: {error}"));
         } else {
-            report::always(&subject, format_args!("failing: {error}"));
+            report::throttled(&subject, "failing", format_args!("failing: {error}"));
         }
     }
 
     /// Notes that sink `name` delivered a batch; reports it when the sink was failing.
     pub fn sink_delivered(&self, name: &str) {
         if self.failing.load(Relaxed) && self.failing.swap(false, Relaxed) {
-            report::always(&format!("sink {name}"), "recovered: delivering again");
+            report::throttled(
+                &format!("sink {name}"),
+                "recovered",
+                "recovered: delivering again",
+            );
         }
     }
 }

@@ -328,7 +328,7 @@ async fn run_jobs(
                     }
                 }
                 Err(e) => {
-                    report::throttled(&format!("pipeline {}", pipeline.name()), &e);
+                    report::throttled(&format!("pipeline {}", pipeline.name()), "errors", &e);
                     failure = Some(DeliveryError::Pipeline {
                         pipeline: pipeline.name().to_string(),
                         message: e.to_string(),

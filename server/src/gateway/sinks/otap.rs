@@ -258,6 +258,7 @@ impl State {
             Err(e) => {
                 crate::gateway::report::throttled(
                     &format!("sink {}", self.config.name),
+                    "merge",
                     format_args!("batches sent apart: merging failed: {e}"),
                 );
                 for d in group {

@@ -275,6 +275,7 @@ async fn send(
         Some(p) => {
             report::throttled(
                 &format!("sink {}", config.name),
+                "rejected",
                 format_args!(
                     "the backend rejected {} records: {}",
                     p.rejected, p.error_message
@@ -293,6 +294,7 @@ fn unreadable(config: &Config, telemetry: &Telemetry, why: &str) {
     }
     report::throttled(
         &format!("sink {}", config.name),
+        "unreadable",
         format_args!("the backend accepted a request but its response is unreadable: {why}"),
     );
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use http::header::{CONTENT_TYPE, HeaderValue, TE};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use tonic::{Code, Status};
 use tower_service::Service;
 
@@ -166,6 +166,11 @@ where
     B: http_body::Body<Data = Bytes>,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    // As gRPC clients do, the HTTP status comes first: a proxy's 502 is not the backend's
+    // answer, whatever `grpc-status` it carries.
+    if response.status() != http::StatusCode::OK {
+        return Err(from_http(response.status()));
+    }
     if let Some(status) = Status::from_header_map(response.headers()) {
         // A trailers-only response: the status is in the headers.
         return match status.code() {
@@ -173,25 +178,40 @@ where
             _ => Err(status),
         };
     }
-    if response.status() != http::StatusCode::OK {
-        return Err(from_http(response.status()));
-    }
     let encoding = response
         .headers()
         .get("grpc-encoding")
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
-    let collected = Limited::new(response.into_body(), MAX_RESPONSE_BYTES)
-        .collect()
-        .await
-        .map_err(|e| Status::unavailable(format!("reading the response: {e}")))?;
-    let status = collected
-        .trailers()
+    // The body is read to its trailers whatever its size (bytes past the limit are dropped):
+    // only the trailers say whether the backend accepted the request.
+    let mut body = std::pin::pin!(response.into_body());
+    let mut data = BytesMut::new();
+    let mut oversized = false;
+    let mut trailers = None;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| {
+            let e: Box<dyn std::error::Error + Send + Sync> = e.into();
+            Status::unavailable(format!("reading the response: {e}"))
+        })?;
+        match frame.into_data() {
+            Ok(chunk) if data.len() + chunk.len() <= MAX_RESPONSE_BYTES => data.put(chunk),
+            Ok(_) => oversized = true,
+            Err(frame) => trailers = frame.into_trailers().ok(),
+        }
+    }
+    let status = trailers
+        .as_ref()
         .and_then(Status::from_header_map)
         .unwrap_or_else(|| Status::internal("the response ended without a gRPC status"));
     if status.code() != Code::Ok {
         return Err(status);
     }
-    Ok(match message(&collected.to_bytes(), encoding.as_deref()) {
+    if oversized {
+        return Ok(Reply::Unreadable(format!(
+            "a response over {MAX_RESPONSE_BYTES} bytes"
+        )));
+    }
+    Ok(match message(&data.freeze(), encoding.as_deref()) {
         Ok(message) => Reply::Message(message),
         Err(why) => Reply::Unreadable(why),
     })
@@ -211,6 +231,12 @@ fn message(data: &Bytes, encoding: Option<&str>) -> Result<Bytes, String> {
     let payload = data
         .get(5..5 + length)
         .ok_or_else(|| format!("a frame of {length} bytes with {} sent", data.len() - 5))?;
+    if data.len() > 5 + length {
+        return Err(format!(
+            "{} bytes after the response message (a unary call has one)",
+            data.len() - 5 - length
+        ));
+    }
     match (flag, encoding.unwrap_or("identity")) {
         (0, _) => Ok(data.slice(5..5 + length)),
         (1, "gzip") => inflate(flate2::read::GzDecoder::new(payload)),
@@ -369,7 +395,30 @@ mod tests {
     }
 
     #[test]
+    fn the_http_status_comes_before_grpc_status() {
+        let mut response = response(&[OK], vec![]);
+        *response.status_mut() = http::StatusCode::BAD_GATEWAY;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let status = runtime.block_on(read_response(response)).unwrap_err();
+        assert_eq!(status.code(), Code::Unavailable);
+    }
+
+    #[test]
     fn an_ok_response_that_cannot_be_read_is_unreadable_not_failed() {
+        let two = [
+            frame(b"a", Compression::None).unwrap(),
+            frame(b"b", Compression::None).unwrap(),
+        ]
+        .concat();
+        let extra = read(&[], vec![data(&two), trailers(&[OK])]);
+        assert!(matches!(extra, Ok(Reply::Unreadable(why)) if why.contains("after the response")));
+        let huge = vec![0u8; MAX_RESPONSE_BYTES + 10];
+        let oversized = read(&[], vec![data(&huge), trailers(&[OK])]);
+        assert!(matches!(oversized, Ok(Reply::Unreadable(why)) if why.contains("over")));
+        let failed = read(&[], vec![data(&huge), trailers(&[("grpc-status", "14")])]);
+        assert_eq!(failed.unwrap_err().code(), Code::Unavailable);
         let body = frame(b"abc", Compression::Gzip).unwrap();
         let unknown = read(
             &[("grpc-encoding", "snappy")],

@@ -20,8 +20,8 @@ use penstock_engine::Signal;
 use prost::Message;
 
 use super::listener::{
-    AdmissionError, DRAIN_TIMEOUT, ExportError, SourceContext, admit, bearer_matches, discard_body,
-    export_otlp, open, receive,
+    AdmissionError, DRAIN_TIMEOUT, Deadline, ExportError, RECEIVE_TIMEOUT, SourceContext, admit,
+    bearer_matches, discard_body, export_otlp, open, receive,
 };
 use crate::gateway::delivery::DeliveryError;
 use crate::gateway::status::RpcStatus;
@@ -281,7 +281,7 @@ async fn export(request: Request<Incoming>, context: &SourceContext) -> Result<F
             return Err(refusal_of(&e));
         }
     };
-    let body = Limited::new(request.into_body(), max)
+    let body = Limited::new(Deadline::new(request.into_body(), RECEIVE_TIMEOUT), max)
         .collect()
         .await
         .map_err(|e| {

@@ -24,8 +24,8 @@ const MAX_CONCURRENT_STREAMS: u32 = 256;
 const STREAM_WINDOW_BYTES: u32 = 1 << 20;
 
 /// Bytes a client may send on one connection before the gateway reads them: the most a
-/// connection buffers unread, and room for several requests to be received at once.
-const CONNECTION_WINDOW_BYTES: u32 = 4 << 20;
+/// connection buffers unread (so at most `max_connections` MiB in all).
+const CONNECTION_WINDOW_BYTES: u32 = 1 << 20;
 
 /// Serves one connection (HTTP/2, in the clear or over TLS) on the current worker.
 pub async fn serve(stream: std::net::TcpStream, context: Arc<SourceContext>) {

@@ -14,7 +14,9 @@ use tonic::codec::CompressionEncoding;
 
 use super::otap::OtapStream;
 use super::otlp::OtlpExport;
-use crate::gateway::sources::listener::{SourceContext, bearer_matches, discard_body, receive};
+use crate::gateway::sources::listener::{
+    Deadline, RECEIVE_TIMEOUT, SourceContext, bearer_matches, discard_body, receive,
+};
 
 /// The gRPC service of one connection.
 #[derive(Debug, Clone)]
@@ -116,6 +118,7 @@ impl hyper::service::Service<Request<Incoming>> for GrpcService {
                     context,
                     receiving: Some(receiving),
                 };
+                let request = request.map(|body| Deadline::new(body, RECEIVE_TIMEOUT));
                 Ok(grpc.unary(export, request).await)
             }),
             Some(Route::Otap(signal)) => Box::pin(async move {
