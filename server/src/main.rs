@@ -96,6 +96,9 @@ enum Command {
         /// Report the CPU time this process (the gateway) spent during the run.
         #[arg(long)]
         measure_pid: Option<u32>,
+        /// gRPC compression of OTLP requests: `zstd`, `gzip` or `none`.
+        #[arg(long, default_value = "zstd")]
+        compression: String,
     },
 }
 
@@ -150,7 +153,16 @@ fn main() -> ExitCode {
             streams,
             in_flight,
             measure_pid,
+            compression,
         } => parse_load(&protocol, &signal).and_then(|(otap, signal)| {
+            let compression = match compression.as_str() {
+                "zstd" => Some(tonic::codec::CompressionEncoding::Zstd),
+                "gzip" => Some(tonic::codec::CompressionEncoding::Gzip),
+                "none" => None,
+                other => {
+                    anyhow::bail!("unknown compression '{other}': expected zstd, gzip or none")
+                }
+            };
             cli::loadgen::run(cli::loadgen::LoadOptions {
                 endpoint,
                 otap,
@@ -161,6 +173,7 @@ fn main() -> ExitCode {
                 streams,
                 in_flight,
                 measure_pid,
+                compression,
             })
         }),
     };

@@ -45,6 +45,8 @@ pub struct LoadOptions {
     pub in_flight: usize,
     /// A process whose CPU time to report (the gateway).
     pub measure_pid: Option<u32>,
+    /// gRPC compression of OTLP requests (None: uncompressed).
+    pub compression: Option<CompressionEncoding>,
 }
 
 #[derive(Default)]
@@ -206,17 +208,20 @@ async fn otlp_requests(
             running.join_next().await;
         }
         let body = requests[i as usize % requests.len()].clone();
-        let (channel, results, signal, batch) = (
+        let (channel, results, signal, batch, compression) = (
             channel.clone(),
             Arc::clone(results),
             options.signal,
             options.batch,
+            options.compression,
         );
         running.spawn(async move {
             let sent = Instant::now();
-            let mut grpc = tonic::client::Grpc::new(channel)
-                .send_compressed(CompressionEncoding::Zstd)
-                .accept_compressed(CompressionEncoding::Zstd);
+            let mut grpc =
+                tonic::client::Grpc::new(channel).accept_compressed(CompressionEncoding::Zstd);
+            if let Some(compression) = compression {
+                grpc = grpc.send_compressed(compression);
+            }
             let mut refusals = 0;
             let outcome = loop {
                 if let Err(e) = grpc.ready().await {
