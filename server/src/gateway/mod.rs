@@ -137,7 +137,9 @@ async fn serve(
                             name: source.name.clone(),
                             index,
                             admission: Arc::new(Semaphore::new(limits.max_in_flight_bytes)),
-                            receiving: Arc::new(Semaphore::new(limits.max_receiving_requests)),
+                            receiving: sources::listener::Places::new(
+                                limits.max_receiving_requests,
+                            ),
                             streams: Arc::new(Semaphore::new(limits.max_streams)),
                             limits: limits.clone(),
                             worker: w.handle.clone(),

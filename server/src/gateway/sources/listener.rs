@@ -93,8 +93,8 @@ pub struct SourceContext {
     pub worker: WorkerHandle,
     /// Admission: one permit per request byte in flight.
     pub admission: Arc<Semaphore>,
-    /// One permit per OTLP request being received or waiting for admission.
-    pub receiving: Arc<Semaphore>,
+    /// One place per OTLP request being received or waiting for admission.
+    pub receiving: Places,
     /// Open OTAP streams: one permit each.
     pub streams: Arc<Semaphore>,
     /// Counters.
@@ -275,22 +275,73 @@ impl AdmissionError {
 /// and stalls the requests that hold places, so it is refused at once instead (a retryable
 /// RESOURCE_EXHAUSTED), before its body is read.
 pub async fn receive(context: &SourceContext, may_wait: bool) -> Result<Receiving, AdmissionError> {
-    let semaphore = Arc::clone(&context.receiving);
-    let permit = if context.limits.refuse_when_full || !may_wait {
-        semaphore
-            .try_acquire_owned()
-            .map_err(|_| AdmissionError::Busy)?
-    } else {
-        semaphore
-            .acquire_owned()
-            .await
-            .map_err(|_| AdmissionError::ShuttingDown)?
-    };
+    let wait = may_wait && !context.limits.refuse_when_full;
+    let place = context.receiving.take(wait).await?;
     context.telemetry.receiving_requests.fetch_add(1, Relaxed);
     Ok(Receiving {
-        _permit: permit,
+        _place: place,
         telemetry: Arc::clone(&context.telemetry),
     })
+}
+
+/// The places of the OTLP requests a worker is receiving. Requests that may wait for one
+/// (HTTP/1) wait outside the semaphore, for a place to be given back, and then try again like
+/// every other request: a queue of waiters never keeps the places from requests that only
+/// try (HTTP/2), as a fair semaphore's queue would.
+#[derive(Debug, Clone)]
+pub struct Places {
+    permits: Arc<Semaphore>,
+    freed: Arc<tokio::sync::Notify>,
+}
+
+impl Places {
+    /// `count` places.
+    pub fn new(count: usize) -> Self {
+        Places {
+            permits: Arc::new(Semaphore::new(count)),
+            freed: Arc::new(tokio::sync::Notify::new()),
+        }
+    }
+
+    /// A place: at once, or (with `wait`) once one is given back.
+    pub async fn take(&self, wait: bool) -> Result<Place, AdmissionError> {
+        loop {
+            // Registered before trying, so a place given back in between is not missed.
+            let freed = self.freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            match Arc::clone(&self.permits).try_acquire_owned() {
+                Ok(permit) => {
+                    return Ok(Place {
+                        permit: Some(permit),
+                        freed: Arc::clone(&self.freed),
+                    });
+                }
+                Err(tokio::sync::TryAcquireError::Closed) => {
+                    return Err(AdmissionError::ShuttingDown);
+                }
+                Err(tokio::sync::TryAcquireError::NoPermits) if !wait => {
+                    return Err(AdmissionError::Busy);
+                }
+                Err(tokio::sync::TryAcquireError::NoPermits) => freed.await,
+            }
+        }
+    }
+}
+
+/// A place taken; given back, and a waiter woken, when dropped.
+#[derive(Debug)]
+pub struct Place {
+    permit: Option<OwnedSemaphorePermit>,
+    freed: Arc<tokio::sync::Notify>,
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        // The place is given back before a waiter is woken to take it.
+        drop(self.permit.take());
+        self.freed.notify_one();
+    }
 }
 
 /// The longest a refused request's body is read (and thrown away) before the refusal goes.
@@ -373,7 +424,7 @@ where
 
 /// A request's place among those being received, given up when dropped.
 pub struct Receiving {
-    _permit: OwnedSemaphorePermit,
+    _place: Place,
     telemetry: Arc<Telemetry>,
 }
 
@@ -475,4 +526,42 @@ pub async fn export_otlp(
         return Err(error.into());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_that_only_try_are_not_kept_out_by_waiting_ones() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let places = Places::new(1);
+            let held = places.take(false).await.unwrap();
+            assert!(matches!(
+                places.take(false).await,
+                Err(AdmissionError::Busy)
+            ));
+            let waiting = tokio::spawn({
+                let places = places.clone();
+                async move { places.take(true).await.map(|_| ()) }
+            });
+            tokio::task::yield_now().await;
+            drop(held);
+            // The waiter has not run yet: a request that only tries gets the place (a fair
+            // semaphore would have handed it to the waiter).
+            let tried = places.take(false).await.unwrap();
+            assert!(!waiting.is_finished());
+            drop(tried);
+            // And the waiter gets it once it is given back.
+            tokio::time::timeout(Duration::from_secs(10), waiting)
+                .await
+                .expect("the waiter was woken")
+                .unwrap()
+                .unwrap();
+        });
+    }
 }
