@@ -1,8 +1,9 @@
 //! `penstock`: the gateway and its command-line tool.
 //!
 //! `penstock check` validates pipeline files (and `--explain`s their plans); `penstock replay`
-//! runs them offline over OTLP JSON input. The gateway (`run`), `query` and `loadgen` are built
-//! in this crate on top of `penstock-engine` and `penstock-dialect`.
+//! runs them offline over OTLP JSON input; `penstock run` is the gateway; `penstock loadgen`
+//! sends telemetry to a gateway and measures it. Built on `penstock-engine` and
+//! `penstock-dialect`.
 
 mod cli;
 mod gateway;
