@@ -13,13 +13,12 @@ use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch, RecordBatchOptions};
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray};
 use arrow::compute::{cast, filter};
 use arrow::datatypes::{DataType, Field, Float64Type, Int64Type, Schema, TimeUnit};
 use arrow::row::{RowConverter, SortField};
 use datafusion::common::ScalarValue;
 use datafusion::execution::context::SessionState;
-use datafusion::logical_expr::ColumnarValue;
 use datafusion::sql::sqlparser::ast::{
     DuplicateTreatment, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Value,
 };
@@ -29,6 +28,7 @@ use penstock_dialect::{Having, ResolvedExpr};
 use super::error::{PipelineError, Result};
 use super::expr::{CompiledExpr, compile, plan};
 use super::rows::Rows;
+use super::typecheck::evaluate_on_one_row;
 use super::windows::{
     ARRIVAL_WINDOW, Acc, AggregateSpec, Func, Group, HavingSpec, MAX_OPEN_STATE, Spec, Windows,
 };
@@ -96,16 +96,7 @@ fn aggregate_call(expr: &Expr) -> Option<(Func, Option<Expr>)> {
 fn constant(state: &SessionState, expr: &Expr) -> Option<ScalarValue> {
     let schema = Arc::new(Schema::empty());
     let (physical, _) = plan(state, expr, &schema).ok()?;
-    let one_row = RecordBatch::try_new_with_options(
-        schema,
-        vec![],
-        &RecordBatchOptions::new().with_row_count(Some(1)),
-    )
-    .ok()?;
-    match physical.evaluate(&one_row).ok()? {
-        ColumnarValue::Scalar(v) => Some(v),
-        ColumnarValue::Array(a) => ScalarValue::try_from_array(&a, 0).ok(),
-    }
+    evaluate_on_one_row(&physical, &schema).ok()
 }
 
 const SECOND: u64 = 1_000_000_000;

@@ -8,12 +8,14 @@ use std::sync::Arc;
 
 use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions, StringArray};
 use arrow::compute::{CastOptions, cast_with_options};
-use arrow::datatypes::{DataType, Schema};
+use arrow::datatypes::{DataType, Schema, SchemaRef};
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::common::{DFSchema, ScalarValue};
 use datafusion::execution::context::SessionState;
 use datafusion::logical_expr::expr::InList;
-use datafusion::logical_expr::{Between, BinaryExpr, Cast, Expr, ExprSchemable, Operator};
+use datafusion::logical_expr::{
+    Between, BinaryExpr, Cast, ColumnarValue, Expr, ExprSchemable, Operator,
+};
 
 /// Casts that fail rather than produce null.
 const STRICT: CastOptions<'static> = CastOptions {
@@ -87,6 +89,34 @@ fn text_literal(expr: &Expr) -> Option<&str> {
     }
 }
 
+/// Whether the text `text` converts to a value of `ty` (strictly: no NULL for what does not).
+fn reads_as(text: &str, ty: &DataType) -> bool {
+    let array: ArrayRef = Arc::new(StringArray::from(vec![text]));
+    cast_with_options(&array, ty, &STRICT).is_ok()
+}
+
+/// Evaluates `physical` on one row in which every column of `schema` is NULL (no column for
+/// an empty schema): the value of a constant, or what fails whatever the data.
+pub(crate) fn evaluate_on_one_row(
+    physical: &Arc<dyn datafusion::physical_expr::PhysicalExpr>,
+    schema: &SchemaRef,
+) -> datafusion::error::Result<ScalarValue> {
+    let columns = schema
+        .fields()
+        .iter()
+        .map(|f| arrow::array::new_null_array(f.data_type(), 1))
+        .collect();
+    let row = RecordBatch::try_new_with_options(
+        Arc::clone(schema),
+        columns,
+        &RecordBatchOptions::new().with_row_count(Some(1)),
+    )?;
+    match physical.evaluate(&row)? {
+        ColumnarValue::Scalar(v) => Ok(v),
+        ColumnarValue::Array(a) => ScalarValue::try_from_array(&a, 0),
+    }
+}
+
 /// Whether `expr` reads no column.
 fn is_constant(expr: &Expr) -> bool {
     expr.column_refs().is_empty()
@@ -129,12 +159,7 @@ fn check_pair(left: &Expr, right: &Expr, schema: &DFSchema) -> Result<(), String
             continue;
         }
         if let Some(text) = text_literal(text_side) {
-            let parsed = cast_with_options(
-                &(Arc::new(StringArray::from(vec![text])) as ArrayRef),
-                other_ty,
-                &STRICT,
-            );
-            if parsed.is_err() {
+            if !reads_as(text, other_ty) {
                 let name = describe(other);
                 return Err(format!(
                     "{name} is {other_ty}; '{text}' is text that does not read as {}{}",
@@ -279,26 +304,14 @@ pub(crate) fn evaluate_constant(state: &SessionState, expr: &Expr) -> Result<Sca
     let physical = state
         .create_physical_expr(expr.clone(), &empty)
         .map_err(|e| e.to_string())?;
-    let one_row = RecordBatch::try_new_with_options(
-        Arc::new(Schema::empty()),
-        vec![],
-        &RecordBatchOptions::new().with_row_count(Some(1)),
-    )
-    .map_err(|e| e.to_string())?;
-    let value = physical.evaluate(&one_row).map_err(|e| {
+    evaluate_on_one_row(&physical, &Arc::new(Schema::empty())).map_err(|e| {
         let text = e.to_string();
         format!(
             "`{}` cannot be computed: {}",
             expr.human_display(),
             text.strip_prefix("Arrow error: ").unwrap_or(&text)
         )
-    })?;
-    match value {
-        datafusion::logical_expr::ColumnarValue::Scalar(v) => Ok(v),
-        datafusion::logical_expr::ColumnarValue::Array(a) => {
-            ScalarValue::try_from_array(&a, 0).map_err(|e| e.to_string())
-        }
-    }
+    })
 }
 
 /// Checks that values of `expr` (before coercion) can become `target`, the type of the column
@@ -340,19 +353,14 @@ pub(crate) fn check_assignment(
     }
     if is_text(&ty) {
         if let Some(text) = text_literal(expr) {
-            let parsed = cast_with_options(
-                &(Arc::new(StringArray::from(vec![text])) as ArrayRef),
-                target,
-                &STRICT,
-            );
-            return match parsed {
-                Ok(_) => Ok(()),
-                Err(_) => Err(format!(
-                    "{column} is {target}; '{text}' is text that does not read as {}{}",
-                    sql_name(target),
-                    hint(column, text)
-                )),
-            };
+            if reads_as(text, target) {
+                return Ok(());
+            }
+            return Err(format!(
+                "{column} is {target}; '{text}' is text that does not read as {}{}",
+                sql_name(target),
+                hint(column, text)
+            ));
         }
         let name = describe(expr);
         return Err(format!(
@@ -436,23 +444,14 @@ pub(crate) fn check_sizes(state: &SessionState, expr: &Expr) -> Result<(), Strin
 /// fails on every batch, whatever the data.
 pub(crate) fn check_on_nulls(
     physical: &Arc<dyn datafusion::physical_expr::PhysicalExpr>,
-    schema: &arrow::datatypes::SchemaRef,
+    schema: &SchemaRef,
 ) -> Result<(), String> {
-    let columns = schema
-        .fields()
-        .iter()
-        .map(|f| arrow::array::new_null_array(f.data_type(), 1))
-        .collect();
-    let row = RecordBatch::try_new_with_options(
-        Arc::clone(schema),
-        columns,
-        &RecordBatchOptions::new().with_row_count(Some(1)),
-    )
-    .map_err(|e| e.to_string())?;
-    physical.evaluate(&row).map(|_| ()).map_err(|e| {
-        format!(
-            "fails whatever the data: {}",
-            e.to_string().replace("Execution error: ", "")
-        )
-    })
+    evaluate_on_one_row(physical, schema)
+        .map(|_| ())
+        .map_err(|e| {
+            format!(
+                "fails whatever the data: {}",
+                e.to_string().replace("Execution error: ", "")
+            )
+        })
 }

@@ -71,6 +71,9 @@ impl Flow {
     }
 }
 
+/// Picks one of a sink's counters.
+type SinkCounter = fn(&Flow) -> &AtomicU64;
+
 /// Rows in, out and dropped, and batches failed, of one statement, per worker (each worker stores its own totals).
 #[derive(Debug)]
 pub struct StepCounters {
@@ -268,23 +271,24 @@ impl Telemetry {
                 }
             }
         }
-        let name = "penstock_sink_rejected_records_total";
-        let _ = writeln!(
-            out,
-            "# HELP {name} records a backend rejected in an accepted request (partial success)\n# TYPE {name} counter"
-        );
-        for (label, flow) in self.sinks.iter() {
-            let value = flow.rejected.load(Relaxed);
-            let _ = writeln!(out, "{name}{{sink=\"{label}\"}} {value}");
-        }
-        let name = "penstock_sink_unreadable_responses_total";
-        let _ = writeln!(
-            out,
-            "# HELP {name} responses a backend sent with status OK that could not be read\n# TYPE {name} counter"
-        );
-        for (label, flow) in self.sinks.iter() {
-            let value = flow.unreadable.load(Relaxed);
-            let _ = writeln!(out, "{name}{{sink=\"{label}\"}} {value}");
+        let per_sink: [(&str, &str, SinkCounter); 2] = [
+            (
+                "penstock_sink_rejected_records_total",
+                "records a backend rejected in an accepted request (partial success)",
+                |f| &f.rejected,
+            ),
+            (
+                "penstock_sink_unreadable_responses_total",
+                "responses a backend sent with status OK that could not be read",
+                |f| &f.unreadable,
+            ),
+        ];
+        for (name, help, counter) in per_sink {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+            for (label, flow) in self.sinks.iter() {
+                let value = counter(flow).load(Relaxed);
+                let _ = writeln!(out, "{name}{{sink=\"{label}\"}} {value}");
+            }
         }
         for (i, metric) in ["rows_in", "rows_out", "rows_dropped", "errors"]
             .iter()
