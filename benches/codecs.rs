@@ -21,7 +21,7 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use penstock_engine::Signal;
 use penstock_engine::datagen::DataGen;
 use penstock_engine::otap::{EncodeOptions, OtapDecoder, OtapEncoder};
-use penstock_engine::otlp::{encode, json};
+use penstock_engine::otlp::encode;
 use prost::Message;
 
 /// The gateway's allocator (see the `penstock` binary), so that these numbers are the product's.
@@ -60,7 +60,9 @@ fn print_wire_sizes() {
         let mut message = OtapEncoder::new(signal, plain).unwrap();
         let (mut otlp, mut otlp_zstd, mut otap, mut otap_msg) = (0, 0, 0, 0);
         for (i, bytes) in requests.iter().enumerate() {
-            let batch = json::decode(signal, bytes).unwrap().remove(0);
+            let batch = penstock_engine::otlp::decode::decode(signal, bytes)
+                .unwrap()
+                .remove(0);
             let a = ipc_zstd.encode(&batch).unwrap().encoded_len();
             let b = zstd::bulk::compress(&message.encode(&batch).unwrap().encode_to_vec(), 3)
                 .unwrap()
@@ -88,11 +90,13 @@ fn codecs(c: &mut Criterion) {
     print_wire_sizes();
     for signal in Signal::ALL {
         let bytes = request(signal);
-        let batch = json::decode(signal, &bytes).unwrap().remove(0);
+        let batch = penstock_engine::otlp::decode::decode(signal, &bytes)
+            .unwrap()
+            .remove(0);
         let mut group = c.benchmark_group(format!("codec/{}", signal.name()));
         group.throughput(Throughput::Elements(ITEMS as u64));
         group.bench_function("otlp_decode", |b| {
-            b.iter(|| json::decode(signal, black_box(&bytes)).unwrap())
+            b.iter(|| penstock_engine::otlp::decode::decode(signal, black_box(&bytes)).unwrap())
         });
         group.bench_function("otlp_encode", |b| {
             b.iter(|| encode::encode(black_box(&batch)).unwrap())

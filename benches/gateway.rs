@@ -24,8 +24,8 @@ use penstock_engine::Signal;
 use penstock_engine::datagen::DataGen;
 use penstock_engine::otap::{EncodeOptions, OtapDecoder, OtapEncoder};
 use penstock_engine::otlp::{decode, encode};
-use penstock_engine::pipeline::Pipeline;
 use penstock_engine::proto::BatchArrowRecords;
+use penstock_pipeline::Pipeline;
 use prost::Message;
 
 /// The gateway's allocator (see the `penstock` binary), so that these numbers are the product's.

@@ -16,8 +16,7 @@ use penstock_dialect::check_source;
 use penstock_engine::OtapBatch;
 use penstock_engine::Signal;
 use penstock_engine::datagen::DataGen;
-use penstock_engine::otlp::json;
-use penstock_engine::pipeline::Pipeline;
+use penstock_pipeline::Pipeline;
 use prost::Message;
 
 /// The gateway's allocator (see the `penstock` binary), so that these numbers are the product's.
@@ -26,7 +25,9 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn logs(items: usize) -> OtapBatch {
     let bytes = DataGen::new(1).logs(items).encode_to_vec();
-    json::decode(Signal::Logs, &bytes).unwrap().remove(0)
+    penstock_engine::otlp::decode::decode(Signal::Logs, &bytes)
+        .unwrap()
+        .remove(0)
 }
 
 fn pipeline(body: &str) -> Pipeline {

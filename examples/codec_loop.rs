@@ -17,7 +17,7 @@ use anyhow::{Context, bail};
 use penstock_engine::Signal;
 use penstock_engine::datagen::DataGen;
 use penstock_engine::otap::{EncodeOptions, OtapDecoder, OtapEncoder};
-use penstock_engine::otlp::{encode, json};
+use penstock_engine::otlp::encode;
 use prost::Message;
 
 /// The gateway's allocator (see the `penstock` binary), so that these numbers are the product's.
@@ -42,7 +42,7 @@ fn main() -> anyhow::Result<()> {
         Signal::Traces => data.traces(ITEMS).encode_to_vec(),
         Signal::Metrics => data.metrics(ITEMS).encode_to_vec(),
     };
-    let batch = json::decode(signal, &request)?.remove(0);
+    let batch = penstock_engine::otlp::decode::decode(signal, &request)?.remove(0);
     let mut encoder = OtapEncoder::new(signal, EncodeOptions::default())?;
     let first = encoder.encode(&batch)?;
     let steady = encoder.encode(&batch)?;
@@ -53,7 +53,10 @@ fn main() -> anyhow::Result<()> {
     let start = Instant::now();
     for _ in 0..iterations {
         match op.as_str() {
-            "otlp_decode" => drop(black_box(json::decode(signal, black_box(&request))?)),
+            "otlp_decode" => drop(black_box(penstock_engine::otlp::decode::decode(
+                signal,
+                black_box(&request),
+            )?)),
             "otlp_encode" => drop(black_box(encode::encode(black_box(&batch))?)),
             "otap_encode" => drop(black_box(encoder.encode(black_box(&batch))?)),
             "otap_decode" => drop(black_box(decoder.decode(black_box(&steady))?)),

@@ -10,7 +10,6 @@ use std::path::PathBuf;
 use penstock_engine::Signal;
 use penstock_engine::datagen::DataGen;
 use penstock_engine::otap::{EncodeOptions, OtapEncoder};
-use penstock_engine::otlp::json;
 use prost::Message;
 
 fn main() -> anyhow::Result<()> {
@@ -29,7 +28,7 @@ fn main() -> anyhow::Result<()> {
             std::fs::write(otlp_dir.join(format!("{}-{size}", signal.name())), &request)?;
             let mut stream = vec![index as u8];
             let mut encoder = OtapEncoder::new(signal, EncodeOptions::default())?;
-            for batch in json::decode(signal, &request)? {
+            for batch in penstock_engine::otlp::decode::decode(signal, &request)? {
                 for _ in 0..2 {
                     let bar = encoder.encode(&batch)?.encode_to_vec();
                     stream.extend_from_slice(&(bar.len() as u32).to_le_bytes());

@@ -15,7 +15,7 @@ use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequ
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use penstock_engine::datagen::DataGen;
 use penstock_engine::otap::{EncodeOptions, OtapDecoder, OtapEncoder};
-use penstock_engine::otlp::{encode, json};
+use penstock_engine::otlp::encode;
 use penstock_engine::proto::BatchArrowRecords;
 use penstock_engine::{Signal, equiv};
 use prost::Message;
@@ -163,7 +163,7 @@ fn reference_consumer_decodes_penstock_output() {
             let mut encoder = OtapEncoder::new(signal, options).unwrap();
             let mut bars = Vec::new();
             for request in &input {
-                let batches = json::decode(signal, request).unwrap();
+                let batches = penstock_engine::otlp::decode::decode(signal, request).unwrap();
                 assert_eq!(batches.len(), 1);
                 bars.push(encoder.encode(&batches[0]).unwrap().encode_to_vec());
             }

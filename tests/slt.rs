@@ -10,7 +10,7 @@ use std::path::Path;
 use penstock_dialect::check_source;
 use penstock_engine::OtapBatch;
 use penstock_engine::otlp::json;
-use penstock_engine::pipeline::{Pipeline, Windows};
+use penstock_pipeline::{Pipeline, Windows};
 use serde_json::Value;
 
 /// One block of a file.
@@ -243,7 +243,9 @@ fn run_text(name: &str, text: &str, offset: usize) -> Result<usize, String> {
                 for (i, l) in lines.iter().enumerate() {
                     let (signal, bytes) =
                         json::line_to_protobuf(l, i + 1).map_err(|e| format!("{at}: {e}"))?;
-                    for batch in json::decode(signal, &bytes).map_err(|e| format!("{at}: {e}"))? {
+                    for batch in penstock_engine::otlp::decode::decode(signal, &bytes)
+                        .map_err(|e| format!("{at}: {e}"))?
+                    {
                         let out = p.run(batch).map_err(|e| format!("{at}: {e}"))?;
                         let closed = windows(out.closed).map_err(|e| format!("{at}: {e}"))?;
                         for (sink, b) in out.routed.into_iter().chain(closed) {
@@ -387,7 +389,7 @@ fn dialect_doc_examples() {
         let text = std::fs::read_to_string(root.join(format!("examples/data/{signal}.jsonl")));
         for (i, l) in text.unwrap().lines().enumerate() {
             let (signal, bytes) = json::line_to_protobuf(l, i + 1).unwrap();
-            samples.extend(json::decode(signal, &bytes).unwrap());
+            samples.extend(penstock_engine::otlp::decode::decode(signal, &bytes).unwrap());
         }
     }
     let (mut sql, mut slt, mut failures) = (0, 0, Vec::new());

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::schema::PayloadType;
 
 /// A column read as values of array type `A`.
-pub(crate) enum Col<'a, A> {
+pub enum Col<'a, A> {
     /// The column is not in the table: every value is the default.
     Absent,
     /// A native column.
@@ -36,7 +36,7 @@ where
     &'a A: ArrayAccessor,
 {
     /// Reads `array` as `A`, accepting dictionaries of `A`.
-    pub(crate) fn new(array: &'a ArrayRef) -> Option<Self> {
+    pub fn new(array: &'a ArrayRef) -> Option<Self> {
         match array.data_type() {
             DataType::Dictionary(key, _) => match key.as_ref() {
                 DataType::UInt8 => dict_parts::<UInt8Type, A>(array).map(|(k, v)| Col::Dict8(k, v)),
@@ -80,7 +80,7 @@ where
 
     /// The value at row `i`, or None when null or absent.
     #[inline(always)]
-    pub(crate) fn get(&self, i: usize) -> Option<<&'a A as ArrayAccessor>::Item> {
+    pub fn get(&self, i: usize) -> Option<<&'a A as ArrayAccessor>::Item> {
         match self {
             Col::Absent => None,
             Col::Plain(a) => a.is_valid(i).then(|| a.value(i)),
@@ -158,7 +158,7 @@ where
     }
 
     /// Whether the column is absent from its table.
-    pub(crate) fn is_absent(&self) -> bool {
+    pub fn is_absent(&self) -> bool {
         matches!(self, Col::Absent)
     }
 }

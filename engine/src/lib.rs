@@ -38,19 +38,16 @@
 //! ```
 
 mod batch;
-mod cbor;
-pub(crate) mod column;
+pub mod column;
 pub mod datagen;
 pub mod equiv;
 mod error;
 pub mod merge;
 pub mod otap;
 pub mod otlp;
-#[cfg(feature = "pipeline")]
-pub mod pipeline;
 pub mod proto;
 pub mod schema;
-mod value_view;
+pub mod value;
 mod wire;
 
 pub use batch::OtapBatch;

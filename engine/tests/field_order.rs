@@ -9,7 +9,6 @@ use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::common::v1::InstrumentationScope;
 use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
 use penstock_engine::Signal;
-use penstock_engine::otlp::json;
 use prost::Message;
 
 fn record(i: u64) -> LogRecord {
@@ -43,7 +42,7 @@ fn request(records: usize) -> ExportLogsServiceRequest {
 fn schema_url_after_records_survives_a_split() {
     let request = request(70_000);
     let bytes = request.encode_to_vec();
-    let batches = json::decode(Signal::Logs, &bytes).unwrap();
+    let batches = penstock_engine::otlp::decode::decode(Signal::Logs, &bytes).unwrap();
     assert_eq!(batches.len(), 2);
     assert_eq!(
         common::otlp_lines(&batches),
@@ -94,7 +93,7 @@ fn field_order_does_not_matter() {
     for (i, parts) in orders.iter().enumerate() {
         let scope_logs: Vec<u8> = parts.concat();
         let bytes = common::field(1, &common::field(2, &scope_logs));
-        let batches = json::decode(Signal::Logs, &bytes).unwrap();
+        let batches = penstock_engine::otlp::decode::decode(Signal::Logs, &bytes).unwrap();
         assert_eq!(common::otlp_lines(&batches), expected, "order {i}");
     }
 }

@@ -14,7 +14,6 @@ use arrow::ipc::writer::{IpcWriteOptions, StreamEncoder};
 use bytes::Bytes;
 use penstock_engine::datagen::DataGen;
 use penstock_engine::otap::{DecodeLimits, EncodeOptions, OtapDecoder, OtapEncoder};
-use penstock_engine::otlp::json;
 use penstock_engine::proto::{ArrowPayload, BatchArrowRecords};
 use penstock_engine::{Error, PayloadType, Signal};
 use proptest::prelude::*;
@@ -36,10 +35,10 @@ fn truncated_otlp_is_an_error() {
     for signal in Signal::ALL {
         let bytes = sample(signal);
         for len in 0..bytes.len() {
-            let _ = json::decode(signal, &bytes[..len]);
+            let _ = penstock_engine::otlp::decode::decode(signal, &bytes[..len]);
         }
         assert!(
-            json::decode(signal, &bytes[..bytes.len() - 1]).is_err(),
+            penstock_engine::otlp::decode::decode(signal, &bytes[..bytes.len() - 1]).is_err(),
             "{signal}"
         );
     }
@@ -52,10 +51,11 @@ fn invalid_strings_and_ids_are_errors() {
     // ExportLogsServiceRequest{resource_logs{scope_logs{log_records{severity_text: 0xff}}}}
     let record = [0x1a, 0x01, 0xff];
     let request = nest(&[1, 2, 2], &record);
-    let err = json::decode(Signal::Logs, &request).unwrap_err();
+    let err = penstock_engine::otlp::decode::decode(Signal::Logs, &request).unwrap_err();
     assert!(err.to_string().contains("UTF-8"), "{err}");
     let record = [0x4a, 0x05, 1, 2, 3, 4, 5];
-    let err = json::decode(Signal::Logs, &nest(&[1, 2, 2], &record)).unwrap_err();
+    let err = penstock_engine::otlp::decode::decode(Signal::Logs, &nest(&[1, 2, 2], &record))
+        .unwrap_err();
     assert!(err.to_string().contains("wrong length"), "{err}");
 }
 
@@ -65,7 +65,8 @@ fn invalid_strings_and_ids_are_errors() {
 #[test]
 fn known_fields_with_the_wrong_wire_type_are_errors() {
     for record in [vec![0x08, 0x01], vec![0x35, 1, 2, 3, 4]] {
-        let err = json::decode(Signal::Logs, &nest(&[1, 2, 2], &record)).unwrap_err();
+        let err = penstock_engine::otlp::decode::decode(Signal::Logs, &nest(&[1, 2, 2], &record))
+            .unwrap_err();
         assert!(
             err.to_string().contains("wrong wire type"),
             "{record:?}: {err}"
@@ -73,7 +74,8 @@ fn known_fields_with_the_wrong_wire_type_are_errors() {
     }
     // Field 99 (varint) is unknown: skipped, and the record decodes.
     let record = [0x98, 0x06, 0x01, 0x10, 0x09];
-    let batches = json::decode(Signal::Logs, &nest(&[1, 2, 2], &record)).unwrap();
+    let batches =
+        penstock_engine::otlp::decode::decode(Signal::Logs, &nest(&[1, 2, 2], &record)).unwrap();
     assert_eq!(batches[0].num_items(), 1);
 }
 
@@ -95,7 +97,8 @@ fn deep_nesting_is_bounded() {
         value = nest(&[5, 1], &value);
     }
     let record = nest(&[5], &value);
-    let err = json::decode(Signal::Logs, &nest(&[1, 2, 2], &record)).unwrap_err();
+    let err = penstock_engine::otlp::decode::decode(Signal::Logs, &nest(&[1, 2, 2], &record))
+        .unwrap_err();
     assert!(matches!(err, Error::TooDeep { .. }), "{err}");
 }
 
@@ -202,7 +205,9 @@ fn bad_otap_payloads_are_errors() {
     assert!(matches!(err, Error::InvalidIds { .. }), "{err}");
 
     let request = sample(Signal::Logs);
-    let batch = json::decode(Signal::Logs, &request).unwrap().remove(0);
+    let batch = penstock_engine::otlp::decode::decode(Signal::Logs, &request)
+        .unwrap()
+        .remove(0);
     let mut good = OtapEncoder::new(Signal::Logs, EncodeOptions::default())
         .unwrap()
         .encode(&batch)
@@ -291,9 +296,12 @@ fn repeated_dictionary_values_compare_by_value() {
 /// Guarantees: refused once the budget is passed, instead of growing without bound.
 #[test]
 fn otlp_output_is_bounded() {
-    let batch = json::decode(Signal::Logs, &DataGen::new(1).logs(500).encode_to_vec())
-        .unwrap()
-        .remove(0);
+    let batch = penstock_engine::otlp::decode::decode(
+        Signal::Logs,
+        &DataGen::new(1).logs(500).encode_to_vec(),
+    )
+    .unwrap()
+    .remove(0);
     let err = penstock_engine::otlp::encode::encode_with_limit(&batch, 10_000).unwrap_err();
     assert!(matches!(err, Error::LimitExceeded(_)), "{err}");
     assert!(penstock_engine::otlp::encode::encode_with_limit(&batch, 10 << 20).is_ok());
@@ -402,7 +410,7 @@ fn valid_stream(signal: Signal) -> Vec<BatchArrowRecords> {
                 Signal::Metrics => data.metrics(30).encode_to_vec(),
             };
             encoder
-                .encode(&json::decode(signal, &request).unwrap()[0])
+                .encode(&penstock_engine::otlp::decode::decode(signal, &request).unwrap()[0])
                 .unwrap()
         })
         .collect()
@@ -416,7 +424,7 @@ proptest! {
     #[test]
     fn arbitrary_otlp_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
         for signal in Signal::ALL {
-            let _ = json::decode(signal, &bytes);
+            let _ = penstock_engine::otlp::decode::decode(signal, &bytes);
         }
     }
 
@@ -428,7 +436,7 @@ proptest! {
             let mut bytes = sample(signal);
             let at = position.index(bytes.len());
             bytes[at] = byte;
-            let _ = json::decode(signal, &bytes);
+            let _ = penstock_engine::otlp::decode::decode(signal, &bytes);
         }
     }
 

@@ -8,7 +8,6 @@ mod common;
 use penstock_engine::datagen::DataGen;
 use penstock_engine::merge::Concat;
 use penstock_engine::otap::{EncodeOptions, OtapDecoder, OtapEncoder};
-use penstock_engine::otlp::json;
 use penstock_engine::proto::BatchArrowRecords;
 use std::sync::Arc;
 
@@ -76,7 +75,7 @@ fn merged_batches_keep_every_record() {
         expected.sort();
         let mut parts = Vec::new();
         for (i, bytes) in requests.iter().enumerate() {
-            let decoded = json::decode(signal, bytes).unwrap();
+            let decoded = penstock_engine::otlp::decode::decode(signal, bytes).unwrap();
             parts.extend(if i % 2 == 0 {
                 via_otap(signal, &decoded)
             } else {
@@ -111,9 +110,15 @@ fn merged_batches_keep_every_record() {
 #[test]
 fn batches_whose_ids_do_not_fit_are_handed_back() {
     let mut data = DataGen::new(4);
-    let first = json::decode(Signal::Logs, &data.logs(33_000).encode_to_vec()).unwrap();
-    let second = json::decode(Signal::Logs, &data.logs(33_000).encode_to_vec()).unwrap();
-    let spans = json::decode(Signal::Traces, &data.traces(10).encode_to_vec()).unwrap();
+    let first =
+        penstock_engine::otlp::decode::decode(Signal::Logs, &data.logs(33_000).encode_to_vec())
+            .unwrap();
+    let second =
+        penstock_engine::otlp::decode::decode(Signal::Logs, &data.logs(33_000).encode_to_vec())
+            .unwrap();
+    let spans =
+        penstock_engine::otlp::decode::decode(Signal::Traces, &data.traces(10).encode_to_vec())
+            .unwrap();
     let mut concat = Concat::new(Signal::Logs);
     for batch in first {
         assert!(concat.push(batch).is_ok());

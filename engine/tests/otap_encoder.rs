@@ -12,7 +12,6 @@ use arrow::ipc::reader::StreamDecoder;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
 use penstock_engine::otap::{EncodeOptions, OtapDecoder, OtapEncoder};
-use penstock_engine::otlp::json;
 use penstock_engine::{OtapBatch, PayloadType, Signal};
 use prost::Message;
 
@@ -34,7 +33,7 @@ fn required_columns_are_sent_with_defaults() {
             ..Default::default()
         }],
     };
-    let batch = json::decode(Signal::Traces, &request.encode_to_vec())
+    let batch = penstock_engine::otlp::decode::decode(Signal::Traces, &request.encode_to_vec())
         .unwrap()
         .remove(0);
     let bar = OtapEncoder::new(Signal::Traces, EncodeOptions::default())
@@ -95,7 +94,9 @@ fn dictionaries_persist_across_batches() {
     let request = penstock_engine::datagen::DataGen::new(6)
         .logs(1000)
         .encode_to_vec();
-    let batch = json::decode(Signal::Logs, &request).unwrap().remove(0);
+    let batch = penstock_engine::otlp::decode::decode(Signal::Logs, &request)
+        .unwrap()
+        .remove(0);
     let mut encoder = OtapEncoder::new(Signal::Logs, EncodeOptions::default()).unwrap();
     let first = encoder.encode(&batch).unwrap();
     let second = encoder.encode(&batch).unwrap();
@@ -172,7 +173,7 @@ fn attribute_runs_out_of_parent_order_are_sorted() {
             ..Default::default()
         }],
     };
-    let batch = json::decode(Signal::Logs, &request.encode_to_vec())
+    let batch = penstock_engine::otlp::decode::decode(Signal::Logs, &request.encode_to_vec())
         .unwrap()
         .remove(0);
     let expected = penstock_engine::otlp::encode::encode(&batch).unwrap();
@@ -218,7 +219,7 @@ fn attributes_of_missing_records_are_dropped() {
     use penstock_engine::{equiv, otlp};
 
     let request = DataGen::new(7).logs(200);
-    let mut batch = json::decode(Signal::Logs, &request.encode_to_vec())
+    let mut batch = otlp::decode::decode(Signal::Logs, &request.encode_to_vec())
         .unwrap()
         .remove(0);
     let root = batch.root().unwrap().clone();

@@ -48,7 +48,7 @@ fn edge_cases_round_trip() {
 #[test]
 fn oversized_requests_split_into_batches() {
     let request = DataGen::new(5).logs(70_000).encode_to_vec();
-    let batches = penstock_engine::otlp::json::decode(Signal::Logs, &request).unwrap();
+    let batches = penstock_engine::otlp::decode::decode(Signal::Logs, &request).unwrap();
     assert_eq!(batches.len(), 2);
     assert_eq!(batches.iter().map(|b| b.num_items()).sum::<usize>(), 70_000);
     assert_eq!(

@@ -11,7 +11,6 @@ use arrow::datatypes::{DataType, Field, Schema};
 use arrow::ipc::reader::StreamDecoder;
 use penstock_engine::datagen::DataGen;
 use penstock_engine::otap::{EncodeOptions, OtapEncoder};
-use penstock_engine::otlp::json;
 use penstock_engine::schema::canonical_schema;
 use penstock_engine::{PayloadType, Signal};
 use prost::Message;
@@ -65,7 +64,9 @@ fn wire_schemas() {
             Signal::Traces => data.traces(2000).encode_to_vec(),
             Signal::Metrics => data.metrics(2000).encode_to_vec(),
         };
-        let batch = json::decode(signal, &request).unwrap().remove(0);
+        let batch = penstock_engine::otlp::decode::decode(signal, &request)
+            .unwrap()
+            .remove(0);
         let bar = OtapEncoder::new(signal, EncodeOptions::default())
             .unwrap()
             .encode(&batch)

@@ -9,10 +9,10 @@ use penstock_engine::Signal;
 
 fuzz_target!(|data: &[u8]| {
     for signal in Signal::ALL {
-        if let Ok(batches) = json::decode(signal, data) {
+        if let Ok(batches) = penstock_engine::otlp::decode::decode(signal, data) {
             for batch in &batches {
                 let bytes = encode::encode(batch).expect("a decoded batch encodes");
-                json::decode(signal, &bytes).expect("re-encoded OTLP decodes");
+                penstock_engine::otlp::decode::decode(signal, &bytes).expect("re-encoded OTLP decodes");
             }
         }
     }

@@ -15,7 +15,7 @@ use crate::column::{Col, Compare};
 use crate::error::Result;
 use crate::schema::PayloadType;
 use crate::schema::consts::{self, value_type};
-use crate::value_view::ValueView;
+use crate::value::ValueView;
 
 /// Per row of an attribute table, whether it continues the previous row's run. `distinct`: the
 /// `key` and `str` dictionaries hold each value once, so rows with different dictionary keys

@@ -28,7 +28,7 @@ use crate::error::{Error, Result};
 use crate::otlp::encode::index::{ChildIndex, struct_ids};
 use crate::schema::consts::value_type;
 use crate::schema::{ParentKind, PayloadType, consts};
-use crate::value_view::{Scalar, ValueView};
+use crate::value::{Scalar, ValueView};
 
 /// Stable counting sort of `order` by `keys[row]` (keys below `bound`).
 fn counting_sort(order: &mut Vec<u32>, keys: &[u32], bound: usize) {

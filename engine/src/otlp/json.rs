@@ -67,15 +67,6 @@ where
     })
 }
 
-/// Decodes OTLP protobuf bytes of `signal` into batches.
-pub fn decode(signal: Signal, bytes: &[u8]) -> Result<Vec<OtapBatch>> {
-    match signal {
-        Signal::Logs => crate::otlp::decode::decode_logs(bytes),
-        Signal::Traces => crate::otlp::decode::decode_traces(bytes),
-        Signal::Metrics => crate::otlp::decode::decode_metrics(bytes),
-    }
-}
-
 /// Reads OTLP JSON lines (blank lines are skipped) into batches, in order.
 pub fn read_lines(reader: impl BufRead) -> Result<Vec<OtapBatch>> {
     let mut batches = Vec::new();
@@ -88,7 +79,7 @@ pub fn read_lines(reader: impl BufRead) -> Result<Vec<OtapBatch>> {
             continue;
         }
         let (signal, bytes) = line_to_protobuf(&line, index + 1)?;
-        batches.extend(decode(signal, &bytes)?);
+        batches.extend(crate::otlp::decode::decode(signal, &bytes)?);
     }
     Ok(batches)
 }

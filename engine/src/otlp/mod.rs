@@ -1,7 +1,6 @@
 //! OTLP: protobuf bytes to and from [`OtapBatch`](crate::OtapBatch) without an intermediate
 //! object tree, and OTLP JSON (the Collector file exporter's format).
 
-pub(crate) mod any_value;
 pub mod decode;
 pub mod encode;
 pub mod json;

@@ -11,4 +11,4 @@ mod payload;
 pub(crate) mod tables;
 
 pub use payload::{PayloadType, Signal};
-pub use tables::{ParentKind, canonical_schema};
+pub use tables::{ParentKind, any_value_fields, canonical_schema};

@@ -74,7 +74,7 @@ pub(crate) fn scope_fields() -> Fields {
 }
 
 /// The any-value struct (`body` of logs): `type` plus one column per value kind.
-pub(crate) fn any_value_fields() -> Fields {
+pub fn any_value_fields() -> Fields {
     Fields::from(vec![
         req(TYPE, DataType::UInt8),
         opt(STR, DataType::Utf8),

@@ -7,7 +7,7 @@ use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use penstock_engine::otap::{EncodeOptions, OtapDecoder, OtapEncoder};
-use penstock_engine::otlp::{encode, json};
+use penstock_engine::otlp::encode;
 use penstock_engine::proto::BatchArrowRecords;
 use penstock_engine::{OtapBatch, Signal, equiv};
 use prost::Message;
@@ -60,7 +60,8 @@ pub fn round_trip(
     let mut relay_decoder = OtapDecoder::new(signal);
     for (i, bytes) in requests.iter().enumerate() {
         let expected = canonical(signal, bytes);
-        let batches = json::decode(signal, bytes).map_err(|e| format!("request {i}: {e}"))?;
+        let batches = penstock_engine::otlp::decode::decode(signal, bytes)
+            .map_err(|e| format!("request {i}: {e}"))?;
         if let Some(diff) = equiv::first_difference(&expected, &otlp_lines(&batches)) {
             return Err(format!(
                 "{signal} request {i}: OTLP round trip differs: {diff}"

@@ -22,7 +22,7 @@ use tonic::transport::Channel;
 use crate::gateway::codec::RawResponseCodec;
 use crate::gateway::sinks::ExportResponse;
 use crate::gateway::sinks::{otap_stream_path, otlp_export_path};
-use crate::gateway::sources::decode_otlp;
+use penstock_engine::otlp::decode::decode as decode_otlp;
 
 /// What to send.
 #[derive(Debug, Clone)]

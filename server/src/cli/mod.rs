@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use penstock_dialect::{Program, check_sources};
-use penstock_engine::pipeline::Pipeline;
+use penstock_pipeline::Pipeline;
 
 /// Reads, checks and compiles pipeline files.
 pub fn load(files: &[PathBuf]) -> anyhow::Result<(Program, Vec<Pipeline>)> {

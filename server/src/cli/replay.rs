@@ -9,7 +9,7 @@ use anyhow::Context;
 use penstock_dialect::ast::{SinkKind, SourceKind};
 use penstock_engine::OtapBatch;
 use penstock_engine::otlp::json;
-use penstock_engine::pipeline::Windows;
+use penstock_pipeline::Windows;
 
 use super::console;
 

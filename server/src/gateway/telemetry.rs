@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use penstock_dialect::Program;
 
 use super::report;
-use penstock_engine::pipeline::Pipeline;
+use penstock_pipeline::Pipeline;
 
 /// Records, bytes and batches through a source or sink.
 #[derive(Debug, Default)]

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use penstock_engine::pipeline::{MAX_OPEN_STATE, Windows};
+use penstock_pipeline::{MAX_OPEN_STATE, Windows};
 use tokio::sync::{mpsc, oneshot};
 
 use super::delivery::{Delivery, SinkQueue};

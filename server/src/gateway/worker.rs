@@ -9,7 +9,7 @@ use std::time::{Instant, SystemTime};
 
 use anyhow::Context;
 use penstock_engine::OtapBatch;
-use penstock_engine::pipeline::{Pipeline, nanos_since_epoch};
+use penstock_pipeline::{Pipeline, nanos_since_epoch};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 
@@ -225,7 +225,7 @@ impl Current {
     }
 
     /// Closed aggregation windows of every pipeline (all open ones when `at` is None).
-    fn windows(&mut self, at: Option<SystemTime>) -> Vec<penstock_engine::pipeline::Windows> {
+    fn windows(&mut self, at: Option<SystemTime>) -> Vec<penstock_pipeline::Windows> {
         self.pipelines
             .iter_mut()
             .filter(|p| p.aggregates())
@@ -307,7 +307,7 @@ async fn run_jobs(
                 pipeline.run(job.batch.clone())
             }))
             .unwrap_or_else(|_| {
-                Err(penstock_engine::pipeline::PipelineError::Execute(
+                Err(penstock_pipeline::PipelineError::Execute(
                     "the pipeline panicked on this batch".into(),
                 ))
             });

@@ -10,10 +10,10 @@ use super::envelope::EnvelopeColumns;
 use super::{AttrsBuilder, RootBuilder, ValueColumns};
 use crate::batch::OtapBatch;
 use crate::error::{Error, Result};
-use crate::otlp::any_value::AnyRef;
 use crate::schema::consts::UTC;
 use crate::schema::tables::any_value_fields;
 use crate::schema::{PayloadType, Signal};
+use crate::value::any_value::AnyRef;
 use crate::wire::Reader;
 
 /// The `LogRecord` fields this decoder reads.

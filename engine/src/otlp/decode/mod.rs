@@ -20,6 +20,7 @@ use arrow::datatypes::TimestampNanosecondType;
 
 use crate::batch::OtapBatch;
 use crate::error::Result;
+use crate::schema::Signal;
 use crate::schema::consts::UTC;
 use crate::wire::{Reader, WireType};
 use envelope::{Context, Embedded, Envelope, EnvelopeColumns};
@@ -43,6 +44,15 @@ pub fn decode_traces(bytes: &[u8]) -> Result<Vec<OtapBatch>> {
 /// Decodes an `ExportMetricsServiceRequest`.
 pub fn decode_metrics(bytes: &[u8]) -> Result<Vec<OtapBatch>> {
     walk(bytes, metrics::MetricsBuilder::default(), MAX_ROOT_ROWS)
+}
+
+/// Decodes OTLP protobuf bytes of `signal` (an `Export*ServiceRequest`) into batches.
+pub fn decode(signal: Signal, bytes: &[u8]) -> Result<Vec<OtapBatch>> {
+    match signal {
+        Signal::Logs => decode_logs(bytes),
+        Signal::Traces => decode_traces(bytes),
+        Signal::Metrics => decode_metrics(bytes),
+    }
 }
 
 /// Builds the root table and its children of one signal.

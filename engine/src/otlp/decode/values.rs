@@ -18,11 +18,11 @@ use arrow::datatypes::{ArrowPrimitiveType, Field, Float64Type, Int64Type, Schema
 
 use super::columns::{VarColumn, invalid_utf8};
 use super::validity::{Presence, presence, type_counts};
-use crate::cbor;
 use crate::error::{Error, Result};
-use crate::otlp::any_value::{AnyRef, parse_key_value, split_key_value, whole_varint};
 use crate::schema::consts::{self, value_type};
 use crate::schema::{PayloadType, canonical_schema};
+use crate::value::any_value::{AnyRef, parse_key_value, split_key_value, whole_varint};
+use crate::value::cbor;
 use crate::wire::Reader;
 
 /// The `type`, `str`, `int`, `double`, `bool`, `bytes` and `ser` columns. Every row writes its
@@ -550,7 +550,7 @@ pub(crate) fn nulls_from(valid: &[bool]) -> Option<NullBuffer> {
 #[cfg(test)]
 mod tests {
     use super::{ValueColumns, same_bytes};
-    use crate::otlp::any_value::AnyRef;
+    use crate::value::any_value::AnyRef;
     use crate::wire::Reader;
 
     /// The one-dispatch path writes what the general parser writes, and leaves the layouts it

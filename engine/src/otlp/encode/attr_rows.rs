@@ -19,7 +19,7 @@ use super::plain_columns::{Nums, PlainScalars, WINDOW};
 use crate::column::Col;
 use crate::error::{Error, Result};
 use crate::schema::consts::value_type;
-use crate::value_view::{ScalarField, ValueView};
+use crate::value::{ScalarField, ValueView};
 use crate::wire::{Writer, varint_len};
 
 /// Every row of an attribute table as an encoded `KeyValue` field.

@@ -8,7 +8,7 @@ use arrow::buffer::{BooleanBuffer, NullBuffer};
 
 use crate::column::Col;
 use crate::schema::consts::value_type;
-use crate::value_view::{ScalarField, ValueView};
+use crate::value::{ScalarField, ValueView};
 
 /// Bytes copied as one fixed-size block for a short string (see [`PlainScalars::str_window`]).
 pub(crate) const WINDOW: usize = 32;

@@ -10,7 +10,7 @@ use crate::column::Col;
 use crate::error::Result;
 use crate::schema::PayloadType;
 use crate::schema::consts;
-pub(crate) use crate::value_view::ValueView;
+pub(crate) use crate::value::ValueView;
 use crate::wire::Writer;
 
 /// An attribute table indexed by parent id.

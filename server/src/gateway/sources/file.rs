@@ -72,7 +72,9 @@ fn read(
             continue;
         }
         let (signal, bytes) = json::line_to_protobuf(&line, i + 1).map_err(|e| context(&e))?;
-        for batch in json::decode(signal, &bytes).map_err(|e| context(&e))? {
+        for batch in
+            penstock_engine::otlp::decode::decode(signal, &bytes).map_err(|e| context(&e))?
+        {
             if batches.blocking_send(batch).is_err() {
                 return Ok(());
             }

@@ -93,7 +93,7 @@ pub async fn run(
             Signal::Traces => data.traces(n).encode_to_vec(),
             Signal::Metrics => data.metrics(n).encode_to_vec(),
         };
-        let batches = super::decode_otlp(share.signal, &bytes)?;
+        let batches = penstock_engine::otlp::decode::decode(share.signal, &bytes)?;
         made += n as u64;
         if let Some(flow) = telemetry.sources.get(&share.name) {
             flow.add(n, bytes.len());

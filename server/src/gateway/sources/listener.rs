@@ -504,7 +504,7 @@ pub async fn export_otlp(
             flow.fail();
         }
     };
-    let batches = super::decode_otlp(signal, bytes).map_err(|source| {
+    let batches = penstock_engine::otlp::decode::decode(signal, bytes).map_err(|source| {
         fail();
         ExportError::Malformed {
             signal: signal.name(),

@@ -12,7 +12,7 @@ use penstock_dialect::check_source;
 use penstock_dialect::model::{ENVELOPE_FIELDS, Table};
 use penstock_engine::OtapBatch;
 use penstock_engine::otlp::json;
-use penstock_engine::pipeline::Pipeline;
+use penstock_pipeline::Pipeline;
 
 const PRELUDE: &str = "CREATE SOURCE src FROM FILE WITH (path = 'x');
 CREATE SINK out TO CONSOLE;
@@ -40,7 +40,7 @@ fn sample(table: Table) -> Vec<OtapBatch> {
         .enumerate()
         .flat_map(|(i, line)| {
             let (signal, bytes) = json::line_to_protobuf(line, i + 1).unwrap();
-            json::decode(signal, &bytes).unwrap()
+            penstock_engine::otlp::decode::decode(signal, &bytes).unwrap()
         })
         .collect()
 }

@@ -23,10 +23,10 @@ use opentelemetry_proto::tonic::metrics::v1::{
 };
 use prost::Message;
 
-use super::aggregate::any_value;
-use super::error::{PipelineError, Result};
-use crate::batch::OtapBatch;
-use crate::schema::Signal;
+use crate::aggregate::any_value;
+use crate::error::{PipelineError, Result};
+use penstock_engine::OtapBatch;
+use penstock_engine::schema::Signal;
 
 /// How long after its end a window stays open for late rows.
 pub const GRACE: Duration = Duration::from_secs(5);
@@ -383,7 +383,8 @@ impl Windows {
                 ..Default::default()
             }],
         };
-        let mut batches = crate::otlp::json::decode(Signal::Metrics, &request.encode_to_vec())?;
+        let mut batches =
+            penstock_engine::otlp::decode::decode(Signal::Metrics, &request.encode_to_vec())?;
         Ok(batches.pop())
     }
 }

@@ -5,12 +5,12 @@ use std::collections::HashMap;
 use arrow::array::RecordBatch;
 use penstock_dialect::model::{AttrScope, ColumnRef, Table};
 
-use super::attrs::drop_keys_except;
-use super::error::{PipelineError, Result};
-use super::rows::{attrs_of, spaces};
-use crate::batch::OtapBatch;
-use crate::schema::PayloadType;
-use crate::schema::consts;
+use crate::attrs::drop_keys_except;
+use crate::error::{PipelineError, Result};
+use crate::rows::{attrs_of, spaces};
+use penstock_engine::OtapBatch;
+use penstock_engine::schema::PayloadType;
+use penstock_engine::schema::consts;
 
 /// Columns a projection never removes: ids and the envelope.
 const STRUCTURAL: &[&str] = &[

@@ -6,7 +6,7 @@
 //! accepts definite and indefinite lengths, every float width, and tags (ignored).
 
 use crate::error::{Error, Result};
-use crate::otlp::any_value::{AnyRef, check_depth, parse_key_value};
+use crate::value::any_value::{AnyRef, check_depth, parse_key_value};
 #[cfg(test)]
 use crate::wire::Reader;
 use crate::wire::Writer;

@@ -8,12 +8,12 @@ use std::collections::HashSet;
 use arrow::array::{BooleanArray, RecordBatch, UInt32Array};
 use arrow::compute::filter_record_batch;
 
-use super::attrs::rows_of_parents;
-use super::error::{PipelineError, Result};
-use super::rows::{DATA_POINTS, column_at, ids_u32};
-use crate::batch::OtapBatch;
-use crate::schema::PayloadType;
-use crate::schema::consts;
+use crate::attrs::rows_of_parents;
+use crate::error::{PipelineError, Result};
+use crate::rows::{DATA_POINTS, column_at, ids_u32};
+use penstock_engine::OtapBatch;
+use penstock_engine::schema::PayloadType;
+use penstock_engine::schema::consts;
 
 /// A set of ids: a bitmap when ids are dense, a hash set otherwise.
 pub(crate) enum IdSet {

@@ -14,13 +14,13 @@ use arrow::datatypes::{DataType, Field, Fields};
 use arrow::row::{RowConverter, SortField};
 use penstock_dialect::model::AttrScope;
 
-use super::attrs::{concat_attrs, replace_column, rows_of_parents, upsert};
-use super::error::{PipelineError, Result};
-use super::metric_split::split_metrics;
-use super::rows::{attrs_of, column_at, ids_u32};
-use crate::batch::OtapBatch;
-use crate::schema::PayloadType;
-use crate::schema::consts::{self, value_type};
+use crate::attrs::{concat_attrs, replace_column, rows_of_parents, upsert};
+use crate::error::{PipelineError, Result};
+use crate::metric_split::split_metrics;
+use crate::rows::{attrs_of, column_at, ids_u32};
+use penstock_engine::OtapBatch;
+use penstock_engine::schema::PayloadType;
+use penstock_engine::schema::consts::{self, value_type};
 
 fn arrow_err(context: &'static str) -> impl Fn(arrow::error::ArrowError) -> PipelineError {
     move |e| PipelineError::arrow(context, e)
@@ -191,7 +191,7 @@ fn set_body(table: &RecordBatch, mask: &BooleanArray, values: &ArrayRef) -> Resu
     let text = cast(values, &DataType::Utf8).map_err(arrow_err("converting a body"))?;
     let body = column_at(table, &["body"]);
     let body = body.as_ref().and_then(|b| b.as_struct_opt());
-    let fields = crate::schema::tables::any_value_fields();
+    let fields = penstock_engine::schema::any_value_fields();
     let mut columns = Vec::with_capacity(fields.len());
     for field in fields.iter() {
         let old = body
@@ -240,7 +240,7 @@ fn ensure_ids(batch: &OtapBatch, space: PayloadType) -> Result<(OtapBatch, UInt3
     if ids.null_count() == 0 {
         return Ok((batch.clone(), ids));
     }
-    let mut next = super::filter::max_used_id(batch, space)?.map_or(0, |m| m + 1);
+    let mut next = crate::filter::max_used_id(batch, space)?.map_or(0, |m| m + 1);
     let filled: UInt32Array = ids
         .iter()
         .map(|id| {
@@ -251,7 +251,7 @@ fn ensure_ids(batch: &OtapBatch, space: PayloadType) -> Result<(OtapBatch, UInt3
         })
         .collect();
     let wide = matches!(space, PayloadType::SpanEvents | PayloadType::SpanLinks)
-        || super::rows::DATA_POINTS.contains(&space);
+        || crate::rows::DATA_POINTS.contains(&space);
     let column: ArrayRef = if wide {
         Arc::new(filled.clone())
     } else {
@@ -429,7 +429,7 @@ fn set_envelope_attr(
             out.take(kind);
         }
     }
-    super::filter::prune_envelope(&mut out)?;
+    crate::filter::prune_envelope(&mut out)?;
     Ok(out)
 }
 

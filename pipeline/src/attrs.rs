@@ -15,12 +15,12 @@ use arrow::compute::{cast, concat_batches, filter_record_batch, not, take};
 use arrow::datatypes::{DataType, Field, Schema, UInt8Type, UInt16Type};
 use penstock_dialect::model::AttrType;
 
-use super::error::{PipelineError, Result};
-use super::rows::{IdIndex, ids_u32};
-use crate::column::Col;
-use crate::schema::consts::{self, value_type};
-use crate::schema::{PayloadType, canonical_schema};
-use crate::value_view::{Scalar, ValueView};
+use crate::error::{PipelineError, Result};
+use crate::rows::{IdIndex, ids_u32};
+use penstock_engine::column::Col;
+use penstock_engine::schema::consts::{self, value_type};
+use penstock_engine::schema::{PayloadType, canonical_schema};
+use penstock_engine::value::{Scalar, ValueView};
 
 fn key_column(table: &RecordBatch) -> Result<&ArrayRef> {
     table
@@ -157,7 +157,7 @@ pub(crate) fn lookup(
     ty: AttrType,
     parents: &UInt32Array,
 ) -> Result<ArrayRef> {
-    let data_type = super::view::data_type(ty.sql_type());
+    let data_type = crate::view::data_type(ty.sql_type());
     let Some(table) = table else {
         return Ok(new_null_array(&data_type, parents.len()));
     };

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use penstock_dialect::check_source;
 use penstock_engine::OtapBatch;
 use penstock_engine::otlp::json;
-use penstock_engine::pipeline::{GRACE, Pipeline, Windows};
+use penstock_pipeline::{GRACE, Pipeline, Windows};
 use serde_json::{Value, json};
 
 const MINUTE: u64 = 60_000_000_000;
@@ -23,7 +23,9 @@ fn logs(service: &str, records: &[(u64, i32)]) -> OtapBatch {
         })).collect::<Vec<_>>()}]
     }]});
     let (signal, bytes) = json::line_to_protobuf(&request.to_string(), 1).unwrap();
-    json::decode(signal, &bytes).unwrap().remove(0)
+    penstock_engine::otlp::decode::decode(signal, &bytes)
+        .unwrap()
+        .remove(0)
 }
 
 fn pipeline(statement: &str) -> Pipeline {
@@ -175,7 +177,7 @@ fn without_a_time_key_rows_are_windowed_by_arrival() {
     p.run(logs("checkout", &[(T0, 9), (T0, 9)])).unwrap();
     p.run(logs("checkout", &[(T0, 9)])).unwrap();
     let after = SystemTime::now();
-    let window = penstock_engine::pipeline::ARRIVAL_WINDOW;
+    let window = penstock_pipeline::ARRIVAL_WINDOW;
     // Still open right after arrival.
     assert!(p.close_windows(before).is_empty());
     let closed = points(p.close_windows(after + window + GRACE));

@@ -14,12 +14,12 @@ use arrow::datatypes::{
 };
 use penstock_dialect::model::{AttrScope, ColumnRef, SqlType};
 
-use super::attrs::lookup;
-use super::error::{PipelineError, Result};
-use super::rows::{Rows, attrs_of, cast_or_null};
-use crate::schema::PayloadType;
-use crate::schema::consts::{metric_type, value_type};
-use crate::value_view::{Scalar, ValueView};
+use crate::attrs::lookup;
+use crate::error::{PipelineError, Result};
+use crate::rows::{Rows, attrs_of, cast_or_null};
+use penstock_engine::schema::PayloadType;
+use penstock_engine::schema::consts::{metric_type, value_type};
+use penstock_engine::value::{Scalar, ValueView};
 
 /// The Arrow type of a SQL type.
 pub(crate) fn data_type(ty: SqlType) -> DataType {

@@ -10,13 +10,13 @@ use arrow::array::{Array, ArrayRef, RecordBatch, UInt32Array};
 use arrow::compute::{cast, concat_batches, filter_record_batch, take};
 use arrow::row::{RowConverter, SortField};
 
-use super::attrs::{concat_attrs, replace_column, rows_of_parents};
-use super::error::{PipelineError, Result};
-use super::filter::{IdSet, prune_metrics};
-use super::rows::{DATA_POINTS, IdIndex, ids_u32};
-use crate::batch::OtapBatch;
-use crate::schema::PayloadType;
-use crate::schema::consts;
+use crate::attrs::{concat_attrs, replace_column, rows_of_parents};
+use crate::error::{PipelineError, Result};
+use crate::filter::{IdSet, prune_metrics};
+use crate::rows::{DATA_POINTS, IdIndex, ids_u32};
+use penstock_engine::OtapBatch;
+use penstock_engine::schema::PayloadType;
+use penstock_engine::schema::consts;
 
 fn arrow_err(context: &'static str) -> impl Fn(arrow::error::ArrowError) -> PipelineError {
     move |e| PipelineError::arrow(context, e)

@@ -12,17 +12,17 @@ use datafusion::prelude::SessionContext;
 use penstock_dialect::model::{AttrScope, ColumnRef, Table};
 use penstock_dialect::{Program, SetTarget, Step, StepKind};
 
-use super::aggregate::{Aggregation, Output, Statement};
-use super::error::{PipelineError, Result};
-use super::expr::{CompiledExpr, compile, compile_into};
-use super::filter::keep_rows;
-use super::rows::{Rows, attrs_of, signal_of, spaces};
-use super::update::{set_attr, set_field, set_metric_field};
-use super::view::data_type;
-use super::windows::Windows;
-use super::{attrs, project};
-use crate::batch::OtapBatch;
-use crate::schema::PayloadType;
+use crate::aggregate::{Aggregation, Output, Statement};
+use crate::error::{PipelineError, Result};
+use crate::expr::{CompiledExpr, compile, compile_into};
+use crate::filter::keep_rows;
+use crate::rows::{Rows, attrs_of, signal_of, spaces};
+use crate::update::{set_attr, set_field, set_metric_field};
+use crate::view::data_type;
+use crate::windows::Windows;
+use crate::{attrs, project};
+use penstock_engine::OtapBatch;
+use penstock_engine::schema::PayloadType;
 
 /// Rows counted by one step since the pipeline was compiled.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -45,7 +45,7 @@ pub struct RunOutput {
     /// Rows no statement routed anywhere (dropped).
     pub unrouted_rows: u64,
     /// Aggregation windows to send now rather than when they close, because they grew past
-    /// [`super::MAX_OPEN_STATE`].
+    /// [`crate::MAX_OPEN_STATE`].
     pub closed: Vec<Windows>,
 }
 
@@ -102,7 +102,7 @@ fn plan_error(step: &Step, message: impl Into<String>) -> PipelineError {
 /// batch.
 fn session() -> SessionState {
     let context = SessionContext::new();
-    context.register_udf(super::clock::BatchClock::udf());
+    context.register_udf(crate::clock::BatchClock::udf());
     context.state()
 }
 
@@ -472,7 +472,7 @@ impl Pipeline {
             .tables()
             .filter(|(p, _)| {
                 matches!(p, PayloadType::Logs | PayloadType::Spans)
-                    || super::rows::DATA_POINTS.contains(p)
+                    || crate::rows::DATA_POINTS.contains(p)
             })
             .map(|(_, t)| t.num_rows() as u64)
             .sum();
@@ -515,8 +515,8 @@ fn human_nanos(nanos: u64) -> String {
 }
 
 /// How an aggregation's windows are formed and closed.
-fn describe_window(spec: &super::windows::Spec) -> String {
-    let grace = super::windows::GRACE.as_secs();
+fn describe_window(spec: &crate::windows::Spec) -> String {
+    let grace = crate::windows::GRACE.as_secs();
     match spec.time_key {
         Some(k) if spec.width > 0 => format!(
             "{} long, from key {}; a window closes {grace} s after its end",
@@ -529,7 +529,7 @@ fn describe_window(spec: &super::windows::Spec) -> String {
         ),
         None => format!(
             "by arrival, {} s long; a window closes {grace} s after its end",
-            super::windows::ARRIVAL_WINDOW.as_secs()
+            crate::windows::ARRIVAL_WINDOW.as_secs()
         ),
     }
 }

@@ -9,9 +9,9 @@ use arrow::compute::{cast, take};
 use arrow::datatypes::{DataType, UInt32Type};
 use penstock_dialect::model::Table;
 
-use super::error::{PipelineError, Result};
-use crate::batch::OtapBatch;
-use crate::schema::{PayloadType, Signal};
+use crate::error::{PipelineError, Result};
+use penstock_engine::OtapBatch;
+use penstock_engine::schema::{PayloadType, Signal};
 
 /// The signal whose batches hold the rows of `table`.
 pub fn signal_of(table: Table) -> Signal {

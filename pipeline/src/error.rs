@@ -45,7 +45,7 @@ pub enum PipelineError {
     },
     /// The engine rejected a table.
     #[error(transparent)]
-    Engine(#[from] crate::error::Error),
+    Engine(#[from] penstock_engine::Error),
 }
 
 impl PipelineError {

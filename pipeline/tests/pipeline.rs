@@ -5,7 +5,7 @@
 use penstock_dialect::check_source;
 use penstock_engine::OtapBatch;
 use penstock_engine::otlp::json;
-use penstock_engine::pipeline::{Pipeline, RunOutput};
+use penstock_pipeline::{Pipeline, RunOutput};
 use serde_json::{Value, json};
 
 fn kv(key: &str, value: Value) -> Value {
@@ -33,7 +33,9 @@ fn logs(resources: Vec<(Vec<Value>, Vec<Value>)>) -> OtapBatch {
         "scopeLogs": [{"scope": {"name": "app"}, "logRecords": records}]
     })).collect::<Vec<_>>()});
     let (signal, bytes) = json::line_to_protobuf(&request.to_string(), 1).unwrap();
-    json::decode(signal, &bytes).unwrap().remove(0)
+    penstock_engine::otlp::decode::decode(signal, &bytes)
+        .unwrap()
+        .remove(0)
 }
 
 fn pipeline(body: &str) -> Pipeline {
@@ -281,7 +283,9 @@ END;";
 
 fn decode_line(request: Value) -> OtapBatch {
     let (signal, bytes) = json::line_to_protobuf(&request.to_string(), 1).unwrap();
-    json::decode(signal, &bytes).unwrap().remove(0)
+    penstock_engine::otlp::decode::decode(signal, &bytes)
+        .unwrap()
+        .remove(0)
 }
 
 #[test]

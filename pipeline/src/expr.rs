@@ -15,10 +15,10 @@ use datafusion::sql::sqlparser::ast::{Expr as SqlExpr, ExprWithAlias};
 use penstock_dialect::ResolvedExpr;
 use penstock_dialect::model::ColumnRef;
 
-use super::error::{PipelineError, Result};
-use super::rows::Rows;
-use super::typecheck;
-use super::view::{assemble, schema_of};
+use crate::error::{PipelineError, Result};
+use crate::rows::Rows;
+use crate::typecheck;
+use crate::view::{assemble, schema_of};
 
 /// An expression ready to evaluate on the rows of a batch.
 pub(crate) struct CompiledExpr {

@@ -25,11 +25,11 @@ use datafusion::sql::sqlparser::ast::{
 use opentelemetry_proto::tonic::common::v1::{AnyValue, any_value};
 use penstock_dialect::{Having, ResolvedExpr};
 
-use super::error::{PipelineError, Result};
-use super::expr::{CompiledExpr, compile, plan};
-use super::rows::Rows;
-use super::typecheck::evaluate_on_one_row;
-use super::windows::{
+use crate::error::{PipelineError, Result};
+use crate::expr::{CompiledExpr, compile, plan};
+use crate::rows::Rows;
+use crate::typecheck::evaluate_on_one_row;
+use crate::windows::{
     ARRIVAL_WINDOW, Acc, AggregateSpec, Func, Group, HavingSpec, MAX_OPEN_STATE, Spec, Windows,
 };
 

@@ -6,26 +6,31 @@ use arrow::array::{
     StructArray, UInt8Array,
 };
 
-use crate::cbor;
 use crate::column::Col;
 use crate::error::Result;
 use crate::schema::PayloadType;
 use crate::schema::consts::{self, value_type};
+use crate::value::cbor;
 use crate::wire::Writer;
 
 /// A scalar attribute value, compared as the reference implementations do (IEEE equality for
 /// doubles). Maps, slices and empty values have no scalar.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) enum Scalar<'a> {
+pub enum Scalar<'a> {
+    /// A string.
     Str(&'a str),
+    /// A 64-bit integer.
     Int(i64),
+    /// A double.
     Double(f64),
+    /// A boolean.
     Bool(bool),
+    /// Bytes.
     Bytes(&'a [u8]),
 }
 
 /// The `type` and value columns of an attribute table or any-value struct.
-pub(crate) struct ValueView<'a> {
+pub struct ValueView<'a> {
     pub(crate) ty: Col<'a, UInt8Array>,
     pub(crate) str: Col<'a, StringArray>,
     pub(crate) int: Col<'a, Int64Array>,
@@ -37,7 +42,7 @@ pub(crate) struct ValueView<'a> {
 
 impl<'a> ValueView<'a> {
     /// The value columns of an attribute table.
-    pub(crate) fn of_table(t: &'a RecordBatch, kind: PayloadType) -> Result<Self> {
+    pub fn of_table(t: &'a RecordBatch, kind: PayloadType) -> Result<Self> {
         Ok(ValueView {
             ty: Col::of(t, kind, consts::TYPE)?,
             str: Col::of(t, kind, consts::STR)?,
@@ -50,7 +55,7 @@ impl<'a> ValueView<'a> {
     }
 
     /// The value columns of an any-value struct column (`body`).
-    pub(crate) fn of_struct(s: Option<&'a StructArray>, kind: PayloadType) -> Result<Self> {
+    pub fn of_struct(s: Option<&'a StructArray>, kind: PayloadType) -> Result<Self> {
         Ok(ValueView {
             ty: Col::child(s, kind, consts::TYPE)?,
             str: Col::child(s, kind, consts::STR)?,
@@ -101,7 +106,7 @@ impl<'a> ValueView<'a> {
 }
 
 /// The fields of an `AnyValue` holding a scalar, whose encoded length is known before writing.
-pub(crate) enum ScalarField<'a> {
+pub enum ScalarField<'a> {
     Str(&'a [u8]),
     Int(i64),
     Double(f64),
@@ -186,7 +191,7 @@ impl ValueView<'_> {
 
     /// The scalar value of row `i` (None for empty, map, slice, or a null active column).
     #[inline]
-    pub(crate) fn scalar(&self, i: usize) -> Option<Scalar<'_>> {
+    pub fn scalar(&self, i: usize) -> Option<Scalar<'_>> {
         match self.value_type(i) {
             value_type::STR => self.str.get(i).map(Scalar::Str),
             value_type::INT => self.int.get(i).map(Scalar::Int),
