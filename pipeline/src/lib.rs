@@ -1,29 +1,61 @@
-//! SQL pipelines on OTAP batches.
+//! # Penstock pipelines
 //!
-//! A checked [`penstock_dialect::Program`] pipeline is compiled once into steps: attribute
-//! renames and drops are kernels on the attribute tables' key columns (dictionary-aware);
-//! `WHERE` conditions and `SET` values are DataFusion physical expressions evaluated on a small
-//! batch holding exactly the columns they read (attributes looked up by parent id, never
-//! pivoted into per-row maps); deletes and routes filter the record table and cascade to its
-//! children; resource and scope attribute updates split a resource shared with rows the
-//! statement does not match.
+//! Compiles the pipelines of a checked [`penstock_dialect::Program`] into operators over
+//! [`penstock_engine::OtapBatch`]es, with DataFusion for expressions and aggregates.
+//!
+//! Owns: planning (expressions typed and checked once, at compile time), the operators (one
+//! per statement form, [`ops`](crate) internally: rename, drop, update, delete, route,
+//! aggregate), the kernels they share, the physical table of the SQL view's columns, and the
+//! aggregation windows. Depends on `penstock-engine` (data plane) and `penstock-dialect` (the
+//! checked program); nothing depends on it but the server and tests.
+//!
+//! Attribute renames and drops are kernels on the attribute tables' key columns
+//! (dictionary-aware); `WHERE` conditions and `SET` values are DataFusion physical expressions
+//! evaluated on a small batch holding exactly the columns they read (attributes looked up by
+//! parent id, never pivoted into per-row maps); deletes and routes filter the record table and
+//! cascade to its children; resource and scope attribute updates split a resource shared with
+//! rows the statement does not match; aggregations feed DataFusion accumulators per group and
+//! time window.
+//!
+//! ```
+//! use penstock_dialect::check_source;
+//! use penstock_engine::datagen::DataGen;
+//! use penstock_engine::{Signal, otlp};
+//! use penstock_pipeline::Pipeline;
+//! use prost::Message;
+//!
+//! let program = check_source(
+//!     "example.sql",
+//!     "CREATE SOURCE src FROM FILE WITH (path = 'in.jsonl');
+//!      CREATE SINK errors TO CONSOLE;
+//!      CREATE PIPELINE p FROM src AS BEGIN
+//!        INSERT INTO errors SELECT * FROM logs WHERE severity_number >= 17;
+//!      END;",
+//! )?;
+//! let mut pipeline = Pipeline::compile(&program, "p")?;
+//! let request = DataGen::new(7).logs(1000).encode_to_vec();
+//! let batch = otlp::decode::decode(Signal::Logs, &request)?.remove(0);
+//! let out = pipeline.run(batch)?;
+//! let routed: usize = out.routed.iter().map(|(_, b)| b.num_items()).sum();
+//! assert_eq!(routed as u64 + out.unrouted_rows, 1000);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod aggregate;
-mod attrs;
 mod clock;
+mod columns;
 mod error;
 mod exec;
+mod explain;
 mod expr;
-mod filter;
-mod metric_split;
-mod project;
+mod kernels;
+mod ops;
 mod rows;
 mod typecheck;
-mod update;
+mod types;
 mod view;
-mod windows;
 
+pub use aggregate::windows::{ARRIVAL_WINDOW, GRACE, MAX_OPEN_STATE, Windows};
 pub use error::{PipelineError, Result};
 pub use exec::{Pipeline, RunOutput, StepStats, nanos_since_epoch};
 pub use rows::signal_of;
-pub use windows::{ARRIVAL_WINDOW, GRACE, MAX_OPEN_STATE, Windows};

@@ -12,29 +12,16 @@ use arrow::datatypes::{
     DataType, DurationNanosecondType, Field, Int64Type, Schema, SchemaRef, TimeUnit,
     TimestampNanosecondType, UInt8Type,
 };
-use penstock_dialect::model::{AttrScope, ColumnRef, SqlType};
+use penstock_dialect::model::{AttrScope, ColumnRef, SqlType, Table};
 
-use crate::attrs::lookup;
+use crate::columns::{self, Column, Nulls, Read};
 use crate::error::{PipelineError, Result};
+use crate::kernels::attrs::lookup;
 use crate::rows::{Rows, attrs_of, cast_or_null};
+use crate::types::data_type;
 use penstock_engine::schema::PayloadType;
-use penstock_engine::schema::consts::{metric_type, value_type};
+use penstock_engine::schema::consts::{self, metric_type, value_type};
 use penstock_engine::value::{Scalar, ValueView};
-
-/// The Arrow type of a SQL type.
-pub(crate) fn data_type(ty: SqlType) -> DataType {
-    match ty {
-        SqlType::Utf8 => DataType::Utf8,
-        SqlType::Int32 => DataType::Int32,
-        SqlType::Int64 => DataType::Int64,
-        SqlType::UInt32 => DataType::UInt32,
-        SqlType::UInt64 => DataType::UInt64,
-        SqlType::Float64 => DataType::Float64,
-        SqlType::Boolean => DataType::Boolean,
-        SqlType::Binary => DataType::Binary,
-        SqlType::Timestamp => DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into())),
-    }
-}
 
 /// The schema of the batch an expression reading `columns` is evaluated on.
 pub(crate) fn schema_of(columns: &[ColumnRef]) -> SchemaRef {
@@ -75,9 +62,17 @@ pub(crate) fn column(rows: &Rows<'_>, column: &ColumnRef) -> Result<ArrayRef> {
         }
         ColumnRef::Field(field) => {
             let ty = data_type(field.ty);
-            let array = field_array(rows, field.name)?;
+            let table = match rows.space {
+                PayloadType::Logs => Table::Logs,
+                PayloadType::Spans => Table::Spans,
+                _ => Table::Metrics,
+            };
+            let spec = columns::lookup(table, field.name).ok_or_else(|| {
+                PipelineError::Execute(format!("{table} has no column {}", field.name))
+            })?;
+            let array = field_array(rows, spec)?;
             let array = cast_or_null(array, &ty, rows.len())?;
-            if NO_DEFAULT.contains(&field.name) || array.null_count() == 0 {
+            if spec.nulls == Nulls::Null || array.null_count() == 0 {
                 Ok(array)
             } else {
                 with_default(&array)
@@ -85,26 +80,6 @@ pub(crate) fn column(rows: &Rows<'_>, column: &ColumnRef) -> Result<ArrayRef> {
         }
     }
 }
-
-/// Fields read as NULL when absent. Every other field reads as its OTLP default (0, '', false)
-/// when the batch holds a null: OTAP writes defaults as nulls, and OTLP has no nulls there.
-const NO_DEFAULT: &[&str] = &[
-    "body",
-    "trace_id",
-    "span_id",
-    "parent_span_id",
-    "time_unix_nano",
-    "observed_time_unix_nano",
-    "start_time_unix_nano",
-    "end_time_unix_nano",
-    "duration_nanos",
-    "metric_type",
-    "value",
-    "count",
-    "sum",
-    "min",
-    "max",
-];
 
 /// A primitive array with nulls replaced by zero.
 fn zero_filled<T: arrow::datatypes::ArrowPrimitiveType>(array: &ArrayRef) -> ArrayRef {
@@ -143,37 +118,19 @@ fn with_default(array: &ArrayRef) -> Result<ArrayRef> {
 }
 
 /// The physical column behind a field, before the cast to its SQL type.
-fn field_array(rows: &Rows<'_>, name: &str) -> Result<Option<ArrayRef>> {
-    let own = |path: &[&str]| Ok(rows.own(path));
-    match name {
-        "resource.schema_url" => rows.root_column(&["resource", "schema_url"]),
-        "resource.dropped_attributes_count" => {
-            rows.root_column(&["resource", "dropped_attributes_count"])
-        }
-        "scope.name" => rows.root_column(&["scope", "name"]),
-        "scope.version" => rows.root_column(&["scope", "version"]),
-        "scope.dropped_attributes_count" => {
-            rows.root_column(&["scope", "dropped_attributes_count"])
-        }
-        "scope.schema_url" => rows.root_column(&["schema_url"]),
-        _ => match rows.space {
-            PayloadType::Logs => match name {
-                "body" => Ok(rows.own(&["body"]).map(|b| body_text(&b)).transpose()?),
-                other => own(&[other]),
-            },
-            PayloadType::Spans => match name {
-                "status.code" => own(&["status", "code"]),
-                "status.message" => own(&["status", "status_message"]),
-                "duration_nanos" => Ok(rows
-                    .own(&["duration_time_unix_nano"])
-                    .map(|d| cast(&d, &DataType::Int64))
-                    .transpose()
-                    .map_err(|e| PipelineError::arrow("reading durations", e))?),
-                "end_time_unix_nano" => end_time(rows).map(Some),
-                other => own(&[other]),
-            },
-            _ => metric_field(rows, name),
-        },
+fn field_array(rows: &Rows<'_>, column: &Column) -> Result<Option<ArrayRef>> {
+    match column.read {
+        Read::Own => Ok(rows.own(column.path)),
+        Read::Root => rows.root_column(column.path),
+        Read::Body => Ok(rows.own(column.path).map(|b| body_text(&b)).transpose()?),
+        Read::Duration => Ok(rows
+            .own(column.path)
+            .map(|d| cast(&d, &DataType::Int64))
+            .transpose()
+            .map_err(|e| PipelineError::arrow("reading durations", e))?),
+        Read::EndTime => end_time(rows).map(Some),
+        Read::MetricType => metric_type(rows, column.path),
+        Read::NumberValue => number_value(rows),
     }
 }
 
@@ -195,48 +152,44 @@ fn end_time(rows: &Rows<'_>) -> Result<ArrayRef> {
     Ok(Arc::new(end.with_timezone("UTC")))
 }
 
-fn metric_field(rows: &Rows<'_>, name: &str) -> Result<Option<ArrayRef>> {
-    match name {
-        "name" | "description" | "unit" | "aggregation_temporality" | "is_monotonic" => {
-            rows.root_column(&[name])
-        }
-        "metric_type" => {
-            let Some(codes) = rows.root_column(&["metric_type"])? else {
-                return Ok(None);
-            };
-            let codes = cast(&codes, &DataType::UInt8)
-                .map_err(|e| PipelineError::arrow("reading metric types", e))?;
-            let names: StringArray = codes
-                .as_primitive::<UInt8Type>()
-                .iter()
-                .map(|c| c.and_then(metric_type_name))
-                .collect();
-            Ok(Some(Arc::new(names)))
-        }
-        "value" if rows.space == PayloadType::NumberDataPoints => {
-            let len = rows.len();
-            let double = cast_or_null(rows.own(&["double_value"]), &DataType::Float64, len)?;
-            let int = cast_or_null(rows.own(&["int_value"]), &DataType::Int64, len)?;
-            let (double, int) = (
-                double.as_primitive::<arrow::datatypes::Float64Type>(),
-                int.as_primitive::<Int64Type>(),
-            );
-            let values: Float64Array = (0..len)
-                .map(|i| {
-                    if double.is_valid(i) {
-                        Some(double.value(i))
-                    } else if int.is_valid(i) {
-                        Some(int.value(i) as f64)
-                    } else {
-                        None
-                    }
-                })
-                .collect();
-            Ok(Some(Arc::new(values)))
-        }
-        "value" => Ok(None),
-        other => Ok(rows.own(&[other])),
+fn metric_type(rows: &Rows<'_>, path: &[&str]) -> Result<Option<ArrayRef>> {
+    let Some(codes) = rows.root_column(path)? else {
+        return Ok(None);
+    };
+    let codes = cast(&codes, &DataType::UInt8)
+        .map_err(|e| PipelineError::arrow("reading metric types", e))?;
+    let names: StringArray = codes
+        .as_primitive::<UInt8Type>()
+        .iter()
+        .map(|c| c.and_then(metric_type_name))
+        .collect();
+    Ok(Some(Arc::new(names)))
+}
+
+/// The values of number data points (None for other data points).
+fn number_value(rows: &Rows<'_>) -> Result<Option<ArrayRef>> {
+    if rows.space != PayloadType::NumberDataPoints {
+        return Ok(None);
     }
+    let len = rows.len();
+    let double = cast_or_null(rows.own(&[consts::DOUBLE_VALUE]), &DataType::Float64, len)?;
+    let int = cast_or_null(rows.own(&[consts::INT_VALUE]), &DataType::Int64, len)?;
+    let (double, int) = (
+        double.as_primitive::<arrow::datatypes::Float64Type>(),
+        int.as_primitive::<Int64Type>(),
+    );
+    let values: Float64Array = (0..len)
+        .map(|i| {
+            if double.is_valid(i) {
+                Some(double.value(i))
+            } else if int.is_valid(i) {
+                Some(int.value(i) as f64)
+            } else {
+                None
+            }
+        })
+        .collect();
+    Ok(Some(Arc::new(values)))
 }
 
 /// The name of a `metric_type` code.

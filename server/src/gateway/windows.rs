@@ -59,7 +59,11 @@ pub async fn merge(
         }
         for w in closed.windows {
             match pending.get_mut(w.id()) {
-                Some(p) => p.merge(w),
+                Some(p) => {
+                    if let Err(e) = p.merge(w) {
+                        eprintln!("aggregation: merging windows of several workers: {e}");
+                    }
+                }
                 None => {
                     pending.insert(w.id().to_string(), w);
                 }

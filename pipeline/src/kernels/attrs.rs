@@ -157,7 +157,7 @@ pub(crate) fn lookup(
     ty: AttrType,
     parents: &UInt32Array,
 ) -> Result<ArrayRef> {
-    let data_type = crate::view::data_type(ty.sql_type());
+    let data_type = crate::types::data_type(ty.sql_type());
     let Some(table) = table else {
         return Ok(new_null_array(&data_type, parents.len()));
     };

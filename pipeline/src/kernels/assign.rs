@@ -14,9 +14,9 @@ use arrow::datatypes::{DataType, Field, Fields};
 use arrow::row::{RowConverter, SortField};
 use penstock_dialect::model::AttrScope;
 
-use crate::attrs::{concat_attrs, replace_column, rows_of_parents, upsert};
 use crate::error::{PipelineError, Result};
-use crate::metric_split::split_metrics;
+use crate::kernels::attrs::{concat_attrs, replace_column, rows_of_parents, upsert};
+use crate::kernels::metric_split::split_metrics;
 use crate::rows::{attrs_of, column_at, ids_u32};
 use penstock_engine::OtapBatch;
 use penstock_engine::schema::PayloadType;
@@ -240,7 +240,7 @@ fn ensure_ids(batch: &OtapBatch, space: PayloadType) -> Result<(OtapBatch, UInt3
     if ids.null_count() == 0 {
         return Ok((batch.clone(), ids));
     }
-    let mut next = crate::filter::max_used_id(batch, space)?.map_or(0, |m| m + 1);
+    let mut next = crate::kernels::filter::max_used_id(batch, space)?.map_or(0, |m| m + 1);
     let filled: UInt32Array = ids
         .iter()
         .map(|id| {
@@ -429,7 +429,7 @@ fn set_envelope_attr(
             out.take(kind);
         }
     }
-    crate::filter::prune_envelope(&mut out)?;
+    crate::kernels::filter::prune_envelope(&mut out)?;
     Ok(out)
 }
 

@@ -8,8 +8,8 @@ use std::collections::HashSet;
 use arrow::array::{BooleanArray, RecordBatch, UInt32Array};
 use arrow::compute::filter_record_batch;
 
-use crate::attrs::rows_of_parents;
 use crate::error::{PipelineError, Result};
+use crate::kernels::attrs::rows_of_parents;
 use crate::rows::{DATA_POINTS, column_at, ids_u32};
 use penstock_engine::OtapBatch;
 use penstock_engine::schema::PayloadType;

@@ -10,9 +10,9 @@ use arrow::array::{Array, ArrayRef, RecordBatch, UInt32Array};
 use arrow::compute::{cast, concat_batches, filter_record_batch, take};
 use arrow::row::{RowConverter, SortField};
 
-use crate::attrs::{concat_attrs, replace_column, rows_of_parents};
 use crate::error::{PipelineError, Result};
-use crate::filter::{IdSet, prune_metrics};
+use crate::kernels::attrs::{concat_attrs, replace_column, rows_of_parents};
+use crate::kernels::filter::{IdSet, prune_metrics};
 use crate::rows::{DATA_POINTS, IdIndex, ids_u32};
 use penstock_engine::OtapBatch;
 use penstock_engine::schema::PayloadType;

@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use arrow::array::RecordBatch;
 use penstock_dialect::model::{AttrScope, ColumnRef, Table};
 
-use crate::attrs::drop_keys_except;
 use crate::error::{PipelineError, Result};
+use crate::kernels::attrs::drop_keys_except;
 use crate::rows::{attrs_of, spaces};
 use penstock_engine::OtapBatch;
 use penstock_engine::schema::PayloadType;
@@ -20,20 +20,6 @@ const STRUCTURAL: &[&str] = &[
     consts::SCOPE,
     consts::SCHEMA_URL,
 ];
-
-/// The top-level column holding a field (None for fields of the envelope or of metrics).
-fn physical(table: Table, name: &str) -> Option<&str> {
-    match (table, name) {
-        (_, n) if n.starts_with("resource.") || n.starts_with("scope.") => None,
-        (Table::Logs, n) => Some(n),
-        (Table::Spans, "status.code" | "status.message") => Some(consts::STATUS),
-        (Table::Spans, "end_time_unix_nano" | "duration_nanos") => {
-            Some(consts::DURATION_TIME_UNIX_NANO)
-        }
-        (Table::Spans, n) => Some(n),
-        (Table::Metrics, _) => None,
-    }
-}
 
 /// `batch` with only the listed fields (of logs and spans) and the listed attributes.
 pub(crate) fn project(batch: &OtapBatch, table: Table, columns: &[ColumnRef]) -> Result<OtapBatch> {
@@ -62,7 +48,7 @@ pub(crate) fn project(batch: &OtapBatch, table: Table, columns: &[ColumnRef]) ->
             let keep: Vec<&str> = columns
                 .iter()
                 .filter_map(|c| match c {
-                    ColumnRef::Field(f) => physical(table, f.name),
+                    ColumnRef::Field(f) => crate::columns::top_level(table, f.name),
                     _ => None,
                 })
                 .collect();

@@ -1,0 +1,148 @@
+//! The aggregate functions an aggregation statement may call, and what each output becomes.
+//!
+//! Each entry names a DataFusion aggregate (its `Accumulator` does the work, and its partial
+//! state is what windows of several workers merge) and the kind of metric its values are sent
+//! as. A new aggregate is one line here and its `.slt` cases.
+
+use std::sync::Arc;
+
+use arrow::datatypes::{DataType, Field, FieldRef, Schema};
+use datafusion::execution::context::SessionState;
+use datafusion::logical_expr::Accumulator;
+use datafusion::logical_expr::type_coercion::functions::fields_with_udf;
+use datafusion::physical_expr::aggregate::{AggregateExprBuilder, AggregateFunctionExpr};
+use datafusion::physical_expr::expressions::Column;
+
+/// The metric data points of an aggregate output become.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MetricKind {
+    /// A monotonic delta sum (counts).
+    MonotonicSum,
+    /// A delta sum, not monotonic.
+    Sum,
+    /// A gauge.
+    Gauge,
+}
+
+/// One aggregate function.
+#[derive(Debug)]
+pub(crate) struct AggregateFunction {
+    /// The SQL names that call it.
+    pub(crate) names: &'static [&'static str],
+    /// DataFusion's name for it.
+    pub(crate) datafusion: &'static str,
+    /// Whether `f(DISTINCT x)` is allowed.
+    pub(crate) distinct: bool,
+    /// Whether it reads text (and bytes) as well as numbers and times.
+    pub(crate) text: bool,
+    /// What its values are sent as.
+    pub(crate) metric: MetricKind,
+    /// Whether integer arguments are widened to 38-digit decimals first (so an integer sum
+    /// is exact past 2^53, and never wraps).
+    pub(crate) widen_integers: bool,
+}
+
+const fn function(
+    names: &'static [&'static str],
+    datafusion: &'static str,
+    distinct: bool,
+    text: bool,
+    metric: MetricKind,
+) -> AggregateFunction {
+    AggregateFunction {
+        names,
+        datafusion,
+        distinct,
+        text,
+        metric,
+        widen_integers: false,
+    }
+}
+
+/// Every aggregate function.
+pub(crate) const FUNCTIONS: &[AggregateFunction] = &[
+    function(&["count"], "count", true, true, MetricKind::MonotonicSum),
+    AggregateFunction {
+        widen_integers: true,
+        ..function(&["sum"], "sum", false, false, MetricKind::Sum)
+    },
+    function(&["min"], "min", true, true, MetricKind::Gauge),
+    function(&["max"], "max", true, true, MetricKind::Gauge),
+    function(&["avg", "mean"], "avg", false, false, MetricKind::Gauge),
+];
+
+/// The function called `name` (case-insensitive).
+pub(crate) fn find(name: &str) -> Option<&'static AggregateFunction> {
+    FUNCTIONS
+        .iter()
+        .find(|f| f.names.iter().any(|n| n.eq_ignore_ascii_case(name)))
+}
+
+/// The names of every function, for error messages.
+pub(crate) fn names() -> String {
+    let names: Vec<&str> = FUNCTIONS
+        .iter()
+        .flat_map(|f| f.names.iter().copied())
+        .collect();
+    names.join(", ")
+}
+
+/// An aggregate call planned for arguments of one type.
+#[derive(Debug)]
+pub(crate) struct PlannedAggregate {
+    pub(crate) function: &'static AggregateFunction,
+    /// The type the argument's values are cast to before they are accumulated.
+    pub(crate) input_type: DataType,
+    /// The type of its value.
+    pub(crate) output_type: DataType,
+    expr: AggregateFunctionExpr,
+}
+
+impl PlannedAggregate {
+    /// Plans `function` (`DISTINCT` or not) over values of `arg_type`.
+    pub(crate) fn plan(
+        state: &SessionState,
+        function: &'static AggregateFunction,
+        distinct: bool,
+        arg_type: &DataType,
+        alias: &str,
+    ) -> Result<PlannedAggregate, String> {
+        let udaf = state
+            .aggregate_functions()
+            .get(function.datafusion)
+            .cloned()
+            .ok_or_else(|| format!("{} is not available", function.datafusion))?;
+        let widened = if function.widen_integers && arg_type.is_integer() {
+            DataType::Decimal128(38, 0)
+        } else {
+            arg_type.clone()
+        };
+        let input: FieldRef = Arc::new(Field::new("value", widened, true));
+        let coerced = fields_with_udf(&[input], udaf.as_ref()).map_err(|e| e.to_string())?;
+        let input_type = coerced[0].data_type().clone();
+        let schema = Arc::new(Schema::new(vec![Arc::clone(&coerced[0])]));
+        let expr = AggregateExprBuilder::new(udaf, vec![Arc::new(Column::new("value", 0))])
+            .schema(schema)
+            .alias(alias)
+            .with_distinct(distinct)
+            .build()
+            .map_err(|e| e.to_string())?;
+        let output_type = expr.field().data_type().clone();
+        Ok(PlannedAggregate {
+            function,
+            input_type,
+            output_type,
+            expr,
+        })
+    }
+
+    /// Whether it is `f(DISTINCT x)`.
+    pub(crate) fn is_distinct(&self) -> bool {
+        self.expr.is_distinct()
+    }
+
+    /// A fresh accumulator.
+    pub(crate) fn accumulator(&self) -> datafusion::error::Result<Box<dyn Accumulator>> {
+        self.expr.create_accumulator()
+    }
+}
