@@ -37,8 +37,6 @@
 mod catalog;
 mod common;
 mod edge;
-mod edge_metrics;
-mod edge_traces;
 mod histograms;
 mod logs;
 mod metrics;

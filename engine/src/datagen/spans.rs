@@ -95,85 +95,102 @@ pub(crate) fn describe(
             ],
             Some(status),
         ),
-        Op::Db => {
-            let &(name, system, statement) = rng.pick(DB_QUERIES);
-            let (peer_name, port) = match system {
-                "redis" => ("redis-cart", 6379),
-                "mysql" => ("mysql.shop.svc", 3306),
-                _ => ("postgres.shop.svc", 5432),
-            };
-            (
-                name.to_owned(),
-                3,
-                vec![
-                    kv_str("db.system", system),
-                    kv_str("db.statement", statement),
-                    kv_str("db.name", "shop"),
-                    kv_str("db.operation", name.split(' ').next().unwrap_or(name)),
-                    kv_str("net.peer.name", peer_name),
-                    kv_int("net.peer.port", port),
-                    kv_str("db.user", "app"),
-                    kv_str("network.peer.address", peer),
-                    kv_str("network.transport", "tcp"),
-                    kv_int("db.rows_affected", rng.range(0, 50) as i64),
-                ],
-                None,
-            )
-        }
-        Op::Internal => {
-            let op_name = *rng.pick(INTERNAL_OPS);
-            (
-                op_name.to_owned(),
-                1,
-                vec![
-                    kv_str("code.function", op_name),
-                    kv_str("code.namespace", format!("shop.{service}")),
-                    kv_int("code.lineno", rng.range(10, 900) as i64),
-                    kv_int("thread.id", rng.range(1, 256) as i64),
-                    kv_str("thread.name", format!("worker-{}", rng.range(0, 15))),
-                    kv_int("app.order.id", id as i64),
-                    kv_str("app.user.id", format!("u-{}", rng.range(1000, 99_999))),
-                    kv_int("app.items.count", rng.range(1, 9) as i64),
-                    kv_bool("app.cache.hit", rng.chance(0.7)),
-                    kv_str("code.filepath", format!("src/{op_name}.rs")),
-                ],
-                None,
-            )
-        }
-        Op::Producer | Op::Consumer => {
-            let topic = *rng.pick(TOPICS);
-            let (verb, kind) = if op == Op::Producer {
-                ("publish", 4)
-            } else {
-                ("process", 5)
-            };
-            (
-                format!("{topic} {verb}"),
-                kind,
-                vec![
-                    kv_str("messaging.system", "kafka"),
-                    kv_str("messaging.destination.name", topic),
-                    kv_str("messaging.operation", verb),
-                    kv_str("messaging.message.id", rng.hex(32)),
-                    kv_int(
-                        "messaging.kafka.destination.partition",
-                        rng.range(0, 11) as i64,
-                    ),
-                    kv_str("net.peer.name", "kafka"),
-                    kv_int("messaging.message.body.size", rng.range(64, 8192) as i64),
-                    kv_str(
-                        "messaging.client_id",
-                        format!("{service}-{}", rng.range(1, 4)),
-                    ),
-                    kv_str("server.address", "kafka"),
-                    kv_int("server.port", 9092),
-                ],
-                None,
-            )
-        }
+        Op::Db => db_span(rng, peer),
+        Op::Internal => internal_span(rng, service, id),
+        Op::Producer | Op::Consumer => messaging_span(rng, op, service),
     };
     attrs.truncate(rng.range_usize(5, 10));
     (name, kind, attrs, http)
+}
+
+/// A database client span.
+fn db_span(rng: &mut Rng, peer: String) -> (String, i32, Vec<KeyValue>, Option<i64>) {
+    let &(name, system, statement) = rng.pick(DB_QUERIES);
+    let (peer_name, port) = match system {
+        "redis" => ("redis-cart", 6379),
+        "mysql" => ("mysql.shop.svc", 3306),
+        _ => ("postgres.shop.svc", 5432),
+    };
+    (
+        name.to_owned(),
+        3,
+        vec![
+            kv_str("db.system", system),
+            kv_str("db.statement", statement),
+            kv_str("db.name", "shop"),
+            kv_str("db.operation", name.split(' ').next().unwrap_or(name)),
+            kv_str("net.peer.name", peer_name),
+            kv_int("net.peer.port", port),
+            kv_str("db.user", "app"),
+            kv_str("network.peer.address", peer),
+            kv_str("network.transport", "tcp"),
+            kv_int("db.rows_affected", rng.range(0, 50) as i64),
+        ],
+        None,
+    )
+}
+
+/// An internal span of application code.
+fn internal_span(
+    rng: &mut Rng,
+    service: &str,
+    id: u64,
+) -> (String, i32, Vec<KeyValue>, Option<i64>) {
+    let op_name = *rng.pick(INTERNAL_OPS);
+    (
+        op_name.to_owned(),
+        1,
+        vec![
+            kv_str("code.function", op_name),
+            kv_str("code.namespace", format!("shop.{service}")),
+            kv_int("code.lineno", rng.range(10, 900) as i64),
+            kv_int("thread.id", rng.range(1, 256) as i64),
+            kv_str("thread.name", format!("worker-{}", rng.range(0, 15))),
+            kv_int("app.order.id", id as i64),
+            kv_str("app.user.id", format!("u-{}", rng.range(1000, 99_999))),
+            kv_int("app.items.count", rng.range(1, 9) as i64),
+            kv_bool("app.cache.hit", rng.chance(0.7)),
+            kv_str("code.filepath", format!("src/{op_name}.rs")),
+        ],
+        None,
+    )
+}
+
+/// A Kafka producer or consumer span.
+fn messaging_span(
+    rng: &mut Rng,
+    op: Op,
+    service: &str,
+) -> (String, i32, Vec<KeyValue>, Option<i64>) {
+    let topic = *rng.pick(TOPICS);
+    let (verb, kind) = if op == Op::Producer {
+        ("publish", 4)
+    } else {
+        ("process", 5)
+    };
+    (
+        format!("{topic} {verb}"),
+        kind,
+        vec![
+            kv_str("messaging.system", "kafka"),
+            kv_str("messaging.destination.name", topic),
+            kv_str("messaging.operation", verb),
+            kv_str("messaging.message.id", rng.hex(32)),
+            kv_int(
+                "messaging.kafka.destination.partition",
+                rng.range(0, 11) as i64,
+            ),
+            kv_str("net.peer.name", "kafka"),
+            kv_int("messaging.message.body.size", rng.range(64, 8192) as i64),
+            kv_str(
+                "messaging.client_id",
+                format!("{service}-{}", rng.range(1, 4)),
+            ),
+            kv_str("server.address", "kafka"),
+            kv_int("server.port", 9092),
+        ],
+        None,
+    )
 }
 
 /// A span event inside `[start, end]`: an exception (forced when `exception`) or a

@@ -7,6 +7,7 @@ use arrow::array::{AsArray, RecordBatch, StringArray};
 use arrow::buffer::Buffer;
 use arrow::ipc::reader::StreamDecoder;
 
+use super::DecodeLimits;
 use super::growing::DistinctValues;
 use super::ids::{Strings, check_unique_ids, decode_ids};
 use super::prescan::prescan;
@@ -15,24 +16,6 @@ use crate::batch::OtapBatch;
 use crate::error::{Error, Result};
 use crate::proto::{ArrowPayload, BatchArrowRecords};
 use crate::schema::{PayloadType, Signal, consts};
-
-/// Limits that bound what one stream may make the decoder allocate.
-#[derive(Debug, Clone, Copy)]
-pub struct DecodeLimits {
-    /// Most decompressed bytes the compressed buffers of one payload may declare.
-    pub max_payload_decompressed_bytes: u64,
-    /// Most rows one table (record batch or dictionary) may declare.
-    pub max_rows: u64,
-}
-
-impl Default for DecodeLimits {
-    fn default() -> Self {
-        DecodeLimits {
-            max_payload_decompressed_bytes: 256 << 20,
-            max_rows: 1 << 20,
-        }
-    }
-}
 
 struct PayloadStream {
     schema_id: String,

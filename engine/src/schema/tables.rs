@@ -133,53 +133,59 @@ fn exemplars() -> Vec<Field> {
     ]
 }
 
+/// Columns of the logs table.
+fn log_fields() -> Vec<Field> {
+    let mut f = root_prefix();
+    f.extend([
+        opt(TIME_UNIX_NANO, timestamp()),
+        opt(OBSERVED_TIME_UNIX_NANO, timestamp()),
+        opt(TRACE_ID, DataType::FixedSizeBinary(16)),
+        opt(SPAN_ID, DataType::FixedSizeBinary(8)),
+        opt(SEVERITY_NUMBER, DataType::Int32),
+        opt(SEVERITY_TEXT, DataType::Utf8),
+        opt(BODY, DataType::Struct(any_value_fields())),
+        opt(DROPPED_ATTRIBUTES_COUNT, DataType::UInt32),
+        opt(FLAGS, DataType::UInt32),
+        opt(EVENT_NAME, DataType::Utf8),
+    ]);
+    f
+}
+
+/// Columns of the spans table.
+fn span_fields() -> Vec<Field> {
+    let mut f = root_prefix();
+    f.extend([
+        opt(START_TIME_UNIX_NANO, timestamp()),
+        opt(
+            DURATION_TIME_UNIX_NANO,
+            DataType::Duration(TimeUnit::Nanosecond),
+        ),
+        opt(TRACE_ID, DataType::FixedSizeBinary(16)),
+        opt(SPAN_ID, DataType::FixedSizeBinary(8)),
+        opt(TRACE_STATE, DataType::Utf8),
+        opt(PARENT_SPAN_ID, DataType::FixedSizeBinary(8)),
+        opt(NAME, DataType::Utf8),
+        opt(KIND, DataType::Int32),
+        opt(DROPPED_ATTRIBUTES_COUNT, DataType::UInt32),
+        opt(DROPPED_EVENTS_COUNT, DataType::UInt32),
+        opt(DROPPED_LINKS_COUNT, DataType::UInt32),
+        opt(FLAGS, DataType::UInt32),
+        opt(
+            STATUS,
+            DataType::Struct(Fields::from(vec![
+                opt(STATUS_CODE, DataType::Int32),
+                opt(STATUS_MESSAGE, DataType::Utf8),
+            ])),
+        ),
+    ]);
+    f
+}
+
 fn build(table: PayloadType) -> Vec<Field> {
     use PayloadType as P;
     match table {
-        P::Logs => {
-            let mut f = root_prefix();
-            f.extend([
-                opt(TIME_UNIX_NANO, timestamp()),
-                opt(OBSERVED_TIME_UNIX_NANO, timestamp()),
-                opt(TRACE_ID, DataType::FixedSizeBinary(16)),
-                opt(SPAN_ID, DataType::FixedSizeBinary(8)),
-                opt(SEVERITY_NUMBER, DataType::Int32),
-                opt(SEVERITY_TEXT, DataType::Utf8),
-                opt(BODY, DataType::Struct(any_value_fields())),
-                opt(DROPPED_ATTRIBUTES_COUNT, DataType::UInt32),
-                opt(FLAGS, DataType::UInt32),
-                opt(EVENT_NAME, DataType::Utf8),
-            ]);
-            f
-        }
-        P::Spans => {
-            let mut f = root_prefix();
-            f.extend([
-                opt(START_TIME_UNIX_NANO, timestamp()),
-                opt(
-                    DURATION_TIME_UNIX_NANO,
-                    DataType::Duration(TimeUnit::Nanosecond),
-                ),
-                opt(TRACE_ID, DataType::FixedSizeBinary(16)),
-                opt(SPAN_ID, DataType::FixedSizeBinary(8)),
-                opt(TRACE_STATE, DataType::Utf8),
-                opt(PARENT_SPAN_ID, DataType::FixedSizeBinary(8)),
-                opt(NAME, DataType::Utf8),
-                opt(KIND, DataType::Int32),
-                opt(DROPPED_ATTRIBUTES_COUNT, DataType::UInt32),
-                opt(DROPPED_EVENTS_COUNT, DataType::UInt32),
-                opt(DROPPED_LINKS_COUNT, DataType::UInt32),
-                opt(FLAGS, DataType::UInt32),
-                opt(
-                    STATUS,
-                    DataType::Struct(Fields::from(vec![
-                        opt(STATUS_CODE, DataType::Int32),
-                        opt(STATUS_MESSAGE, DataType::Utf8),
-                    ])),
-                ),
-            ]);
-            f
-        }
+        P::Logs => log_fields(),
+        P::Spans => span_fields(),
         P::SpanEvents => vec![
             opt(ID, DataType::UInt32),
             req(PARENT_ID, DataType::UInt16),

@@ -56,24 +56,7 @@ pub(crate) fn split_metrics(
         points.column_by_name(consts::PARENT_ID).cloned(),
         points.num_rows(),
     )?;
-    // Data points per metric id, over every data point table.
-    let mut total: HashMap<u32, usize> = HashMap::new();
-    let mut max_id = metric_ids.iter().flatten().max();
-    for dp in DATA_POINTS {
-        if let Some(t) = batch.get(dp) {
-            for id in ids_u32(t.column_by_name(consts::PARENT_ID).cloned(), t.num_rows())?
-                .iter()
-                .flatten()
-            {
-                *total.entry(id).or_default() += 1;
-                max_id = max_id.max(Some(id));
-            }
-        }
-    }
-    if let Some(t) = batch.get(PayloadType::MetricAttrs) {
-        let attr_parents = ids_u32(t.column_by_name(consts::PARENT_ID).cloned(), t.num_rows())?;
-        max_id = max_id.max(attr_parents.iter().flatten().max());
-    }
+    let (total, max_id) = points_per_metric(batch, &metric_ids)?;
     let converter = RowConverter::new(vec![SortField::new(values.data_type().clone())])
         .map_err(arrow_err("comparing values"))?;
     let encoded = converter
@@ -133,43 +116,7 @@ pub(crate) fn split_metrics(
             values: group_values,
         });
     }
-    // Copies of the metrics (and their metric-level attributes) under new ids.
-    let id_type = metrics
-        .column_by_name(consts::ID)
-        .map(|c| c.data_type().clone())
-        .unwrap_or(arrow::datatypes::DataType::UInt16);
-    let picks = UInt32Array::from(copies.iter().map(|c| c.0).collect::<Vec<_>>());
-    let new_ids: ArrayRef = Arc::new(UInt32Array::from(
-        copies.iter().map(|c| c.1).collect::<Vec<_>>(),
-    ));
-    let copied = take_rows(metrics, &picks)?;
-    let copied = replace_column(
-        &copied,
-        consts::ID,
-        cast(&new_ids, &id_type).map_err(arrow_err("numbering metrics"))?,
-    )?;
-    let all = concat_batches(&metrics.schema(), [metrics, &copied])
-        .map_err(arrow_err("adding metrics"))?;
-    out.set(PayloadType::UnivariateMetrics, all)?;
-    if let Some(attrs) = batch.get(PayloadType::MetricAttrs) {
-        let mut tables = vec![attrs.clone()];
-        for (row, id) in &copies {
-            let old = metric_ids.value(*row as usize);
-            let copy = filter_record_batch(attrs, &rows_of_parents(attrs, &|p| p == old)?)
-                .map_err(arrow_err("copying metric attributes"))?;
-            let parent_type = copy
-                .column_by_name(consts::PARENT_ID)
-                .map(|c| c.data_type().clone())
-                .unwrap_or(arrow::datatypes::DataType::UInt16);
-            let parent: ArrayRef = Arc::new(UInt32Array::from(vec![*id; copy.num_rows()]));
-            let parent = cast(&parent, &parent_type).map_err(arrow_err("numbering attributes"))?;
-            tables.push(replace_column(&copy, consts::PARENT_ID, parent)?);
-        }
-        out.set(
-            PayloadType::MetricAttrs,
-            concat_attrs(PayloadType::MetricAttrs, &tables)?,
-        )?;
-    }
+    copy_metrics(batch, &mut out, &metric_ids, &copies)?;
     // Move the data points to their metric's copy.
     let mut moved: Vec<Option<u32>> = parents.iter().collect();
     for (i, row) in rows.iter().enumerate() {
@@ -204,6 +151,82 @@ pub(crate) fn split_metrics(
         metric_rows,
         values: group_values,
     })
+}
+
+/// Data points per metric id, over every data point table, and the largest id in use (of
+/// metrics, data point parents and metric attribute parents).
+fn points_per_metric(
+    batch: &OtapBatch,
+    metric_ids: &UInt32Array,
+) -> Result<(HashMap<u32, usize>, Option<u32>)> {
+    let mut total: HashMap<u32, usize> = HashMap::new();
+    let mut max_id = metric_ids.iter().flatten().max();
+    for dp in DATA_POINTS {
+        if let Some(t) = batch.get(dp) {
+            for id in ids_u32(t.column_by_name(consts::PARENT_ID).cloned(), t.num_rows())?
+                .iter()
+                .flatten()
+            {
+                *total.entry(id).or_default() += 1;
+                max_id = max_id.max(Some(id));
+            }
+        }
+    }
+    if let Some(t) = batch.get(PayloadType::MetricAttrs) {
+        let attr_parents = ids_u32(t.column_by_name(consts::PARENT_ID).cloned(), t.num_rows())?;
+        max_id = max_id.max(attr_parents.iter().flatten().max());
+    }
+    Ok((total, max_id))
+}
+
+/// Adds copies of metrics (and their metric-level attributes) to `out`: `copies` holds the
+/// row of each metric copied and the id of its copy.
+fn copy_metrics(
+    batch: &OtapBatch,
+    out: &mut OtapBatch,
+    metric_ids: &UInt32Array,
+    copies: &[(u32, u32)],
+) -> Result<()> {
+    let metrics = batch
+        .get(PayloadType::UnivariateMetrics)
+        .ok_or_else(|| PipelineError::Execute("data points without a metrics table".into()))?;
+    let id_type = metrics
+        .column_by_name(consts::ID)
+        .map(|c| c.data_type().clone())
+        .unwrap_or(arrow::datatypes::DataType::UInt16);
+    let picks = UInt32Array::from(copies.iter().map(|c| c.0).collect::<Vec<_>>());
+    let new_ids: ArrayRef = Arc::new(UInt32Array::from(
+        copies.iter().map(|c| c.1).collect::<Vec<_>>(),
+    ));
+    let copied = take_rows(metrics, &picks)?;
+    let copied = replace_column(
+        &copied,
+        consts::ID,
+        cast(&new_ids, &id_type).map_err(arrow_err("numbering metrics"))?,
+    )?;
+    let all = concat_batches(&metrics.schema(), [metrics, &copied])
+        .map_err(arrow_err("adding metrics"))?;
+    out.set(PayloadType::UnivariateMetrics, all)?;
+    if let Some(attrs) = batch.get(PayloadType::MetricAttrs) {
+        let mut tables = vec![attrs.clone()];
+        for (row, id) in copies {
+            let old = metric_ids.value(*row as usize);
+            let copy = filter_record_batch(attrs, &rows_of_parents(attrs, &|p| p == old)?)
+                .map_err(arrow_err("copying metric attributes"))?;
+            let parent_type = copy
+                .column_by_name(consts::PARENT_ID)
+                .map(|c| c.data_type().clone())
+                .unwrap_or(arrow::datatypes::DataType::UInt16);
+            let parent: ArrayRef = Arc::new(UInt32Array::from(vec![*id; copy.num_rows()]));
+            let parent = cast(&parent, &parent_type).map_err(arrow_err("numbering attributes"))?;
+            tables.push(replace_column(&copy, consts::PARENT_ID, parent)?);
+        }
+        out.set(
+            PayloadType::MetricAttrs,
+            concat_attrs(PayloadType::MetricAttrs, &tables)?,
+        )?;
+    }
+    Ok(())
 }
 
 fn take_rows(table: &RecordBatch, rows: &UInt32Array) -> Result<RecordBatch> {

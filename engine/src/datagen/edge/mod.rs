@@ -1,5 +1,8 @@
 //! Small requests packed with odd-but-encodable values to shake out converter bugs.
 
+mod metrics;
+mod traces;
+
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
@@ -8,8 +11,8 @@ use opentelemetry_proto::tonic::common::v1::{AnyValue, InstrumentationScope, Key
 use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
 use opentelemetry_proto::tonic::resource::v1::Resource;
 
-use super::common::{any, any_str, array, kv, kv_f64, kv_int, kv_str, kvlist};
-use super::{DataGen, edge_metrics, edge_traces};
+use crate::datagen::DataGen;
+use crate::datagen::common::{any, any_str, array, kv, kv_f64, kv_int, kv_str, kvlist};
 
 /// Strings that stress UTF-8 handling: CJK, emoji (ZWJ sequences, flags), RTL,
 /// combining marks, control characters and NUL.
@@ -117,8 +120,8 @@ pub(super) fn generate(
     let now = g.tick(1_000, 1_000_000);
     (
         logs(g, now),
-        edge_traces::traces(g, now),
-        edge_metrics::metrics(g, now),
+        traces::traces(g, now),
+        metrics::metrics(g, now),
     )
 }
 

@@ -14,9 +14,9 @@ use opentelemetry_proto::tonic::metrics::v1::{
 };
 use opentelemetry_proto::tonic::resource::v1::Resource;
 
-use super::DataGen;
-use super::common::kv_str;
-use super::edge::{ODD_STRINGS, empty_name_scope, odd_attributes, odd_resource};
+use super::{ODD_STRINGS, empty_name_scope, odd_attributes, odd_resource};
+use crate::datagen::DataGen;
+use crate::datagen::common::kv_str;
 
 /// A metric with only `name` and `data` set.
 fn metric(name: &str, data: Option<Data>) -> Metric {
@@ -27,15 +27,19 @@ fn metric(name: &str, data: Option<Data>) -> Metric {
     }
 }
 
-/// Metrics: no data, no points, value-less points, bucket-less histograms.
-pub(crate) fn metrics(g: &mut DataGen, now: u64) -> ExportMetricsServiceRequest {
-    let num = |value: Option<Num>, attributes: Vec<KeyValue>| NumberDataPoint {
+/// A number data point at `now`.
+fn number_point(now: u64, value: Option<Num>, attributes: Vec<KeyValue>) -> NumberDataPoint {
+    NumberDataPoint {
         attributes,
         start_time_unix_nano: now + 1,
         time_unix_nano: now,
         value,
         ..Default::default()
-    };
+    }
+}
+
+/// Gauge points: no value, NaN, signed zero, infinities, the smallest integer, odd attributes.
+fn gauge_points(now: u64) -> Vec<NumberDataPoint> {
     let values = [
         None,
         Some(Num::AsDouble(f64::NAN)),
@@ -44,10 +48,17 @@ pub(crate) fn metrics(g: &mut DataGen, now: u64) -> ExportMetricsServiceRequest 
         Some(Num::AsDouble(f64::NEG_INFINITY)),
         Some(Num::AsInt(i64::MIN)),
     ];
-    let mut gauge_points: Vec<NumberDataPoint> =
-        values.iter().map(|v| num(*v, Vec::new())).collect();
-    gauge_points.push(num(None, odd_attributes()));
-    gauge_points.push(NumberDataPoint::default());
+    let mut points: Vec<NumberDataPoint> = values
+        .iter()
+        .map(|v| number_point(now, *v, Vec::new()))
+        .collect();
+    points.push(number_point(now, None, odd_attributes()));
+    points.push(NumberDataPoint::default());
+    points
+}
+
+/// Histogram points: empty, NaN sum with odd exemplars, one bucket with infinite bounds.
+fn histogram_points(g: &mut DataGen, now: u64) -> Vec<HistogramDataPoint> {
     let exemplar = Exemplar {
         value: None,
         ..Default::default()
@@ -59,7 +70,7 @@ pub(crate) fn metrics(g: &mut DataGen, now: u64) -> ExportMetricsServiceRequest 
         trace_id: g.rng.id::<16>(),
         value: Some(exemplar::Value::AsDouble(f64::NAN)),
     };
-    let histogram_points = vec![
+    vec![
         HistogramDataPoint::default(),
         HistogramDataPoint {
             count: 7,
@@ -76,8 +87,12 @@ pub(crate) fn metrics(g: &mut DataGen, now: u64) -> ExportMetricsServiceRequest 
             max: Some(f64::INFINITY),
             ..Default::default()
         },
-    ];
-    let exp_points = vec![
+    ]
+}
+
+/// Exponential histogram points: empty, far offsets and duplicate keys, a NaN threshold.
+fn exponential_points() -> Vec<ExponentialHistogramDataPoint> {
+    vec![
         ExponentialHistogramDataPoint::default(),
         ExponentialHistogramDataPoint {
             count: 3,
@@ -97,8 +112,12 @@ pub(crate) fn metrics(g: &mut DataGen, now: u64) -> ExportMetricsServiceRequest 
             zero_threshold: f64::NAN,
             ..Default::default()
         },
-    ];
-    let summary_points = vec![
+    ]
+}
+
+/// Summary points: empty, and NaN and signed-zero quantiles.
+fn summary_points() -> Vec<SummaryDataPoint> {
+    vec![
         SummaryDataPoint::default(),
         SummaryDataPoint {
             count: 0,
@@ -115,8 +134,12 @@ pub(crate) fn metrics(g: &mut DataGen, now: u64) -> ExportMetricsServiceRequest 
             ],
             ..Default::default()
         },
-    ];
-    let metrics = vec![
+    ]
+}
+
+/// Metrics of every kind, odd each in its own way.
+fn odd_metrics(g: &mut DataGen, now: u64) -> Vec<Metric> {
+    vec![
         metric("no.data", None),
         metric(
             "",
@@ -135,27 +158,27 @@ pub(crate) fn metrics(g: &mut DataGen, now: u64) -> ExportMetricsServiceRequest 
         metric(
             "gauge.odd",
             Some(Data::Gauge(Gauge {
-                data_points: gauge_points,
+                data_points: gauge_points(now),
             })),
         ),
         metric(
             "histogram.no_buckets",
             Some(Data::Histogram(Histogram {
-                data_points: histogram_points,
+                data_points: histogram_points(g, now),
                 aggregation_temporality: 2,
             })),
         ),
         metric(
             "exp.odd",
             Some(Data::ExponentialHistogram(ExponentialHistogram {
-                data_points: exp_points,
+                data_points: exponential_points(),
                 aggregation_temporality: 1,
             })),
         ),
         metric(
             "summary.odd",
             Some(Data::Summary(Summary {
-                data_points: summary_points,
+                data_points: summary_points(),
             })),
         ),
         Metric {
@@ -164,12 +187,17 @@ pub(crate) fn metrics(g: &mut DataGen, now: u64) -> ExportMetricsServiceRequest 
             unit: "µs".to_owned(),
             metadata: vec![kv_str("dup", "1"), kv_str("dup", "2"), kv_str("", "")],
             data: Some(Data::Sum(Sum {
-                data_points: vec![num(Some(Num::AsInt(0)), Vec::new())],
+                data_points: vec![number_point(now, Some(Num::AsInt(0)), Vec::new())],
                 aggregation_temporality: 2,
                 is_monotonic: false,
             })),
         },
-    ];
+    ]
+}
+
+/// Metrics: no data, no points, value-less points, bucket-less histograms.
+pub(crate) fn metrics(g: &mut DataGen, now: u64) -> ExportMetricsServiceRequest {
+    let metrics = odd_metrics(g, now);
     let scope_metrics = vec![
         ScopeMetrics {
             scope: Some(empty_name_scope()),
