@@ -1,65 +1,32 @@
-//! Runs the sqllogictest-style files in `tests/slt/`: each gives pipeline statements, OTLP JSON
-//! input, and the records every sink must receive (or the error a pipeline must be rejected
-//! with). The format is described in `tests/slt/README.md`.
+//! Runs the sqllogictest files in `tests/slt/` (and the examples of `docs/dialect.md`) with the
+//! `sqllogictest` crate against [`Gateway`], which understands a small command language:
+//! pipeline statements, OTLP JSON `input`, what a sink received (`output SINK`) and the
+//! counters (`stats`). The format is described in `tests/slt/README.md`.
+//!
+//! `cargo test --workspace --test slt -- --complete` rewrites the expected output of the files.
 
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::path::Path;
+use std::process::ExitCode;
 
 use penstock_dialect::check_source;
 use penstock_engine::OtapBatch;
 use penstock_engine::otlp::json;
 use penstock_pipeline::{Pipeline, Windows};
 use serde_json::Value;
+use sqllogictest::{DBOutput, DefaultColumnType, Location, Record, Runner};
 
-/// One block of a file.
-enum Block {
-    Pipeline(String),
-    Error { expected: String, body: String },
-    Input(Vec<String>),
-    Output { sink: String, records: Vec<String> },
-    Stats(Vec<String>),
-}
+/// The file name that pipeline errors name: the statements start on its line 5.
+const PIPELINE_FILE: &str = "pipeline.sql";
 
-fn blocks(text: &str) -> Vec<(usize, Block)> {
-    let mut out = Vec::new();
-    let lines: Vec<&str> = text.lines().collect();
-    let mut i = 0;
-    while i < lines.len() {
-        let line = lines[i].trim_end();
-        if line.is_empty() || line.starts_with('#') {
-            i += 1;
-            continue;
-        }
-        let start = i + 1;
-        let mut body = Vec::new();
-        i += 1;
-        while i < lines.len() && !lines[i].trim().is_empty() {
-            if !lines[i].starts_with('#') {
-                body.push(lines[i].to_string());
-            }
-            i += 1;
-        }
-        let block = match line.split_once(' ').unwrap_or((line, "")) {
-            ("pipeline", _) => Block::Pipeline(body.join("\n")),
-            ("error", expected) => Block::Error {
-                expected: expected.to_string(),
-                body: body.join("\n"),
-            },
-            ("input", _) => Block::Input(body),
-            ("output", sink) => Block::Output {
-                sink: sink.to_string(),
-                records: body,
-            },
-            ("stats", _) => Block::Stats(body),
-            (other, _) => panic!("line {start}: unknown block '{other}'"),
-        };
-        out.push((start, block));
-    }
-    out
-}
+/// The sinks a pipeline may route to (see [`program_sql`]).
+const SINKS: [&str; 2] = ["out", "other"];
 
+/// A whole pipeline file around the statements `body`: a FILE source `src`, the CONSOLE sinks
+/// `out` and `other`, and the pipeline `p`.
 fn program_sql(body: &str) -> String {
     format!(
         "CREATE SOURCE src FROM FILE WITH (path = 'input.jsonl');
@@ -71,6 +38,7 @@ END;"
     )
 }
 
+/// An OTLP JSON `AnyValue`: strings quoted, other values as they are.
 fn scalar(value: &Value) -> String {
     let Some((kind, v)) = value.as_object().and_then(|o| o.iter().next()) else {
         return "<empty>".into();
@@ -83,6 +51,7 @@ fn scalar(value: &Value) -> String {
     }
 }
 
+/// An OTLP JSON attribute list as `{key=value ...}`, sorted by key.
 fn attrs(list: &Value) -> String {
     let mut pairs: Vec<String> = list
         .as_array()
@@ -183,147 +152,213 @@ fn render(request: &Value) -> Vec<String> {
     out
 }
 
+/// Why a command failed; `statement error REGEX` records match the regex against this text.
+#[derive(Debug)]
+struct CommandError(String);
+
+impl fmt::Display for CommandError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for CommandError {}
+
+/// A [`CommandError`] with the text of `e`.
+fn failed(e: impl fmt::Display) -> CommandError {
+    CommandError(e.to_string())
+}
+
 /// The derived metrics of closed aggregation windows, by sink.
-fn windows(windows: Vec<Windows>) -> Result<Vec<(String, OtapBatch)>, String> {
+fn windows(windows: Vec<Windows>) -> Result<Vec<(String, OtapBatch)>, CommandError> {
     let mut out = Vec::new();
     for w in windows {
         let sink = w.sink().to_string();
-        if let Some(b) = w.into_batch().map_err(|e| e.to_string())? {
+        if let Some(b) = w.into_batch().map_err(failed)? {
             out.push((sink, b));
         }
     }
     Ok(out)
 }
 
-fn run_file(path: &Path) -> Result<usize, String> {
-    let text = std::fs::read_to_string(path).unwrap();
-    run_text(&path.display().to_string(), &text, 0)
+/// What the records of a file run against: the current pipeline and the records each sink
+/// received from the last input.
+#[derive(Default)]
+struct Gateway {
+    pipeline: Option<Pipeline>,
+    outputs: BTreeMap<String, Vec<String>>,
 }
 
-/// Runs slt `text` from file `name`, whose first line is line `offset + 1` of that file.
-fn run_text(name: &str, text: &str, offset: usize) -> Result<usize, String> {
-    let mut pipeline: Option<Pipeline> = None;
-    let mut outputs: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let mut checked = 0;
-    for (line, block) in blocks(text) {
-        let at = format!("{name}:{}", line + offset);
-        match block {
-            Block::Pipeline(body) => {
-                let program =
-                    check_source(name, &program_sql(&body)).map_err(|e| format!("{at}: {e}"))?;
-                pipeline =
-                    Some(Pipeline::compile(&program, "p").map_err(|e| format!("{at}: {e}"))?);
-                outputs.clear();
-            }
-            Block::Error { expected, body } => {
-                let result = check_source(name, &program_sql(&body))
-                    .map_err(|e| e.to_string())
-                    .and_then(|program| {
-                        Pipeline::compile(&program, "p")
-                            .map(|_| ())
-                            .map_err(|e| e.to_string())
-                    });
-                match result {
-                    Ok(()) => {
-                        return Err(format!(
-                            "{at}: accepted, expected an error containing '{expected}'"
-                        ));
-                    }
-                    Err(e) if e.contains(&expected) => checked += 1,
-                    Err(e) => {
-                        return Err(format!("{at}: error '{e}' does not contain '{expected}'"));
-                    }
-                }
-            }
-            Block::Input(lines) => {
-                let p = pipeline
-                    .as_mut()
-                    .ok_or(format!("{at}: input before any pipeline"))?;
-                outputs.clear();
-                for (i, l) in lines.iter().enumerate() {
-                    let (signal, bytes) =
-                        json::line_to_protobuf(l, i + 1).map_err(|e| format!("{at}: {e}"))?;
-                    for batch in penstock_engine::otlp::decode::decode(signal, &bytes)
-                        .map_err(|e| format!("{at}: {e}"))?
-                    {
-                        let out = p.run(batch).map_err(|e| format!("{at}: {e}"))?;
-                        let closed = windows(out.closed).map_err(|e| format!("{at}: {e}"))?;
-                        for (sink, b) in out.routed.into_iter().chain(closed) {
-                            let value: Value =
-                                serde_json::from_str(&json::to_line(&b).unwrap()).unwrap();
-                            outputs.entry(sink).or_default().extend(render(&value));
-                        }
-                    }
-                }
-                // The input block ended: its aggregation windows are complete.
-                for (sink, b) in windows(p.finish()).map_err(|e| format!("{at}: {e}"))? {
-                    let value: Value = serde_json::from_str(&json::to_line(&b).unwrap()).unwrap();
-                    outputs.entry(sink).or_default().extend(render(&value));
-                }
-            }
-            Block::Output { sink, mut records } => {
-                let mut got = outputs.get(&sink).cloned().unwrap_or_default();
-                got.sort();
-                records.sort();
-                if got != records {
-                    return Err(format!(
-                        "{at}: sink {sink} received\n{}\nexpected\n{}",
-                        got.join("\n"),
-                        records.join("\n")
-                    ));
-                }
-                checked += 1;
-            }
-            Block::Stats(expected) => {
-                let p = pipeline
-                    .as_ref()
-                    .ok_or(format!("{at}: stats before any pipeline"))?;
-                let got: Vec<String> = p
-                    .stats()
-                    .map(|(step, s)| {
-                        format!(
-                            "{} {} {} {} {}",
-                            step.kind.name(),
-                            step.table.name(),
-                            s.rows_in,
-                            s.rows_out,
-                            s.rows_dropped
-                        )
-                    })
-                    .chain(std::iter::once(format!("unrouted {}", p.unrouted_rows())))
-                    .collect();
-                if got != expected {
-                    return Err(format!(
-                        "{at}: stats\n{}\nexpected\n{}",
-                        got.join("\n"),
-                        expected.join("\n")
-                    ));
-                }
-                checked += 1;
+impl Gateway {
+    /// Checks and plans the pipeline statements `body`, which become the current pipeline (with
+    /// new counters). A rejected pipeline leaves no current pipeline.
+    fn define(&mut self, body: &str) -> Result<(), CommandError> {
+        self.pipeline = None;
+        self.outputs.clear();
+        let program = check_source(PIPELINE_FILE, &program_sql(body)).map_err(failed)?;
+        self.pipeline = Some(Pipeline::compile(&program, "p").map_err(failed)?);
+        Ok(())
+    }
+
+    /// Runs OTLP JSON requests, one per line, through the current pipeline, then sends its
+    /// aggregation windows: the input is complete. Returns the number of records sent.
+    fn input(&mut self, lines: &str) -> Result<u64, CommandError> {
+        let pipeline = self
+            .pipeline
+            .as_mut()
+            .ok_or_else(|| failed("input before any pipeline"))?;
+        self.outputs.clear();
+        let mut sent = Vec::new();
+        for (i, line) in lines.lines().enumerate() {
+            let (signal, bytes) = json::line_to_protobuf(line, i + 1).map_err(failed)?;
+            for batch in penstock_engine::otlp::decode::decode(signal, &bytes).map_err(failed)? {
+                let out = pipeline.run(batch).map_err(failed)?;
+                sent.extend(out.routed);
+                sent.extend(windows(out.closed)?);
             }
         }
+        sent.extend(windows(pipeline.finish())?);
+        let mut count = 0;
+        for (sink, batch) in sent {
+            let line = json::to_line(&batch).map_err(failed)?;
+            let records = render(&serde_json::from_str(&line).map_err(failed)?);
+            count += records.len() as u64;
+            self.outputs.entry(sink).or_default().extend(records);
+        }
+        Ok(count)
     }
-    Ok(checked)
+
+    /// The records `sink` received from the last input, one line each.
+    fn output(&self, sink: &str) -> Result<Vec<String>, CommandError> {
+        if !SINKS.contains(&sink) {
+            return Err(failed(format!(
+                "no sink '{sink}'; sinks are {}",
+                SINKS.join(", ")
+            )));
+        }
+        Ok(self.outputs.get(sink).cloned().unwrap_or_default())
+    }
+
+    /// The current pipeline's counters: one line per statement, then the unrouted rows.
+    fn stats(&self) -> Result<Vec<String>, CommandError> {
+        let p = self
+            .pipeline
+            .as_ref()
+            .ok_or_else(|| failed("stats before any pipeline"))?;
+        Ok(p.stats()
+            .map(|(step, s)| {
+                format!(
+                    "{} {} {} {} {}",
+                    step.kind.name(),
+                    step.table.name(),
+                    s.rows_in,
+                    s.rows_out,
+                    s.rows_dropped
+                )
+            })
+            .chain(std::iter::once(format!("unrouted {}", p.unrouted_rows())))
+            .collect())
+    }
 }
 
-#[test]
-fn slt_files() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("slt");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "slt"))
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no .slt files in {}", dir.display());
-    let mut failures = Vec::new();
-    for file in &files {
-        match run_file(file) {
-            Ok(checked) => assert!(checked > 0, "{} checks nothing", file.display()),
-            Err(e) => failures.push(e),
+/// Query output: one text column, one row per line.
+fn rows(lines: Vec<String>) -> DBOutput<DefaultColumnType> {
+    DBOutput::Rows {
+        types: vec![DefaultColumnType::Text],
+        rows: lines.into_iter().map(|l| vec![l]).collect(),
+    }
+}
+
+impl sqllogictest::DB for Gateway {
+    type Error = CommandError;
+    type ColumnType = DefaultColumnType;
+
+    /// A record's text is a command (`input`, `output SINK`, `stats`) on its first line, or
+    /// pipeline statements.
+    fn run(&mut self, sql: &str) -> Result<DBOutput<DefaultColumnType>, CommandError> {
+        let (first, rest) = sql.split_once('\n').unwrap_or((sql, ""));
+        let words: Vec<&str> = first.split_whitespace().collect();
+        let no_more = rest.trim().is_empty();
+        match words.as_slice() {
+            ["input"] => self.input(rest).map(DBOutput::StatementComplete),
+            ["output", sink] if no_more => self.output(sink).map(rows),
+            ["stats"] if no_more => self.stats().map(rows),
+            _ => self.define(sql).map(|()| DBOutput::StatementComplete(0)),
         }
     }
-    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+
+    fn engine_name(&self) -> &str {
+        "penstock"
+    }
+}
+
+/// What running some records gave: how many statement and query records passed, and a message
+/// for each failure, naming its file and line.
+#[derive(Default)]
+struct Outcome {
+    passed: usize,
+    failures: Vec<String>,
+}
+
+impl Outcome {
+    /// Adds `other`'s counts and failures to these.
+    fn add(&mut self, other: Outcome) {
+        self.passed += other.passed;
+        self.failures.extend(other.failures);
+    }
+}
+
+/// A runner on a new [`Gateway`].
+fn runner() -> Runner<Gateway, impl sqllogictest::MakeConnection<Conn = Gateway>> {
+    Runner::new(|| async { Ok::<_, CommandError>(Gateway::default()) })
+}
+
+/// Runs `records` in order on a new gateway, going on after a failure; `at` says where a
+/// record's location is, as `file:line`.
+fn run_records(
+    records: Vec<Record<DefaultColumnType>>,
+    at: impl Fn(&Location) -> String,
+) -> Outcome {
+    let mut runner = runner();
+    let mut outcome = Outcome::default();
+    for record in records {
+        if matches!(record, Record::Halt { .. }) {
+            break;
+        }
+        let counted = matches!(record, Record::Statement { .. } | Record::Query { .. });
+        match runner.run(record) {
+            Ok(_) if counted => outcome.passed += 1,
+            Ok(_) => {}
+            Err(e) => outcome
+                .failures
+                .push(format!("{}: {}", at(&e.location()), e.kind())),
+        }
+    }
+    outcome
+}
+
+/// Runs the sqllogictest file `path`, reported as `name`.
+fn run_file(path: &Path, name: &str) -> Outcome {
+    match sqllogictest::parse_file(path) {
+        Ok(records) => run_records(records, |loc| format!("{name}:{}", loc.line())),
+        Err(e) => Outcome {
+            passed: 0,
+            failures: vec![format!("{name}:{}: {}", e.location().line(), e.kind())],
+        },
+    }
+}
+
+/// Rewrites the expected output of the file `path` with what the records produce now: query
+/// results, and the errors of statements that fail (as `statement error` with the message).
+fn complete_file(path: &Path) -> Result<(), String> {
+    futures::executor::block_on(runner().update_test_file(
+        path,
+        " ",
+        sqllogictest::default_validator,
+        sqllogictest::default_normalizer,
+        sqllogictest::default_column_validator,
+    ))
+    .map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// The fenced blocks of a Markdown file: (language, first line number of the body, body).
@@ -379,11 +414,24 @@ fn run_doc_sql(at: &str, sql: &str, samples: &[OtapBatch]) -> Result<(), String>
     Ok(())
 }
 
-#[test]
-fn dialect_doc_examples() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let doc = root.join("docs/dialect.md");
-    let text = std::fs::read_to_string(&doc).unwrap();
+/// Runs an `slt` example of `doc` (sqllogictest records) whose text starts on line `first` of
+/// it.
+fn run_doc_slt(doc: &str, first: usize, text: &str) -> Outcome {
+    // The line of `doc` that line `n` (from 1) of the example is.
+    let line = |n: u32| first + n as usize - 1;
+    match sqllogictest::parse_with_name(text, doc) {
+        Ok(records) => run_records(records, |loc| format!("{doc}:{}", line(loc.line()))),
+        Err(e) => Outcome {
+            passed: 0,
+            failures: vec![format!("{doc}:{}: {}", line(e.location().line()), e.kind())],
+        },
+    }
+}
+
+/// Checks the examples of the dialect reference: `sql` blocks (see [`run_doc_sql`]) and `slt`
+/// worked examples, each one record of the outcome.
+fn dialect_doc_examples(root: &Path) -> Outcome {
+    let text = std::fs::read_to_string(root.join("docs/dialect.md")).unwrap();
     let mut samples = Vec::new();
     for signal in ["logs", "traces", "metrics"] {
         let text = std::fs::read_to_string(root.join(format!("examples/data/{signal}.jsonl")));
@@ -392,27 +440,145 @@ fn dialect_doc_examples() {
             samples.extend(penstock_engine::otlp::decode::decode(signal, &bytes).unwrap());
         }
     }
-    let (mut sql, mut slt, mut failures) = (0, 0, Vec::new());
+    let (mut sql, mut slt, mut outcome) = (0, 0, Outcome::default());
     for (lang, line, body) in fenced_blocks(&text) {
-        let at = format!("docs/dialect.md:{line}");
-        let result = match lang.as_str() {
+        match lang.as_str() {
             "sql" => {
                 sql += 1;
-                run_doc_sql(&at, &body, &samples)
+                match run_doc_sql(&format!("docs/dialect.md:{line}"), &body, &samples) {
+                    Ok(()) => outcome.passed += 1,
+                    Err(e) => outcome.failures.push(e),
+                }
             }
             "slt" => {
                 slt += 1;
-                run_text("docs/dialect.md", &body, line - 1).map(|_| ())
+                outcome.add(run_doc_slt("docs/dialect.md", line, &body));
             }
-            _ => Ok(()),
-        };
-        if let Err(e) = result {
-            failures.push(e);
+            _ => {}
         }
     }
-    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
-    assert!(
-        sql >= 8 && slt >= 6,
-        "only {sql} sql and {slt} slt examples found"
+    if sql < 8 || slt < 6 {
+        let found = format!("only {sql} sql and {slt} slt examples found");
+        outcome.failures.push(format!("docs/dialect.md: {found}"));
+    }
+    outcome
+}
+
+/// The test binary's arguments: `--complete`, and those of libtest that select tests (names are
+/// `slt/FILE.slt` and `docs/dialect.md`); other options are accepted and ignored.
+#[derive(Default)]
+struct Options {
+    complete: bool,
+    list: bool,
+    exact: bool,
+    filters: Vec<String>,
+    skips: Vec<String>,
+}
+
+impl Options {
+    /// Parses the arguments after the program name.
+    fn parse(mut args: impl Iterator<Item = String>) -> Self {
+        let mut options = Options::default();
+        while let Some(arg) = args.next() {
+            match arg.as_str() {
+                "--complete" => options.complete = true,
+                "--list" => options.list = true,
+                "--exact" => options.exact = true,
+                "--skip" => options.skips.extend(args.next()),
+                "--test-threads" | "--format" | "--color" | "--logfile" | "-Z" => {
+                    args.next();
+                }
+                _ if arg.starts_with('-') => {}
+                _ => options.filters.push(arg),
+            }
+        }
+        options
+    }
+
+    /// Whether the test `name` runs.
+    fn selects(&self, name: &str) -> bool {
+        let matches = |f: &String| {
+            if self.exact {
+                name == f
+            } else {
+                name.contains(f.as_str())
+            }
+        };
+        (self.filters.is_empty() || self.filters.iter().any(matches))
+            && !self.skips.iter().any(matches)
+    }
+}
+
+fn main() -> ExitCode {
+    let options = Options::parse(std::env::args().skip(1));
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut names: Vec<String> = std::fs::read_dir(here.join("slt"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".slt"))
+        .map(|name| format!("slt/{name}"))
+        .collect();
+    names.sort();
+    if names.is_empty() {
+        eprintln!("no .slt files in {}", here.join("slt").display());
+        return ExitCode::FAILURE;
+    }
+    names.push("docs/dialect.md".to_string());
+    names.retain(|name| options.selects(name));
+    if options.list {
+        for name in &names {
+            println!("{name}: test");
+        }
+        return ExitCode::SUCCESS;
+    }
+    let mut total = Outcome::default();
+    for name in &names {
+        let outcome = if name.ends_with(".slt") {
+            let path = here.join(name);
+            let completed = if options.complete {
+                complete_file(&path)
+            } else {
+                Ok(())
+            };
+            let mut outcome = run_file(&path, &format!("tests/{name}"));
+            outcome.failures.extend(completed.err());
+            if outcome.passed == 0 && outcome.failures.is_empty() {
+                outcome
+                    .failures
+                    .push(format!("tests/{name} checks nothing"));
+            }
+            outcome
+        } else {
+            dialect_doc_examples(&here.join(".."))
+        };
+        let verdict = if outcome.failures.is_empty() {
+            "ok"
+        } else {
+            "FAILED"
+        };
+        let completed = if options.complete && name.ends_with(".slt") {
+            " (completed)"
+        } else {
+            ""
+        };
+        println!(
+            "{name}{completed}: {verdict}, {} records passed, {} failed",
+            outcome.passed,
+            outcome.failures.len()
+        );
+        total.add(outcome);
+    }
+    for failure in &total.failures {
+        eprintln!("\n{failure}");
+    }
+    println!(
+        "\nslt: {} passed, {} failed",
+        total.passed,
+        total.failures.len()
     );
+    if total.failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }

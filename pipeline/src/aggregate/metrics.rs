@@ -7,16 +7,9 @@ use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Float64Type, Int64Type};
 use datafusion::common::ScalarValue;
-use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
-use opentelemetry_proto::tonic::common::v1::{AnyValue, InstrumentationScope, KeyValue, any_value};
-use opentelemetry_proto::tonic::metrics::v1::{
-    AggregationTemporality, Gauge, Metric, NumberDataPoint, ResourceMetrics, ScopeMetrics, Sum,
-    metric, number_data_point,
-};
 use penstock_engine::OtapBatch;
-use penstock_engine::schema::Signal;
-use prost::Message;
 
+use super::batch::{MetricsBuilder, PointValue};
 use super::functions::MetricKind;
 use super::windows::{Group, HavingSpec, Spec, Windows};
 use crate::error::{PipelineError, Result};
@@ -74,72 +67,38 @@ impl Windows {
         if closed.is_empty() {
             return Ok(None);
         }
-        let request = request(&spec, &closed);
-        let mut batches =
-            penstock_engine::otlp::decode::decode(Signal::Metrics, &request.encode_to_vec())?;
-        Ok(batches.pop())
+        derived_metrics(&spec, &closed).map(Some)
     }
 }
 
-/// The export request holding the metrics of `closed`.
-fn request(spec: &Spec, closed: &[Closed]) -> ExportMetricsServiceRequest {
-    let attributes: Vec<Vec<KeyValue>> = closed.iter().map(|c| attributes(spec, c)).collect();
-    let mut metrics = Vec::new();
+/// The metrics of `closed` as an OTAP batch.
+fn derived_metrics(spec: &Spec, closed: &[Closed]) -> Result<OtapBatch> {
+    let attributes: Vec<Vec<(&str, &ScalarValue)>> =
+        closed.iter().map(|c| attributes(spec, c)).collect();
+    let mut out = MetricsBuilder::new(format!("penstock/{}", spec.pipeline));
     for (a, aggregate) in spec.aggregates.iter().enumerate() {
         if aggregate.hidden || is_text(&aggregate.planned.output_type) {
             continue;
         }
-        let points: Vec<NumberDataPoint> = closed
-            .iter()
-            .zip(&attributes)
-            .filter_map(|(c, attributes)| {
-                let g = &c.group;
-                Some(NumberDataPoint {
-                    attributes: attributes.clone(),
-                    start_time_unix_nano: if g.start < g.end { g.start } else { 0 },
-                    time_unix_nano: g.end,
-                    value: Some(number(&c.values[a])?),
-                    ..Default::default()
-                })
-            })
-            .collect();
-        let sum = |is_monotonic| {
-            metric::Data::Sum(Sum {
-                data_points: points.clone(),
-                aggregation_temporality: AggregationTemporality::Delta as i32,
-                is_monotonic,
-            })
+        let kind = match aggregate.planned.function.metric {
+            MetricKind::MonotonicSum if aggregate.planned.is_distinct() => MetricKind::Sum,
+            kind => kind,
         };
-        let data = match aggregate.planned.function.metric {
-            MetricKind::MonotonicSum => sum(!aggregate.planned.is_distinct()),
-            MetricKind::Sum => sum(false),
-            MetricKind::Gauge => metric::Data::Gauge(Gauge {
-                data_points: points.clone(),
-            }),
-        };
-        metrics.push(Metric {
-            name: aggregate.name.clone(),
-            data: Some(data),
-            ..Default::default()
-        });
+        out.metric(&aggregate.name, kind)?;
+        for (c, attributes) in closed.iter().zip(&attributes) {
+            let Some(value) = number(&c.values[a]) else {
+                continue;
+            };
+            let g = &c.group;
+            let start = if g.start < g.end { g.start } else { 0 };
+            out.point(start, g.end, value, attributes)?;
+        }
     }
-    ExportMetricsServiceRequest {
-        resource_metrics: vec![ResourceMetrics {
-            scope_metrics: vec![ScopeMetrics {
-                scope: Some(InstrumentationScope {
-                    name: format!("penstock/{}", spec.pipeline),
-                    ..Default::default()
-                }),
-                metrics,
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-    }
+    out.finish()
 }
 
 /// A group's point attributes: its keys (but the time key), then its text-valued aggregates.
-fn attributes(spec: &Spec, closed: &Closed) -> Vec<KeyValue> {
+fn attributes<'a>(spec: &'a Spec, closed: &'a Closed) -> Vec<(&'a str, &'a ScalarValue)> {
     let keys = spec
         .keys
         .iter()
@@ -154,21 +113,13 @@ fn attributes(spec: &Spec, closed: &Closed) -> Vec<KeyValue> {
         .filter(|(a, _)| !a.hidden && is_text(&a.planned.output_type))
         .map(|(a, v)| (&a.name, v));
     keys.chain(texts)
-        .filter_map(|(name, value)| {
-            let array = value.to_array().ok()?;
-            any_value(&array, 0).map(|v| KeyValue {
-                key: name.clone(),
-                value: Some(v),
-                ..Default::default()
-            })
-        })
+        .map(|(name, v)| (name.as_str(), v))
         .collect()
 }
 
 /// An aggregate's value as a data point value: integers (and exact decimals that fit) as
 /// integers, everything else that is a number as a double. None for NULL and text.
-fn number(value: &ScalarValue) -> Option<number_data_point::Value> {
-    use number_data_point::Value as V;
+fn number(value: &ScalarValue) -> Option<PointValue> {
     if value.is_null() {
         return None;
     }
@@ -178,12 +129,12 @@ fn number(value: &ScalarValue) -> Option<number_data_point::Value> {
         && let Ok(v) = cast(&array, &DataType::Int64)
         && v.is_valid(0)
     {
-        return Some(V::AsInt(v.as_primitive::<Int64Type>().value(0)));
+        return Some(PointValue::Int(v.as_primitive::<Int64Type>().value(0)));
     }
     if ty.is_integer() || matches!(ty, DataType::Boolean | DataType::Timestamp(..)) {
         let as_int = cast(&array, &DataType::Int64).ok()?;
         if as_int.is_valid(0) {
-            return Some(V::AsInt(as_int.as_primitive::<Int64Type>().value(0)));
+            return Some(PointValue::Int(as_int.as_primitive::<Int64Type>().value(0)));
         }
     }
     if is_text(ty) {
@@ -192,7 +143,7 @@ fn number(value: &ScalarValue) -> Option<number_data_point::Value> {
     let double = cast(&array, &DataType::Float64).ok()?;
     double
         .is_valid(0)
-        .then(|| V::AsDouble(double.as_primitive::<Float64Type>().value(0)))
+        .then(|| PointValue::Double(double.as_primitive::<Float64Type>().value(0)))
 }
 
 /// Whether each group passes `HAVING` (null: it does not).
@@ -221,32 +172,4 @@ fn having_mask(spec: &Spec, having: &HavingSpec, closed: &[Closed]) -> Result<Ve
         .as_boolean_opt()
         .ok_or_else(|| PipelineError::Execute(format!("HAVING `{}` is not boolean", having.sql)))?;
     Ok(bools.iter().collect())
-}
-
-/// The value at `row` of `array` as an attribute value (None when null).
-pub(crate) fn any_value(array: &ArrayRef, row: usize) -> Option<AnyValue> {
-    if array.is_null(row) {
-        return None;
-    }
-    use any_value::Value as V;
-    let value = match array.data_type() {
-        DataType::Boolean => V::BoolValue(array.as_boolean().value(row)),
-        DataType::Float16 | DataType::Float32 | DataType::Float64 => {
-            let v = cast(&array.slice(row, 1), &DataType::Float64).ok()?;
-            V::DoubleValue(v.as_primitive::<Float64Type>().value(0))
-        }
-        t if t.is_integer() => {
-            let v = cast(&array.slice(row, 1), &DataType::Int64).ok()?;
-            V::IntValue(v.as_primitive::<Int64Type>().value(0))
-        }
-        DataType::Binary | DataType::LargeBinary | DataType::FixedSizeBinary(_) => {
-            let v = cast(&array.slice(row, 1), &DataType::Binary).ok()?;
-            V::BytesValue(v.as_binary::<i32>().value(0).to_vec())
-        }
-        _ => {
-            let v = cast(&array.slice(row, 1), &DataType::Utf8).ok()?;
-            V::StringValue(v.as_string::<i32>().value(0).to_string())
-        }
-    };
-    Some(AnyValue { value: Some(value) })
 }

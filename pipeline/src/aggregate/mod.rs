@@ -9,6 +9,7 @@
 //! instead. The group key named `time` (or the first timestamp key, e.g. `date_bin(INTERVAL '1
 //! minute', time_unix_nano)`) gives the window; the other keys are the points' attributes.
 
+mod batch;
 pub(crate) mod functions;
 mod metrics;
 
@@ -170,7 +171,10 @@ impl Aggregation {
             let is_hidden = i >= outputs.len();
             let output = match aggregate_call(&e.expr) {
                 Some(call) => compile_aggregate(state, name, e, call, is_hidden, origin)?,
-                None if is_hidden || has_distinct(&e.expr) => {
+                None if is_hidden
+                    || has_distinct(&e.expr)
+                    || is_other_aggregate(state, &e.expr) =>
+                {
                     return Err(plan_error(
                         origin,
                         format!(
@@ -491,6 +495,13 @@ fn compile_key(
         ));
     }
     compile(state, e, origin)
+}
+
+/// Whether `expr` calls an aggregate function Penstock does not compute (one DataFusion has).
+fn is_other_aggregate(state: &SessionState, expr: &Expr) -> bool {
+    matches!(expr, Expr::Function(f) if state
+        .aggregate_functions()
+        .contains_key(&f.name.to_string().to_lowercase()))
 }
 
 /// Whether `expr` is a function call with DISTINCT.
