@@ -1,6 +1,6 @@
 //! Pipeline step benchmarks on realistic logs (~300 bytes, 8-12 attributes, 4096 per batch):
 //! one statement per pipeline (plus the route every pipeline ends with, measured alone as
-//! `route_all`), and a rename at 256, 4096 and 65,536 records per batch to show that its cost
+//! `route_all`), and a rename at 256, 4096 and 65,535 records per batch to show that its cost
 //! does not grow with the number of records.
 //!
 //! ```sh

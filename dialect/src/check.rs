@@ -1,5 +1,5 @@
 //! Checking parsed files into a [`Program`]: names resolve (sources, sinks, tables, columns),
-//! options are known and typed, queries have a shape the engine runs.
+//! options are known and typed, queries have a shape the pipeline compiler runs.
 
 use sqlparser::ast::{
     Expr, GroupByExpr, Ident, Query, SelectItem, SetExpr, Spanned, TableFactor, Visit, Visitor,
@@ -284,13 +284,13 @@ fn step(program: &Program, file: &str, statement: &PipelineStatement) -> Result<
     })
 }
 
-/// Whether `expr` is a call of an aggregate function (by name; the engine checks further).
+/// Whether `expr` is a call of an aggregate function (by name; the pipeline compiler checks further).
 fn is_aggregate_call(expr: &Expr) -> bool {
     matches!(expr, Expr::Function(f)
         if f.over.is_none() && AGGREGATES.contains(&f.name.to_string().to_lowercase().as_str()))
 }
 
-/// Whether an expression calls an aggregate function (by name; the engine checks further).
+/// Whether an expression calls an aggregate function (by name; the pipeline compiler checks further).
 fn has_aggregate(expr: &Expr) -> bool {
     struct Finder(bool);
     impl Visitor for Finder {

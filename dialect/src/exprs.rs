@@ -1,5 +1,5 @@
 //! Expressions over a table: every column and attribute they read is resolved, typed, and
-//! replaced by a plain column reference the engine evaluates on a batch it assembles.
+//! replaced by a plain column reference the pipeline evaluates on a batch it assembles.
 
 use std::ops::ControlFlow;
 

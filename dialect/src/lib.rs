@@ -4,7 +4,12 @@
 //! back as SQL, then checked into a typed [`Program`]: sources, sinks, and pipelines whose steps
 //! name the tables, columns and attributes they touch. Penstock's own statements are parsed
 //! here; expressions and queries are sqlparser's, so anything DataFusion accepts in an
-//! expression is accepted here. The engine compiles a [`Program`]'s steps into kernels.
+//! expression is accepted here. `penstock-pipeline` compiles a [`Program`]'s steps into
+//! operators.
+//!
+//! The crate owns the language: syntax, names, options and types, checked without running
+//! anything. It must not depend on `penstock-engine`, DataFusion or Arrow (only `sqlparser`
+//! and `thiserror`), so a pipeline file can be checked without the data plane.
 //!
 //! ```
 //! let program = penstock_dialect::check_source(
@@ -29,6 +34,7 @@ pub mod model;
 pub mod options;
 mod parser;
 mod program;
+pub mod query;
 
 pub use error::{DialectError, Location};
 pub use exprs::ResolvedExpr;

@@ -1,4 +1,4 @@
-//! The checked program: what the engine compiles and runs.
+//! The checked program: what `penstock-pipeline` compiles into operators and runs.
 
 use sqlparser::ast::Expr;
 

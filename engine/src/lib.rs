@@ -13,6 +13,11 @@
 //! - [`equiv`]: semantic comparison of OTLP requests; [`datagen`]: realistic synthetic
 //!   telemetry.
 //!
+//! The crate owns the batch, its schemas and its codecs, and nothing about SQL: it must not
+//! depend on `penstock-dialect`, `sqlparser` or DataFusion, nor on any other Penstock crate.
+//! `penstock-pipeline` runs SQL pipelines over its batches, and the server moves them over
+//! the network.
+//!
 //! ```
 //! use penstock_engine::datagen::DataGen;
 //! use penstock_engine::otap::{EncodeOptions, OtapDecoder, OtapEncoder};

@@ -25,6 +25,9 @@ pub enum PipelineError {
     /// A step failed on a batch.
     #[error("{0}")]
     Execute(String),
+    /// An ad hoc query failed (planning, execution, or its memory limit).
+    #[error("query failed: {0}")]
+    Query(String),
     /// An Arrow kernel failed.
     #[error("{context}: {source}")]
     Arrow {

@@ -4,18 +4,20 @@
 //! [`penstock_engine::OtapBatch`]es, with DataFusion for expressions and aggregates.
 //!
 //! Owns: planning (expressions typed and checked once, at compile time), the operators (one
-//! per statement form, [`ops`](crate) internally: rename, drop, update, delete, route,
+//! per statement form, in the private `ops` module: rename, drop, update, delete, route,
 //! aggregate), the kernels they share, the physical table of the SQL view's columns, and the
 //! aggregation windows. Depends on `penstock-engine` (data plane) and `penstock-dialect` (the
-//! checked program); nothing depends on it but the server and tests.
+//! checked program), and must not depend on the server, tonic or tokio; nothing depends on it
+//! but the server, tests and benches.
 //!
 //! Attribute renames and drops are kernels on the attribute tables' key columns
 //! (dictionary-aware); `WHERE` conditions and `SET` values are DataFusion physical expressions
 //! evaluated on a small batch holding exactly the columns they read (attributes looked up by
-//! parent id, never pivoted into per-row maps); deletes and routes filter the record table and
-//! cascade to its children; resource and scope attribute updates split a resource shared with
-//! rows the statement does not match; aggregations feed DataFusion accumulators per group and
-//! time window.
+//! parent id, never pivoted into per-row maps); deletes and routes filter the record table
+//! (data points take their attributes and exemplars along; the children of log records and
+//! spans stay behind as orphans that no lookup reaches); resource and scope attribute updates
+//! split a resource shared with rows the statement does not match; aggregations feed
+//! DataFusion accumulators per group and time window.
 //!
 //! ```
 //! use penstock_dialect::check_source;
@@ -50,6 +52,7 @@ mod explain;
 mod expr;
 mod kernels;
 mod ops;
+pub mod query;
 mod rows;
 mod typecheck;
 mod types;

@@ -1,0 +1,97 @@
+//! The rows of a query as a DataFusion table: OTAP batches read through the SQL view, only the
+//! columns a scan projects assembled (attributes looked up by parent id, never pivoted).
+
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
+use async_trait::async_trait;
+use datafusion::catalog::Session;
+use datafusion::datasource::memory::MemorySourceConfig;
+use datafusion::datasource::{TableProvider, TableType};
+use datafusion::error::{DataFusionError, Result};
+use datafusion::logical_expr::Expr;
+use datafusion::physical_plan::ExecutionPlan;
+use penstock_dialect::model::{ColumnRef, Table};
+use penstock_engine::OtapBatch;
+
+use crate::rows::{Rows, signal_of, spaces};
+use crate::view::{assemble, schema_of};
+
+/// Batches of one signal read as the rows of one table of the SQL view.
+#[derive(Debug)]
+pub(crate) struct BatchTable {
+    table: Table,
+    columns: Vec<ColumnRef>,
+    schema: SchemaRef,
+    batches: Vec<Arc<OtapBatch>>,
+}
+
+impl BatchTable {
+    /// The rows of `table` in `batches` (other signals' batches are skipped), with `columns`.
+    pub(crate) fn new(table: Table, columns: Vec<ColumnRef>, batches: Vec<Arc<OtapBatch>>) -> Self {
+        BatchTable {
+            table,
+            schema: schema_of(&columns),
+            columns,
+            batches,
+        }
+    }
+
+    /// The rows of `batch`, with the columns at `projection` (every column without one).
+    fn rows_of(
+        &self,
+        batch: &OtapBatch,
+        projection: &[ColumnRef],
+        schema: &SchemaRef,
+    ) -> Result<Vec<RecordBatch>> {
+        let external = |e: crate::PipelineError| DataFusionError::External(Box::new(e));
+        let mut out = Vec::new();
+        for space in spaces(batch, self.table) {
+            let rows = Rows::new(batch, space).map_err(external)?;
+            if rows.len() > 0 {
+                out.push(assemble(&rows, projection, schema).map_err(external)?);
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[async_trait]
+impl TableProvider for BatchTable {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Temporary
+    }
+
+    async fn scan(
+        &self,
+        _state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let indices: Vec<usize> = match projection {
+            Some(p) => p.clone(),
+            None => (0..self.columns.len()).collect(),
+        };
+        let columns: Vec<ColumnRef> = indices.iter().map(|i| self.columns[*i].clone()).collect();
+        let schema = Arc::new(self.schema.project(&indices)?);
+        let signal = signal_of(self.table);
+        let mut batches = Vec::new();
+        let mut rows = 0;
+        for batch in self.batches.iter().filter(|b| b.signal() == signal) {
+            if limit.is_some_and(|l| rows >= l) {
+                break;
+            }
+            for part in self.rows_of(batch, &columns, &schema)? {
+                rows += part.num_rows();
+                batches.push(part);
+            }
+        }
+        Ok(MemorySourceConfig::try_new_exec(&[batches], schema, None)?)
+    }
+}
