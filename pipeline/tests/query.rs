@@ -135,3 +135,100 @@ fn a_query_past_its_memory_limit_fails() {
         "{error}"
     );
 }
+
+mod live {
+    use std::time::Duration;
+
+    use arrow::array::{AsArray, RecordBatch};
+    use arrow::datatypes::Int64Type;
+    use futures::channel::mpsc;
+    use futures::{SinkExt, StreamExt};
+    use penstock_dialect::query::check_query;
+    use penstock_pipeline::query::{QueryInput, QueryLimits, execute_query};
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn an_aggregate_over_live_rows_is_final_when_the_feed_ends() {
+        let query =
+            check_query("SELECT count(*) AS n FROM live.logs WHERE severity_number >= 1").unwrap();
+        let (mut tx, rx) = mpsc::channel(4);
+        let batches = super::batches();
+        let logs: usize = batches
+            .iter()
+            .filter(|b| b.signal() == penstock_engine::Signal::Logs)
+            .map(|b| b.num_items())
+            .sum();
+        runtime().block_on(async move {
+            let (_, stream) = execute_query(&query, QueryInput::Live(rx), QueryLimits::default())
+                .await
+                .unwrap();
+            let feed = async move {
+                for batch in batches {
+                    tx.send(batch).await.unwrap();
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                // Dropping the sender ends the query, as the gateway does when its time is up.
+            };
+            let (result, ()) = tokio::join!(stream.collect::<Vec<_>>(), feed);
+            let result: Vec<RecordBatch> = result.into_iter().map(Result::unwrap).collect();
+            let n = result[0].column(0).as_primitive::<Int64Type>().value(0);
+            assert_eq!(n as usize, logs);
+        });
+    }
+
+    #[test]
+    fn a_limit_ends_a_live_query_while_the_feed_goes_on() {
+        let query = check_query("SELECT severity_text, body FROM live.logs LIMIT 7").unwrap();
+        let (mut tx, rx) = mpsc::channel(16);
+        for batch in super::batches() {
+            let _ = tx.try_send(batch);
+        }
+        runtime().block_on(async move {
+            let (schema, stream) =
+                execute_query(&query, QueryInput::Live(rx), QueryLimits::default())
+                    .await
+                    .unwrap();
+            assert_eq!(schema.fields().len(), 2);
+            let result: Vec<RecordBatch> = stream.map(Result::unwrap).collect::<Vec<_>>().await;
+            assert_eq!(result.iter().map(RecordBatch::num_rows).sum::<usize>(), 7);
+        });
+        // The sender was open all along: the limit, not the feed, ended the query, which then
+        // let go of its feed.
+        assert!(tx.is_closed(), "the finished query still holds its feed");
+    }
+}
+
+mod recent {
+    use std::sync::Arc;
+
+    use penstock_pipeline::query::{Recent, Seen};
+
+    #[test]
+    fn the_ring_keeps_the_newest_batches_within_its_bytes() {
+        let batches = super::batches();
+        let size = batches[0].memory_size();
+        let ring = Recent::new(size * 5 / 2);
+        for (i, batch) in batches.iter().enumerate() {
+            let seen = if i % 2 == 0 {
+                Seen::Source("in".into())
+            } else {
+                Seen::Sink("out".into())
+            };
+            ring.keep(seen, Arc::clone(batch));
+        }
+        assert!(ring.bytes() <= size * 5 / 2);
+        let from_sources = ring.batches(None);
+        let sent = ring.batches(Some("out"));
+        assert!(!from_sources.is_empty() && !sent.is_empty());
+        // The newest batch is kept.
+        let last = batches.last().unwrap();
+        assert!(sent.iter().any(|b| Arc::ptr_eq(b, last)));
+        assert!(ring.batches(Some("elsewhere")).is_empty());
+    }
+}

@@ -2,20 +2,27 @@
 //! [`penstock_dialect::query::check_query`]) runs in its own DataFusion session, with its own
 //! memory pool, over a table that reads the batches through the SQL view pipelines use.
 
+mod live;
+mod recent;
 mod table;
+
+pub use live::LiveReceiver;
+pub use recent::{Recent, Seen};
 
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
-use datafusion::execution::SessionStateBuilder;
+use datafusion::datasource::TableProvider;
 use datafusion::execution::memory_pool::FairSpillPool;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::execution::{SendableRecordBatchStream, SessionStateBuilder};
 use datafusion::prelude::{SQLOptions, SessionConfig, SessionContext};
 use penstock_dialect::query::{CheckedQuery, ROWS_TABLE};
 use penstock_engine::OtapBatch;
 
 use crate::error::{PipelineError, Result};
+use live::LiveTable;
 use table::BatchTable;
 
 /// How much one query may use.
@@ -33,19 +40,35 @@ impl Default for QueryLimits {
     }
 }
 
-/// Runs `query` over `batches` (the batches of other signals are skipped) and returns its
-/// schema and result. Fails with the query's own error when it needs more memory than
-/// `limits` allow.
-pub async fn run_query(
+/// The rows a query reads.
+pub enum QueryInput {
+    /// Batches at hand (`recent.*`): the query answers at once.
+    Batches(Vec<Arc<OtapBatch>>),
+    /// Batches as they arrive (`live.*`): the query ends when the sender is dropped or its
+    /// `LIMIT` is met.
+    Live(LiveReceiver),
+}
+
+/// Plans `query` over `input` and starts it: its schema and its result as a stream (rows come
+/// as the plan produces them: at once for filters and projections of live rows, at the end
+/// for aggregates and sorts). Fails with the query's own error, alone, when it needs more
+/// memory than `limits` allow.
+pub async fn execute_query(
     query: &CheckedQuery,
-    batches: Vec<Arc<OtapBatch>>,
+    input: QueryInput,
     limits: QueryLimits,
-) -> Result<(SchemaRef, Vec<RecordBatch>)> {
+) -> Result<(SchemaRef, SendableRecordBatchStream)> {
     let context = session(limits)?;
-    let table = BatchTable::new(query.table, query.columns.clone(), batches);
-    let query_error = |e: datafusion::error::DataFusionError| PipelineError::Query(e.to_string());
+    let table: Arc<dyn TableProvider> = match input {
+        QueryInput::Batches(batches) => {
+            Arc::new(BatchTable::new(query.table, query.columns.clone(), batches))
+        }
+        QueryInput::Live(receiver) => {
+            Arc::new(LiveTable::new(query.table, query.columns.clone(), receiver))
+        }
+    };
     context
-        .register_table(ROWS_TABLE, Arc::new(table))
+        .register_table(ROWS_TABLE, table)
         .map_err(query_error)?;
     let options = SQLOptions::new()
         .with_allow_ddl(false)
@@ -56,8 +79,26 @@ pub async fn run_query(
         .await
         .map_err(query_error)?;
     let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
-    let batches = frame.collect().await.map_err(query_error)?;
+    let stream = frame.execute_stream().await.map_err(query_error)?;
+    Ok((schema, stream))
+}
+
+/// Runs `query` over `batches` (the batches of other signals are skipped) and returns its
+/// schema and whole result.
+pub async fn run_query(
+    query: &CheckedQuery,
+    batches: Vec<Arc<OtapBatch>>,
+    limits: QueryLimits,
+) -> Result<(SchemaRef, Vec<RecordBatch>)> {
+    let (schema, stream) = execute_query(query, QueryInput::Batches(batches), limits).await?;
+    let batches = datafusion::physical_plan::common::collect(stream)
+        .await
+        .map_err(query_error)?;
     Ok((schema, batches))
+}
+
+fn query_error(e: datafusion::error::DataFusionError) -> PipelineError {
+    PipelineError::Query(e.to_string())
 }
 
 /// A session of its own for one query: DataFusion's functions, `now()` per batch, and a memory

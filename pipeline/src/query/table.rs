@@ -37,24 +37,42 @@ impl BatchTable {
             batches,
         }
     }
+}
 
-    /// The rows of `batch`, with the columns at `projection` (every column without one).
-    fn rows_of(
-        &self,
-        batch: &OtapBatch,
-        projection: &[ColumnRef],
-        schema: &SchemaRef,
-    ) -> Result<Vec<RecordBatch>> {
-        let external = |e: crate::PipelineError| DataFusionError::External(Box::new(e));
-        let mut out = Vec::new();
-        for space in spaces(batch, self.table) {
-            let rows = Rows::new(batch, space).map_err(external)?;
-            if rows.len() > 0 {
-                out.push(assemble(&rows, projection, schema).map_err(external)?);
-            }
-        }
-        Ok(out)
+/// The rows of `table` in `batch`, with `columns` (in `schema`), one record batch per row
+/// space that has rows.
+pub(crate) fn rows_of(
+    table: Table,
+    batch: &OtapBatch,
+    columns: &[ColumnRef],
+    schema: &SchemaRef,
+) -> Result<Vec<RecordBatch>> {
+    let external = |e: crate::PipelineError| DataFusionError::External(Box::new(e));
+    let mut out = Vec::new();
+    if batch.signal() != signal_of(table) {
+        return Ok(out);
     }
+    for space in spaces(batch, table) {
+        let rows = Rows::new(batch, space).map_err(external)?;
+        if rows.len() > 0 {
+            out.push(assemble(&rows, columns, schema).map_err(external)?);
+        }
+    }
+    Ok(out)
+}
+
+/// The columns at `projection` (every column without one) and their schema.
+pub(crate) fn projected(
+    columns: &[ColumnRef],
+    schema: &SchemaRef,
+    projection: Option<&Vec<usize>>,
+) -> Result<(Vec<ColumnRef>, SchemaRef)> {
+    let indices: Vec<usize> = match projection {
+        Some(p) => p.clone(),
+        None => (0..columns.len()).collect(),
+    };
+    let picked = indices.iter().map(|i| columns[*i].clone()).collect();
+    Ok((picked, Arc::new(schema.project(&indices)?)))
 }
 
 #[async_trait]
@@ -74,20 +92,14 @@ impl TableProvider for BatchTable {
         _filters: &[Expr],
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let indices: Vec<usize> = match projection {
-            Some(p) => p.clone(),
-            None => (0..self.columns.len()).collect(),
-        };
-        let columns: Vec<ColumnRef> = indices.iter().map(|i| self.columns[*i].clone()).collect();
-        let schema = Arc::new(self.schema.project(&indices)?);
-        let signal = signal_of(self.table);
+        let (columns, schema) = projected(&self.columns, &self.schema, projection)?;
         let mut batches = Vec::new();
         let mut rows = 0;
-        for batch in self.batches.iter().filter(|b| b.signal() == signal) {
+        for batch in &self.batches {
             if limit.is_some_and(|l| rows >= l) {
                 break;
             }
-            for part in self.rows_of(batch, &columns, &schema)? {
+            for part in rows_of(self.table, batch, &columns, &schema)? {
                 rows += part.num_rows();
                 batches.push(part);
             }
