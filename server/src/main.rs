@@ -2,16 +2,15 @@
 //!
 //! `penstock check` validates pipeline files (and `--explain`s their plans); `penstock replay`
 //! runs them offline over OTLP JSON input; `penstock run` is the gateway; `penstock loadgen`
-//! sends telemetry to a gateway and measures it. Built on `penstock-engine` and
-//! `penstock-dialect`.
-
-mod cli;
-mod gateway;
+//! sends telemetry to a gateway and measures it. This file parses the arguments and
+//! dispatches to `penstock_server`, which does the work.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use penstock_server::cli::logging::{self, LogFormat};
+use penstock_server::{cli, gateway};
 
 /// mimalloc keeps freed batch buffers (a batch of 4096 logs is about a megabyte of columns) in
 /// the process for the next batch; glibc's allocator returns them to the OS after each batch,
@@ -67,6 +66,10 @@ enum Command {
         /// acknowledged.
         #[arg(long, default_value = "30s", value_parser = parse_drain_timeout)]
         drain_timeout: std::time::Duration,
+        /// How to write what the gateway reports while it runs, on standard output: `text`
+        /// or `json` lines (RUST_LOG picks the events; default `info`).
+        #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+        log_format: LogFormat,
     },
     /// Send realistic telemetry to a gateway and report throughput, errors and latency.
     Loadgen {
@@ -136,13 +139,17 @@ fn main() -> ExitCode {
             workers,
             admin_listen,
             drain_timeout,
-        } => gateway::run(gateway::RunOptions {
-            files,
-            workers: workers.unwrap_or_else(|| {
-                std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
-            }),
-            admin_listen,
-            drain_timeout,
+            log_format,
+        } => logging::init(log_format).and_then(|()| {
+            let options = gateway::RunOptions {
+                files,
+                workers: workers.unwrap_or_else(|| {
+                    std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+                }),
+                admin_listen,
+                drain_timeout,
+            };
+            Ok(gateway::run(options)?)
         }),
         Command::Loadgen {
             endpoint,

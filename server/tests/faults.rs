@@ -518,12 +518,12 @@ fn generator_batches_that_cannot_be_delivered_are_counted() {
              CREATE PIPELINE p FROM gen AS BEGIN INSERT INTO down SELECT * FROM logs; END;"
         ),
     );
-    let source = gateway.wait_for_line("source gen: ");
+    let source = gateway.wait_for_summary("source gen: ");
     assert!(
         source.ends_with("2000 records in 4 batches, 4 refused"),
         "{source}"
     );
-    let sink = gateway.wait_for_line("sink down: ");
+    let sink = gateway.wait_for_summary("sink down: ");
     // Batches queued together go as one request: 2 to 4 failed requests.
     assert!(sink.contains(": 0 records in 0 batches, "), "{sink}");
     assert!(

@@ -596,3 +596,73 @@ END;",
         1.0
     );
 }
+
+/// Scenario: a gateway run with `--log-format json` (and its admin endpoint) receives one
+/// request and is stopped with SIGTERM.
+/// Guarantees: every line it writes while it runs, up to and including the drain event, is a
+/// JSON object with a `level` and a `fields.message`; the listening event carries the source
+/// and its address as fields; after the drain, lines are log events or the plain end-of-run
+/// summary.
+#[test]
+fn log_events_are_json_objects_with_fields_when_asked() {
+    let dir = temp_dir("json-logs");
+    let gateway = common::recorder_with(
+        &dir,
+        "",
+        &["--log-format", "json", "--admin-listen", "127.0.0.1:0"],
+    );
+    block_on(export_otlp(&gateway.url(), DataGen::new(3).logs(20))).unwrap();
+    let (addr, admin) = (gateway.addr.clone(), gateway.admin.clone().unwrap());
+    let startup = gateway.startup.clone();
+    let (ok, rest) = gateway.terminate();
+    assert!(ok, "exits cleanly on SIGTERM: {rest:?}");
+    let drained = rest
+        .iter()
+        .position(|l| l.contains("draining:"))
+        .unwrap_or_else(|| panic!("the drain is reported: {rest:?}"));
+    let event = |line: &String| -> serde_json::Value {
+        let value: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("not a JSON object ({e}): {line}"));
+        assert!(value.is_object(), "{line}");
+        assert!(value["level"].is_string(), "no level: {line}");
+        assert!(value["fields"]["message"].is_string(), "no message: {line}");
+        value
+    };
+    let events: Vec<serde_json::Value> =
+        startup.iter().chain(&rest[..=drained]).map(event).collect();
+    let message = |e: &serde_json::Value| e["fields"]["message"].as_str().unwrap().to_string();
+    let listening = events
+        .iter()
+        .find(|e| message(e).starts_with("source edge: "))
+        .unwrap_or_else(|| panic!("no listening event: {events:?}"));
+    assert_eq!(listening["level"], "INFO", "{listening}");
+    assert_eq!(listening["fields"]["source"], "edge", "{listening}");
+    assert_eq!(listening["fields"]["address"], addr.as_str(), "{listening}");
+    assert!(
+        message(listening).ends_with(&format!(" on {addr}")),
+        "{listening}"
+    );
+    let announced = events
+        .iter()
+        .find(|e| message(e).starts_with("admin: http://"))
+        .unwrap_or_else(|| panic!("no admin event: {events:?}"));
+    assert_eq!(
+        announced["fields"]["address"],
+        admin.as_str(),
+        "{announced}"
+    );
+    for line in &rest[drained + 1..] {
+        let summary = ["source ", "pipeline ", "sink "]
+            .iter()
+            .any(|p| line.starts_with(p));
+        if !summary {
+            event(line);
+        }
+    }
+    assert!(
+        rest[drained + 1..]
+            .iter()
+            .any(|l| l.starts_with("source edge: 20 records in ")),
+        "the summary follows the drain: {rest:?}"
+    );
+}

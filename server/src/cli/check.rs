@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 /// Checks `files`; prints a summary, or each pipeline's plan with `explain`.
 pub fn run(files: &[PathBuf], explain: bool) -> anyhow::Result<()> {
-    let (program, pipelines) = super::load(files)?;
+    let (program, pipelines) = crate::gateway::program::load(files)?;
     if explain {
         for pipeline in &pipelines {
             print!("{}", pipeline.explain());

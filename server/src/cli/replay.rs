@@ -11,7 +11,8 @@ use penstock_engine::OtapBatch;
 use penstock_engine::otlp::json;
 use penstock_pipeline::Windows;
 
-use super::console;
+use crate::gateway::program::{load, resolve_path};
+use crate::gateway::sinks::console;
 
 /// Where a sink's output goes during a replay.
 enum Output {
@@ -40,7 +41,11 @@ impl SinkOutput {
                 writeln!(writer, "{}", json::to_line(batch)?)
                     .with_context(|| format!("writing {}", path.display()))?;
             }
-            Output::Console { limit } => print!("{}", console::render(name, batch, *limit)?),
+            Output::Console { limit } => {
+                let text =
+                    console::render(name, batch, *limit).with_context(|| format!("sink {name}"))?;
+                print!("{text}");
+            }
             Output::Discard => {}
         }
         Ok(())
@@ -78,12 +83,12 @@ fn create(path: &Path) -> anyhow::Result<Output> {
 
 /// Replays the pipelines of `file` over `input` (or each FILE source's path).
 pub fn run(file: &Path, input: Option<&Path>, out: Option<&Path>) -> anyhow::Result<()> {
-    let (program, mut pipelines) = super::load(&[file.to_path_buf()])?;
+    let (program, mut pipelines) = load(&[file.to_path_buf()])?;
     let mut sinks: BTreeMap<String, SinkOutput> = BTreeMap::new();
     for sink in &program.sinks {
         let output = match (out, sink.kind) {
             (Some(dir), _) => create(&dir.join(format!("{}.jsonl", sink.name)))?,
-            (None, SinkKind::File) => create(&super::resolve_path(
+            (None, SinkKind::File) => create(&resolve_path(
                 file,
                 sink.options.str("path").unwrap_or_default(),
             ))?,
@@ -117,7 +122,7 @@ pub fn run(file: &Path, input: Option<&Path>, out: Option<&Path>) -> anyhow::Res
         }
         let path = match input {
             Some(p) => p.to_path_buf(),
-            None => super::resolve_path(file, source.options.str("path").unwrap_or_default()),
+            None => resolve_path(file, source.options.str("path").unwrap_or_default()),
         };
         let batches =
             json::read_file(&path).with_context(|| format!("reading {}", path.display()))?;

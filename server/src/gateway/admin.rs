@@ -11,6 +11,7 @@ use hyper_util::rt::TokioIo;
 use serde_json::json;
 use tokio::sync::watch;
 
+use super::error::GatewayError;
 use super::telemetry::{Running, Telemetry};
 
 /// What the admin endpoint reports on.
@@ -86,10 +87,27 @@ impl Admin {
     }
 }
 
+/// Binds the admin endpoint on `address`, reports where it listens and serves it (see
+/// [`serve`]) on the current runtime until `shutdown`.
+pub async fn start(
+    address: std::net::SocketAddr,
+    admin: Admin,
+    shutdown: watch::Receiver<bool>,
+) -> Result<(), GatewayError> {
+    let failed = |source| GatewayError::AdminListen { address, source };
+    let listener = tokio::net::TcpListener::bind(address)
+        .await
+        .map_err(failed)?;
+    let local = listener.local_addr().map_err(failed)?;
+    tracing::info!(address = %local, "admin: http://{local}/metrics");
+    tokio::spawn(serve(listener, Arc::new(admin), shutdown));
+    Ok(())
+}
+
 /// Most admin connections served at once; more are closed on arrival.
-const MAX_ADMIN_CONNECTIONS: usize = 64;
+pub const MAX_ADMIN_CONNECTIONS: usize = 64;
 /// How long a client may take to send a request's headers.
-const ADMIN_HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+pub const ADMIN_HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Serves the admin endpoint on `listener` until shutdown: HTTP/1.1, at most
 /// [`MAX_ADMIN_CONNECTIONS`] connections, each closed when its headers take longer than
@@ -109,7 +127,7 @@ pub async fn serve(
             Ok((stream, _)) => stream,
             Err(e) => {
                 // Out of file descriptors and the like: back off, keep serving.
-                eprintln!("admin: accepting a connection: {e}");
+                tracing::warn!(error = %e, "admin: accepting a connection failed");
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                 continue;
             }

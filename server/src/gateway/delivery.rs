@@ -29,20 +29,6 @@ pub enum DeliveryError {
     ShuttingDown,
 }
 
-impl DeliveryError {
-    /// The gRPC status the sender gets.
-    pub fn to_status(&self) -> tonic::Status {
-        match self {
-            DeliveryError::Sink {
-                retryable: true, ..
-            }
-            | DeliveryError::ShuttingDown => tonic::Status::unavailable(self.to_string()),
-            DeliveryError::Sink { .. } => tonic::Status::internal(self.to_string()),
-            DeliveryError::Pipeline { .. } => tonic::Status::internal(self.to_string()),
-        }
-    }
-}
-
 /// The outcome of delivering one batch.
 pub type Outcome = Result<(), DeliveryError>;
 

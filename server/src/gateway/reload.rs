@@ -1,7 +1,7 @@
 //! SIGHUP: the pipeline files are read and checked again; when they are valid and define the
 //! same sources and sinks, the workers switch to the new pipelines between batches. A file
 //! with errors (or with changed sources or sinks, which need a restart) leaves the running
-//! pipelines in place, and the reason is printed.
+//! pipelines in place, and the reason is reported.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -11,6 +11,8 @@ use tokio::sync::watch;
 
 use std::sync::atomic::Ordering::Relaxed;
 
+use super::error::{ErrorChain, GatewayError};
+use super::program::load;
 use super::telemetry::{Running, Telemetry};
 
 /// What a SIGHUP reloads and where the result goes.
@@ -41,29 +43,31 @@ impl Reloader {
         match self.load(&current) {
             Ok(next) => {
                 let next = Arc::new(next);
-                println!(
-                    "reload: generation {}: {} pipelines from {} now run",
-                    next.generation,
-                    next.program.pipelines.len(),
-                    self.describe_files()
+                let (generation, pipelines) = (next.generation, next.program.pipelines.len());
+                let files = self.describe_files();
+                tracing::info!(
+                    generation,
+                    pipelines,
+                    files = %files,
+                    "reload: generation {generation}: {pipelines} pipelines from {files} now run"
                 );
                 self.telemetry.reloads[0].fetch_add(1, Relaxed);
                 let _ = self.publish.send(next);
             }
             Err(e) => {
                 self.telemetry.reloads[1].fetch_add(1, Relaxed);
-                println!("reload failed, keeping the running pipelines: {e:#}");
+                tracing::warn!(
+                    error = %ErrorChain(&e),
+                    "reload failed, keeping the running pipelines"
+                );
             }
         }
     }
 
-    fn load(&self, current: &Running) -> anyhow::Result<Running> {
-        let (program, pipelines) = crate::cli::load(&self.files)?;
+    fn load(&self, current: &Running) -> Result<Running, GatewayError> {
+        let (program, pipelines) = load(&self.files)?;
         if endpoints(&program) != endpoints(&current.program) {
-            anyhow::bail!(
-                "the sources or sinks differ from the running ones (or a source gains its \
-                 first pipeline); restart the gateway to change them"
-            );
+            return Err(GatewayError::EndpointsChanged);
         }
         Ok(Running::new(
             Arc::new(program),

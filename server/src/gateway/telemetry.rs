@@ -9,6 +9,7 @@ use penstock_dialect::Program;
 
 use super::report;
 use penstock_pipeline::Pipeline;
+use tracing::Level;
 
 /// Records, bytes and batches through a source or sink.
 #[derive(Debug, Default)]
@@ -53,9 +54,11 @@ impl Flow {
             .strip_prefix(&format!("{subject}: "))
             .unwrap_or(&error);
         if self.failing.swap(true, Relaxed) {
-            report::throttled(&subject, "failing", format_args!("still failing: {error}"));
+            let message = format_args!("still failing: {error}");
+            report::throttled(Level::WARN, &subject, "failing", message);
         } else {
-            report::throttled(&subject, "failing", format_args!("failing: {error}"));
+            let message = format_args!("failing: {error}");
+            report::throttled(Level::WARN, &subject, "failing", message);
         }
     }
 
@@ -63,6 +66,7 @@ impl Flow {
     pub fn sink_delivered(&self, name: &str) {
         if self.failing.load(Relaxed) && self.failing.swap(false, Relaxed) {
             report::throttled(
+                Level::INFO,
                 &format!("sink {name}"),
                 "recovered",
                 "recovered: delivering again",
@@ -250,6 +254,17 @@ impl Telemetry {
     /// The Prometheus text exposition of every counter.
     pub fn prometheus(&self, running: &Running) -> String {
         let mut out = String::new();
+        self.write_flows(&mut out);
+        Self::write_pipelines(&mut out, running);
+        self.write_latency(&mut out);
+        self.write_gauges(&mut out);
+        self.write_totals(&mut out);
+        out
+    }
+
+    /// Records, bytes, batches and failures per source and per sink, and the sinks' own
+    /// counters.
+    fn write_flows(&self, out: &mut String) {
         let flows = [
             ("source", &self.sources, "received"),
             ("sink", &self.sinks, "sent"),
@@ -290,6 +305,11 @@ impl Telemetry {
                 let _ = writeln!(out, "{name}{{sink=\"{label}\"}} {value}");
             }
         }
+    }
+
+    /// Rows in, out and dropped and batches failed per statement, and rows routed nowhere
+    /// per pipeline.
+    fn write_pipelines(out: &mut String, running: &Running) {
         for (i, metric) in ["rows_in", "rows_out", "rows_dropped", "errors"]
             .iter()
             .enumerate()
@@ -326,6 +346,10 @@ impl Telemetry {
                 Self::unrouted(p)
             );
         }
+    }
+
+    /// The histogram of the time from a batch's receipt to its acknowledgement.
+    fn write_latency(&self, out: &mut String) {
         let _ = writeln!(
             out,
             "# HELP penstock_batch_latency_seconds from receipt to acknowledgement\n# TYPE penstock_batch_latency_seconds histogram"
@@ -344,6 +368,10 @@ impl Telemetry {
             "penstock_batch_latency_seconds_bucket{{le=\"+Inf\"}} {cumulative}\npenstock_batch_latency_seconds_sum {}\npenstock_batch_latency_seconds_count {cumulative}",
             self.latency_sum_micros.load(Relaxed) as f64 / 1e6
         );
+    }
+
+    /// What is held now: bytes in flight, queued batches, streams, connections.
+    fn write_gauges(&self, out: &mut String) {
         for (name, help, value) in [
             (
                 "penstock_in_flight_bytes",
@@ -382,6 +410,10 @@ impl Telemetry {
                 value.load(Relaxed)
             );
         }
+    }
+
+    /// Derived batches failed, reloads, connections refused.
+    fn write_totals(&self, out: &mut String) {
         let _ = writeln!(
             out,
             "# HELP penstock_derived_batches_failed_total batches of derived metrics a sink failed to deliver\n# TYPE penstock_derived_batches_failed_total counter\npenstock_derived_batches_failed_total {}",
@@ -403,6 +435,5 @@ impl Telemetry {
             "# HELP penstock_connections_refused_total connections closed on arrival past a source's max_connections\n# TYPE penstock_connections_refused_total counter\npenstock_connections_refused_total {}",
             self.connections_refused.load(Relaxed)
         );
-        out
     }
 }

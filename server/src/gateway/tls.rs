@@ -5,19 +5,26 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use anyhow::Context;
 use penstock_dialect::{Sink, Source};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls;
 
+use super::error::GatewayError;
+use super::program::resolve_path;
+
 /// How long a client may take to complete the TLS handshake.
 pub const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
-fn read(what: &str, base: &Path, path: &str) -> anyhow::Result<Vec<u8>> {
-    let resolved = crate::cli::resolve_path(base, path);
-    std::fs::read(&resolved).with_context(|| format!("{what}: reading {}", resolved.display()))
+/// The bytes of the PEM file `path` names for `owner` (`source NAME` or `sink NAME`).
+fn read(owner: &str, base: &Path, path: &str) -> Result<Vec<u8>, GatewayError> {
+    let resolved = resolve_path(base, path);
+    std::fs::read(&resolved).map_err(|source| GatewayError::ReadTlsFile {
+        owner: owner.to_string(),
+        path: resolved,
+        source,
+    })
 }
 
 /// The TLS acceptor of a listening source, offering `alpn` protocols; `None` without
@@ -26,30 +33,50 @@ pub fn acceptor(
     source: &Source,
     base: &Path,
     alpn: &[&[u8]],
-) -> anyhow::Result<Option<TlsAcceptor>> {
-    let what = format!("source {}", source.name);
+) -> Result<Option<TlsAcceptor>, GatewayError> {
+    let owner = format!("source {}", source.name);
     let options = &source.options;
     let (cert, key) = match (options.str("tls_cert"), options.str("tls_key")) {
         (None, None) => return Ok(None),
         (Some(cert), Some(key)) => (cert, key),
-        _ => anyhow::bail!("{what}: tls_cert and tls_key must be given together"),
+        _ => return Err(GatewayError::TlsPair { owner }),
     };
     let certs: Vec<CertificateDer<'static>> =
-        CertificateDer::pem_slice_iter(&read(&what, base, cert)?)
+        CertificateDer::pem_slice_iter(&read(&owner, base, cert)?)
             .collect::<Result<_, _>>()
-            .map_err(|e| anyhow::anyhow!("{what}: tls_cert '{cert}': {e}"))?;
+            .map_err(|source| GatewayError::TlsCertificate {
+                owner: owner.clone(),
+                path: cert.to_string(),
+                source,
+            })?;
     if certs.is_empty() {
-        anyhow::bail!("{what}: tls_cert '{cert}' holds no certificate");
+        return Err(GatewayError::NoCertificate {
+            owner,
+            path: cert.to_string(),
+        });
     }
-    let key = PrivateKeyDer::from_pem_slice(&read(&what, base, key)?)
-        .map_err(|e| anyhow::anyhow!("{what}: tls_key '{key}': {e}"))?;
+    let key = PrivateKeyDer::from_pem_slice(&read(&owner, base, key)?).map_err(|source| {
+        GatewayError::TlsKey {
+            owner: owner.clone(),
+            path: key.to_string(),
+            source,
+        }
+    })?;
+    let refused = |what: &'static str| {
+        let owner = owner.clone();
+        move |source| GatewayError::TlsConfig {
+            owner,
+            what,
+            source,
+        }
+    };
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .context("TLS protocol versions")?
+        .map_err(refused("TLS protocol versions"))?
         .with_no_client_auth()
         .with_single_cert(certs, key)
-        .with_context(|| format!("{what}: tls_cert and tls_key do not make a usable pair"))?;
+        .map_err(refused("tls_cert and tls_key do not make a usable pair"))?;
     config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     Ok(Some(TlsAcceptor::from(Arc::new(config))))
 }
@@ -58,11 +85,13 @@ pub fn acceptor(
 pub fn client(
     sink: &Sink,
     base: &Path,
-) -> anyhow::Result<Option<tonic::transport::ClientTlsConfig>> {
+) -> Result<Option<tonic::transport::ClientTlsConfig>, GatewayError> {
     let endpoint = sink.options.str("endpoint").unwrap_or_default();
     if !endpoint.starts_with("https://") {
         if sink.options.str("tls_ca").is_some() {
-            anyhow::bail!("sink {}: tls_ca needs an https:// endpoint", sink.name);
+            return Err(GatewayError::TlsCaWithoutHttps {
+                sink_name: sink.name.clone(),
+            });
         }
         return Ok(None);
     }

@@ -61,7 +61,10 @@ pub async fn merge(
             match pending.get_mut(w.id()) {
                 Some(p) => {
                     if let Err(e) = p.merge(w) {
-                        eprintln!("aggregation: merging windows of several workers: {e}");
+                        tracing::error!(
+                            error = %e,
+                            "aggregation: merging windows of several workers failed"
+                        );
                     }
                 }
                 None => {
@@ -100,7 +103,11 @@ async fn send(windows: Windows, sinks: &HashMap<String, SinkQueue>, telemetry: &
         Ok(Some(b)) => b,
         Ok(None) => return,
         Err(e) => {
-            eprintln!("aggregation to sink {sink}: {e}");
+            tracing::error!(
+                sink = %sink,
+                error = %e,
+                "aggregation to sink {sink}: the window's metrics could not be made"
+            );
             return;
         }
     };
@@ -109,7 +116,7 @@ async fn send(windows: Windows, sinks: &HashMap<String, SinkQueue>, telemetry: &
     };
     let (ack, done) = oneshot::channel();
     if queue.send(Delivery { batch, ack }).await.is_err() {
-        eprintln!("aggregation to sink {sink}: the sink has stopped");
+        tracing::warn!(sink = %sink, "aggregation to sink {sink}: the sink has stopped");
         return;
     }
     let telemetry = Arc::clone(telemetry);
@@ -120,7 +127,11 @@ async fn send(windows: Windows, sinks: &HashMap<String, SinkQueue>, telemetry: &
                 telemetry
                     .derived_failures
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                eprintln!("aggregation to sink {sink}: {e}");
+                tracing::warn!(
+                    sink = %sink,
+                    error = %e,
+                    "aggregation to sink {sink}: not delivered"
+                );
             }
             Err(_) => {}
         }

@@ -7,13 +7,13 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Instant, SystemTime};
 
-use anyhow::Context;
 use penstock_engine::OtapBatch;
 use penstock_pipeline::{Pipeline, nanos_since_epoch};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 
 use super::delivery::{Ack, Delivery, DeliveryError, SinkQueue, all, complete};
+use super::error::GatewayError;
 use super::report;
 use super::sinks::{self, SinkTask};
 use super::telemetry::{Running, Telemetry};
@@ -97,7 +97,7 @@ impl Worker {
         base: std::path::PathBuf,
         draining: watch::Receiver<bool>,
         windows: WindowsLink,
-    ) -> anyhow::Result<Worker> {
+    ) -> Result<Worker, GatewayError> {
         let (jobs, queue) = mpsc::channel(JOB_QUEUE);
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let thread_telemetry = Arc::clone(&telemetry);
@@ -109,8 +109,11 @@ impl Worker {
                     .build()
                 {
                     Ok(r) => r,
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(anyhow::anyhow!("starting a runtime: {e}")));
+                    Err(source) => {
+                        let _ = ready_tx.send(Err(GatewayError::Start {
+                            what: format!("the runtime of worker {index}"),
+                            source,
+                        }));
                         return;
                     }
                 };
@@ -118,7 +121,10 @@ impl Worker {
                 local.block_on(&runtime, async move {
                     let program = Arc::clone(&running.borrow().program);
                     let setup = Pipeline::compile_all(&program)
-                        .context("compiling pipelines")
+                        .map_err(|source| GatewayError::WorkerCompile {
+                            worker: index,
+                            source,
+                        })
                         .and_then(|pipelines| {
                             let mut queues = shared;
                             let mut tasks = Vec::new();
@@ -163,10 +169,14 @@ impl Worker {
                     }
                 });
             })
-            .context("starting a worker thread")?;
+            .map_err(|source| GatewayError::Start {
+                what: format!("the thread of worker {index}"),
+                source,
+            })?;
         let runtime = ready_rx
             .recv()
-            .context("worker thread ended during start-up")??;
+            .map_err(|_| GatewayError::WorkerLost { worker: index })??;
+        tracing::debug!(worker = index, "worker {index}: started");
         Ok(Worker {
             handle: WorkerHandle {
                 index,
@@ -184,6 +194,42 @@ impl Worker {
         drop(self.handle);
         let _ = self.thread.join();
     }
+}
+
+/// What every worker of a pool is started with (see [`Worker::start`]).
+pub struct PoolSetup {
+    /// The running program, as published (a reload replaces it).
+    pub running: watch::Receiver<Arc<Running>>,
+    /// The queues of the sinks all workers share.
+    pub shared: HashMap<String, SinkQueue>,
+    /// Counters.
+    pub telemetry: Arc<Telemetry>,
+    /// The first pipeline file, which relative paths are resolved against.
+    pub base: std::path::PathBuf,
+    /// Turns true when the gateway drains.
+    pub draining: watch::Receiver<bool>,
+}
+
+/// Starts `workers` workers; the first runs the merger of their aggregation windows.
+pub fn start_pool(workers: usize, setup: PoolSetup) -> Result<Vec<Worker>, GatewayError> {
+    let (closed, merger) = windows::channel();
+    let mut merger = Some((workers, merger));
+    (0..workers)
+        .map(|index| {
+            Worker::start(
+                index,
+                setup.running.clone(),
+                setup.shared.clone(),
+                Arc::clone(&setup.telemetry),
+                setup.base.clone(),
+                setup.draining.clone(),
+                WindowsLink {
+                    closed: closed.clone(),
+                    merger: merger.take(),
+                },
+            )
+        })
+        .collect()
 }
 
 /// A worker's compiled pipelines, the counters they report to, and which run for each source.
@@ -244,6 +290,7 @@ impl Current {
             Err(e) => {
                 // The main thread compiled the same program before publishing it.
                 report::always(
+                    tracing::Level::WARN,
                     &format!("worker {}", self.worker),
                     format_args!("keeping the running pipelines: {e}"),
                 );
@@ -328,7 +375,12 @@ async fn run_jobs(
                     }
                 }
                 Err(e) => {
-                    report::throttled(&format!("pipeline {}", pipeline.name()), "errors", &e);
+                    report::throttled(
+                        tracing::Level::WARN,
+                        &format!("pipeline {}", pipeline.name()),
+                        "errors",
+                        &e,
+                    );
                     failure = Some(DeliveryError::Pipeline {
                         pipeline: pipeline.name().to_string(),
                         message: e.to_string(),

@@ -29,7 +29,31 @@ pub struct Gateway {
     pub addr: String,
     /// Every listening source's name and address.
     pub listening: Vec<(String, String)>,
+    /// The lines of its output read while waiting for the addresses.
+    pub startup: Vec<String>,
     pub stdout: std::sync::mpsc::Receiver<String>,
+}
+
+/// The message of a log line: the line itself in the text format (time, level and target
+/// come first, fields after), `fields.message` in the JSON format.
+pub fn log_message(line: &str) -> String {
+    if line.starts_with('{') {
+        let event: serde_json::Value = serde_json::from_str(line).unwrap_or_default();
+        if let Some(message) = event["fields"]["message"].as_str() {
+            return message.to_string();
+        }
+    }
+    line.to_string()
+}
+
+/// The source name and address of a log line that says "source NAME: WHAT on ADDR".
+pub fn listening_on(line: &str) -> Option<(String, String)> {
+    let message = log_message(line);
+    let rest = &message[message.find("source ")? + "source ".len()..];
+    let (name, what) = rest.split_once(": ")?;
+    let (_, after) = what.split_once(" on ")?;
+    let addr = after.split_whitespace().next()?;
+    (!name.contains(' ')).then(|| (name.to_string(), addr.to_string()))
 }
 
 impl Gateway {
@@ -55,6 +79,9 @@ impl Gateway {
             .args(workers)
             .args(args)
             .arg(&file)
+            // The default filter (info): the addresses are reported whatever the caller's
+            // RUST_LOG says.
+            .env_remove("RUST_LOG")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -71,17 +98,16 @@ impl Gateway {
         });
         let listeners = sql.matches("FROM GRPC").count() + sql.matches("FROM HTTP").count();
         let mut listening = Vec::new();
+        let mut startup = Vec::new();
         while listening.len() < listeners {
             let line = stdout
                 .recv_timeout(Duration::from_secs(60))
                 .expect("the gateway reports its addresses");
-            // "source NAME: WHAT on ADDR"
-            if let Some(rest) = line.strip_prefix("source ") {
-                let name = rest.split(':').next().unwrap_or_default().to_string();
-                if let Some(addr) = rest.rsplit(" on ").next().filter(|_| rest.contains(" on ")) {
-                    listening.push((name, addr.trim().to_string()));
-                }
+            // "source NAME: WHAT on ADDR", anywhere in the line.
+            if let Some(source) = listening_on(&line) {
+                listening.push(source);
             }
+            startup.push(line);
         }
         let mut gateway = Gateway {
             child,
@@ -91,16 +117,25 @@ impl Gateway {
                 .map(|(_, a)| a.clone())
                 .unwrap_or_default(),
             listening,
+            startup,
             stdout,
         };
         if args.contains(&"--admin-listen") {
-            let line = gateway.wait_for_line("admin: http://");
-            let addr = line
-                .split("http://")
-                .nth(1)
-                .unwrap()
-                .trim_end_matches("/metrics");
-            gateway.admin = Some(addr.to_string());
+            let line = loop {
+                let line = gateway
+                    .stdout
+                    .recv_timeout(Duration::from_secs(60))
+                    .expect("the gateway reports its admin endpoint");
+                gateway.startup.push(line.clone());
+                if line.contains("admin: http://") {
+                    break line;
+                }
+            };
+            // "admin: http://ADDR/metrics", anywhere in the line.
+            let message = log_message(&line);
+            let url = message.split("http://").nth(1).unwrap();
+            let addr = url.split_whitespace().next().unwrap();
+            gateway.admin = Some(addr.trim_end_matches("/metrics").to_string());
         }
         gateway
     }
@@ -142,6 +177,20 @@ impl Gateway {
                 .recv_timeout(Duration::from_secs(60))
                 .unwrap_or_else(|_| panic!("the gateway did not print '{text}'"));
             if line.contains(text) {
+                return line;
+            }
+        }
+    }
+
+    /// Waits for a line of the end-of-run summary that starts with `prefix` and returns it
+    /// (lines before it, log events among them, are consumed).
+    pub fn wait_for_summary(&self, prefix: &str) -> String {
+        loop {
+            let line = self
+                .stdout
+                .recv_timeout(Duration::from_secs(60))
+                .unwrap_or_else(|_| panic!("the gateway did not print '{prefix}...'"));
+            if line.starts_with(prefix) {
                 return line;
             }
         }

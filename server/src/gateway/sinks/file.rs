@@ -6,24 +6,32 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 
-use anyhow::Context;
 use penstock_engine::otlp::json;
 use tokio::sync::mpsc;
 
 use crate::gateway::delivery::{Delivery, DeliveryError, complete};
+use crate::gateway::error::GatewayError;
 use crate::gateway::telemetry::Telemetry;
 
-/// Opens the file for appending (what earlier runs acknowledged stays), creating it and its
-/// directory.
-pub fn open(path: &Path) -> anyhow::Result<File> {
+/// Opens sink `sink`'s file for appending (what earlier runs acknowledged stays), creating it
+/// and its directory.
+pub fn open(sink: &str, path: &Path) -> Result<File, GatewayError> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(|source| GatewayError::CreateDirectory {
+            sink_name: sink.to_string(),
+            path: dir.to_path_buf(),
+            source,
+        })?;
     }
     std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(path)
-        .with_context(|| format!("opening {}", path.display()))
+        .map_err(|source| GatewayError::OpenSinkFile {
+            sink_name: sink.to_string(),
+            path: path.to_path_buf(),
+            source,
+        })
 }
 
 /// Writes every delivered batch; blocking, so it runs on a thread of its own.

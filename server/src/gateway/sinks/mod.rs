@@ -2,7 +2,7 @@
 //! once its backend accepted the batch (or it gave up). Files and the console are shared by
 //! all workers; gRPC sinks run one per worker, with their own connections.
 
-mod console;
+pub mod console;
 mod file;
 mod otap;
 mod otlp;
@@ -21,6 +21,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::delivery::{Delivery, SinkQueue};
+use super::error::GatewayError;
+use super::program::resolve_path;
 use super::telemetry::Telemetry;
 
 /// Deliveries waiting in front of one sink.
@@ -39,19 +41,20 @@ fn queue() -> (SinkQueue, mpsc::Receiver<Delivery>) {
 }
 
 /// Starts a sink shared by every worker (FILE, CONSOLE) on a blocking thread of the current
-/// runtime (its writes and syncs stall no runtime); `None` for the others. Relative file paths are resolved against `base` (the pipeline file).
+/// runtime (its writes and syncs stall no runtime); `None` for the others. Relative file
+/// paths are resolved against `base` (the pipeline file).
 pub fn start_shared(
     sink: &Sink,
     base: &Path,
     telemetry: &Arc<Telemetry>,
-) -> anyhow::Result<Option<SinkTask>> {
+) -> Result<Option<SinkTask>, GatewayError> {
     let (queue, deliveries) = queue();
     let name = sink.name.clone();
     let telemetry = Arc::clone(telemetry);
     let task = match sink.kind {
         SinkKind::File => {
-            let path = crate::cli::resolve_path(base, sink.options.str("path").unwrap_or_default());
-            let file = file::open(&path)?;
+            let path = resolve_path(base, sink.options.str("path").unwrap_or_default());
+            let file = file::open(&sink.name, &path)?;
             tokio::task::spawn_blocking(move || file::run(name, file, deliveries, telemetry))
         }
         SinkKind::Console => {
@@ -70,7 +73,7 @@ pub fn start_per_worker(
     base: &Path,
     telemetry: &Arc<Telemetry>,
     draining: &tokio::sync::watch::Receiver<bool>,
-) -> anyhow::Result<Option<SinkTask>> {
+) -> Result<Option<SinkTask>, GatewayError> {
     let draining = draining.clone();
     let (queue, deliveries) = queue();
     let telemetry = Arc::clone(telemetry);
@@ -98,13 +101,16 @@ pub struct Upstream {
 
 impl Upstream {
     /// From the sink's `endpoint`, TLS options and `auth_token`; connects on first use.
-    fn of(sink: &Sink, base: &Path) -> anyhow::Result<Upstream> {
-        let authorization = match sink.options.str("auth_token") {
-            None => None,
-            Some(token) => Some(format!("Bearer {token}").parse().map_err(|_| {
-                anyhow::anyhow!("sink {}: auth_token must be printable ASCII", sink.name)
-            })?),
-        };
+    fn of(sink: &Sink, base: &Path) -> Result<Upstream, GatewayError> {
+        let authorization =
+            match sink.options.str("auth_token") {
+                None => None,
+                Some(token) => Some(format!("Bearer {token}").parse().map_err(|_| {
+                    GatewayError::AuthToken {
+                        sink_name: sink.name.clone(),
+                    }
+                })?),
+            };
         Ok(Upstream {
             channel: endpoint(sink, base)?.connect_lazy(),
             authorization,
@@ -129,14 +135,22 @@ impl Upstream {
 }
 
 /// A gRPC endpoint from a sink's `endpoint` option.
-fn endpoint(sink: &Sink, base: &Path) -> anyhow::Result<tonic::transport::Endpoint> {
+fn endpoint(sink: &Sink, base: &Path) -> Result<tonic::transport::Endpoint, GatewayError> {
     let url = sink.options.str("endpoint").unwrap_or_default().to_string();
-    let mut endpoint = tonic::transport::Endpoint::from_shared(url.clone())
-        .map_err(|e| anyhow::anyhow!("sink {}: bad endpoint '{url}': {e}", sink.name))?;
+    let mut endpoint = tonic::transport::Endpoint::from_shared(url.clone()).map_err(|source| {
+        GatewayError::Endpoint {
+            sink_name: sink.name.clone(),
+            endpoint: url,
+            source,
+        }
+    })?;
     if let Some(tls) = crate::gateway::tls::client(sink, base)? {
         endpoint = endpoint
             .tls_config(tls)
-            .map_err(|e| anyhow::anyhow!("sink {}: TLS: {e}", sink.name))?;
+            .map_err(|source| GatewayError::SinkTls {
+                sink_name: sink.name.clone(),
+                source,
+            })?;
     }
     Ok(endpoint
         .connect_timeout(std::time::Duration::from_secs(5))

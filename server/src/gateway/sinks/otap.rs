@@ -22,6 +22,8 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use super::retry::Policy;
 use crate::gateway::delivery::{Ack, Delivery, DeliveryError, complete};
+use crate::gateway::error::GatewayError;
+use crate::gateway::status::batch_retryable;
 use crate::gateway::telemetry::Telemetry;
 
 /// Batches awaiting their status, per stream.
@@ -43,7 +45,7 @@ pub struct Config {
 
 impl Config {
     /// From the sink's options; connects lazily.
-    pub fn from_sink(sink: &Sink, base: &std::path::Path) -> anyhow::Result<Config> {
+    pub fn from_sink(sink: &Sink, base: &std::path::Path) -> Result<Config, GatewayError> {
         Ok(Config {
             name: sink.name.clone(),
             upstream: Upstream::of(sink, base)?,
@@ -257,6 +259,7 @@ impl State {
             Ok(batch) => self.send(pending(batch, group.into_iter().map(|d| d.ack).collect())),
             Err(e) => {
                 crate::gateway::report::throttled(
+                    tracing::Level::WARN,
                     &format!("sink {}", self.config.name),
                     "merge",
                     format_args!("batches sent apart: merging failed: {e}"),
@@ -359,10 +362,7 @@ impl State {
                         complete(ack, Ok(()));
                     }
                 } else {
-                    let retryable = matches!(
-                        code,
-                        StatusCode::Unavailable | StatusCode::ResourceExhausted
-                    );
+                    let retryable = batch_retryable(code);
                     let error = format!("{}: {}", code.as_str_name(), status.status_message);
                     self.retry(p, error, retryable);
                 }
@@ -423,6 +423,14 @@ fn open_stream(
     events: mpsc::Sender<Event>,
 ) -> Result<Stream, String> {
     let encoder = OtapEncoder::new(signal, config.options).map_err(|e| e.to_string())?;
+    tracing::debug!(
+        sink = %config.name,
+        signal = signal.name(),
+        generation,
+        "sink {}: opening an OTAP {} stream",
+        config.name,
+        signal.name()
+    );
     let (requests, outgoing) = mpsc::channel(PENDING_PER_STREAM * 2);
     let upstream = config.upstream.clone();
     tokio::spawn(async move {

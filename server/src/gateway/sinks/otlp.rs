@@ -18,10 +18,12 @@ use prost::Message;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use super::retry::{Policy, retryable};
+use super::retry::Policy;
 use super::unary::{self, Compression, Reply};
 use crate::gateway::delivery::{Ack, Delivery, DeliveryError, complete};
+use crate::gateway::error::GatewayError;
 use crate::gateway::report;
+use crate::gateway::status::retryable;
 use crate::gateway::telemetry::Telemetry;
 
 /// Requests in flight at once per worker.
@@ -65,7 +67,7 @@ const DEFAULT_MAX_REQUEST_BYTES: usize = 4 << 20;
 
 impl Config {
     /// From the sink's options; connects lazily.
-    pub fn from_sink(sink: &Sink, base: &std::path::Path) -> anyhow::Result<Config> {
+    pub fn from_sink(sink: &Sink, base: &std::path::Path) -> Result<Config, GatewayError> {
         let compression = match sink.options.str("compression").unwrap_or("zstd") {
             "gzip" => Compression::Gzip,
             "zstd" => Compression::Zstd,
@@ -274,6 +276,7 @@ async fn send(
     match response.partial_success.filter(|p| p.rejected > 0) {
         Some(p) => {
             report::throttled(
+                tracing::Level::WARN,
                 &format!("sink {}", config.name),
                 "rejected",
                 format_args!(
@@ -293,6 +296,7 @@ fn unreadable(config: &Config, telemetry: &Telemetry, why: &str) {
         flow.unreadable.fetch_add(1, Relaxed);
     }
     report::throttled(
+        tracing::Level::WARN,
         &format!("sink {}", config.name),
         "unreadable",
         format_args!("the backend accepted a request but its response is unreadable: {why}"),

@@ -1,8 +1,7 @@
-//! Retry policy shared by the gRPC sinks.
+//! Retry policy shared by the gRPC sinks (which answers are worth retrying is in
+//! [`crate::gateway::status`]).
 
 use std::time::Duration;
-
-use tonic::Code;
 
 /// Bounded retries with exponential backoff.
 #[derive(Debug, Clone, Copy)]
@@ -27,20 +26,4 @@ impl Policy {
         let factor = 1u32 << attempt.saturating_sub(1).min(16);
         (self.first_backoff * factor).min(Duration::from_secs(5))
     }
-}
-
-/// Whether a failed export may succeed if sent again (OTLP's list, plus RESOURCE_EXHAUSTED
-/// as backpressure).
-pub fn retryable(code: Code) -> bool {
-    matches!(
-        code,
-        Code::Cancelled
-            | Code::DeadlineExceeded
-            | Code::Aborted
-            | Code::OutOfRange
-            | Code::Unavailable
-            | Code::DataLoss
-            | Code::ResourceExhausted
-            | Code::Unknown
-    )
 }

@@ -11,6 +11,7 @@ use tonic::{Code, Status};
 use tower_service::Service;
 
 use super::Upstream;
+use crate::gateway::status::from_http;
 
 /// Largest response accepted (an export response is a few bytes).
 const MAX_RESPONSE_BYTES: usize = 4 << 20;
@@ -88,20 +89,6 @@ fn zstd_frame(message: &[u8], out: BytesMut) -> std::io::Result<Bytes> {
         .map_err(|_| std::io::Error::other("the request is larger than 4 GiB"))?;
     out[1..5].copy_from_slice(&length.to_be_bytes());
     Ok(Bytes::from(out))
-}
-
-/// The gRPC status an HTTP status stands for when a response carries none (as gRPC
-/// clients map them).
-fn from_http(status: http::StatusCode) -> Status {
-    let code = match status.as_u16() {
-        400 => Code::Internal,
-        401 => Code::Unauthenticated,
-        403 => Code::PermissionDenied,
-        404 => Code::Unimplemented,
-        429 | 502 | 503 | 504 => Code::Unavailable,
-        _ => Code::Unknown,
-    };
-    Status::new(code, format!("HTTP status {status}"))
 }
 
 /// What a call that the server answered with status OK brought back.

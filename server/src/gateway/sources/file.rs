@@ -11,6 +11,7 @@ use penstock_engine::OtapBatch;
 use penstock_engine::otlp::json;
 use tokio::sync::{mpsc, watch};
 
+use crate::gateway::error::GatewayError;
 use crate::gateway::telemetry::Telemetry;
 use crate::gateway::worker::WorkerHandle;
 
@@ -26,7 +27,7 @@ pub async fn run(
     worker: WorkerHandle,
     telemetry: Arc<Telemetry>,
     mut shutdown: watch::Receiver<bool>,
-) -> anyhow::Result<()> {
+) -> Result<(), GatewayError> {
     let (batches, mut parsed) = mpsc::channel(READ_AHEAD);
     let reader = tokio::task::spawn_blocking({
         let (name, path) = (name.clone(), path.clone());
@@ -47,13 +48,17 @@ pub async fn run(
         worker
             .process(index, batch)
             .await
-            .map_err(|e| anyhow::anyhow!("source {name}: {e}"))?;
+            .map_err(|source| GatewayError::Delivery {
+                source_name: name.clone(),
+                source,
+            })?;
     }
     // The reader stops at its next batch once the receiver is gone.
     drop(parsed);
-    reader
-        .await
-        .map_err(|e| anyhow::anyhow!("source {name}: the reader failed: {e}"))?
+    reader.await.map_err(|source| GatewayError::Task {
+        task: format!("source {name}: the reader"),
+        source,
+    })?
 }
 
 /// Parses the lines of `path` into `batches` until the file ends or nobody receives.
@@ -61,20 +66,25 @@ fn read(
     name: &str,
     path: &std::path::Path,
     batches: &mpsc::Sender<OtapBatch>,
-) -> anyhow::Result<()> {
-    let context = |e: &dyn std::fmt::Display| {
-        anyhow::anyhow!("source {name}: reading {}: {e}", path.display())
+) -> Result<(), GatewayError> {
+    let unreadable = |source| GatewayError::ReadInput {
+        source_name: name.to_string(),
+        path: path.to_path_buf(),
+        source,
     };
-    let file = std::fs::File::open(path).map_err(|e| context(&e))?;
+    let malformed = |source| GatewayError::DecodeInput {
+        source_name: name.to_string(),
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(unreadable)?;
     for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
-        let line = line.map_err(|e| context(&e))?;
+        let line = line.map_err(unreadable)?;
         if line.trim().is_empty() {
             continue;
         }
-        let (signal, bytes) = json::line_to_protobuf(&line, i + 1).map_err(|e| context(&e))?;
-        for batch in
-            penstock_engine::otlp::decode::decode(signal, &bytes).map_err(|e| context(&e))?
-        {
+        let (signal, bytes) = json::line_to_protobuf(&line, i + 1).map_err(malformed)?;
+        for batch in penstock_engine::otlp::decode::decode(signal, &bytes).map_err(malformed)? {
             if batches.blocking_send(batch).is_err() {
                 return Ok(());
             }

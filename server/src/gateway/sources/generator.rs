@@ -12,6 +12,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::gateway::delivery::DeliveryError;
+use crate::gateway::error::GatewayError;
 use crate::gateway::telemetry::Telemetry;
 use crate::gateway::worker::WorkerHandle;
 
@@ -68,7 +69,7 @@ pub async fn run(
     worker: WorkerHandle,
     mut shutdown: watch::Receiver<bool>,
     telemetry: Arc<Telemetry>,
-) -> anyhow::Result<u64> {
+) -> Result<u64, GatewayError> {
     let mut data = DataGen::new(share.seed);
     let mut made = 0u64;
     let mut in_flight = JoinSet::new();
@@ -93,7 +94,13 @@ pub async fn run(
             Signal::Traces => data.traces(n).encode_to_vec(),
             Signal::Metrics => data.metrics(n).encode_to_vec(),
         };
-        let batches = penstock_engine::otlp::decode::decode(share.signal, &bytes)?;
+        let batches =
+            penstock_engine::otlp::decode::decode(share.signal, &bytes).map_err(|source| {
+                GatewayError::Generate {
+                    source_name: share.name.clone(),
+                    source,
+                }
+            })?;
         made += n as u64;
         if let Some(flow) = telemetry.sources.get(&share.name) {
             flow.add(n, bytes.len());
@@ -116,12 +123,12 @@ pub async fn run(
     }
     failures.summary();
     // A run of a set number of records is a job: it fails when some were not delivered.
-    if share.records.is_some() && failures.count > 0 {
-        anyhow::bail!(
-            "source {}: {} batch(es) not delivered",
-            share.name,
-            failures.count
-        );
+    let undelivered = failures.count;
+    if share.records.is_some() && undelivered > 0 {
+        return Err(GatewayError::Undelivered {
+            source_name: share.name,
+            count: undelivered,
+        });
     }
     Ok(made)
 }
@@ -158,7 +165,12 @@ impl<'a> Failures<'a> {
         {
             let name = self.name;
             let since = self.count - self.reported;
-            eprintln!("source {name}: {since} batch(es) not delivered; the last: {error}");
+            tracing::warn!(
+                source = name,
+                undelivered = since,
+                last_error = %error,
+                "source {name}: {since} batch(es) not delivered"
+            );
             self.reported = self.count;
             self.last_report = Some(Instant::now());
         }
@@ -167,7 +179,11 @@ impl<'a> Failures<'a> {
     fn summary(&self) {
         if self.count > 0 {
             let (name, count) = (self.name, self.count);
-            eprintln!("source {name}: {count} batch(es) not delivered in all");
+            tracing::warn!(
+                source = name,
+                undelivered = count,
+                "source {name}: {count} batch(es) not delivered in all"
+            );
         }
     }
 }

@@ -20,11 +20,10 @@ use penstock_engine::Signal;
 use prost::Message;
 
 use super::listener::{
-    AdmissionError, DRAIN_TIMEOUT, Deadline, ExportError, RECEIVE_TIMEOUT, SourceContext, admit,
-    bearer_matches, discard_body, export_otlp, open, receive,
+    DRAIN_TIMEOUT, Deadline, ExportError, RECEIVE_TIMEOUT, SourceContext, admit, bearer_matches,
+    discard_body, export_otlp, open, receive,
 };
-use crate::gateway::delivery::DeliveryError;
-use crate::gateway::status::RpcStatus;
+use crate::gateway::status::{Fault, Refusal, RpcStatus};
 
 /// Serves one connection (HTTP/1.1 or HTTP/2, in the clear or over TLS) on the current
 /// worker.
@@ -76,20 +75,24 @@ impl Format {
     }
 }
 
-/// A refused request: HTTP status, gRPC code for the `google.rpc.Status` body, message.
+/// A refused request: why (which picks the HTTP status and the code of the
+/// `google.rpc.Status` body), and the body's message.
 #[derive(Debug)]
-struct Refusal {
-    http: StatusCode,
-    code: tonic::Code,
+struct Refused {
+    fault: Fault,
     message: String,
 }
 
-fn refuse(http: StatusCode, code: tonic::Code, message: impl Into<String>) -> Refusal {
-    Refusal {
-        http,
-        code,
+fn refuse(fault: Fault, message: impl Into<String>) -> Refused {
+    Refused {
+        fault,
         message: message.into(),
     }
+}
+
+/// The answer to an error that knows its fault.
+fn refused_for(error: &impl Refusal) -> Refused {
+    refuse(error.fault(), error.to_string())
 }
 
 async fn handle(request: Request<Incoming>, context: &SourceContext) -> Response<Full<Bytes>> {
@@ -125,8 +128,8 @@ fn ok(format: Format) -> Response<Full<Bytes>> {
     response
 }
 
-fn refused(format: Format, refusal: Refusal) -> Response<Full<Bytes>> {
-    let status = RpcStatus::new(refusal.code, refusal.message);
+fn refused(format: Format, refusal: Refused) -> Response<Full<Bytes>> {
+    let status = RpcStatus::new(refusal.fault.code(), refusal.message);
     let body = match format {
         Format::Protobuf => status.encode_to_vec(),
         Format::Json => serde_json::json!({"code": status.code, "message": status.message})
@@ -134,16 +137,13 @@ fn refused(format: Format, refusal: Refusal) -> Response<Full<Bytes>> {
             .into_bytes(),
     };
     let mut response = Response::new(Full::new(Bytes::from(body)));
-    *response.status_mut() = refusal.http;
+    *response.status_mut() = refusal.fault.http_status();
     let headers = response.headers_mut();
     headers.insert(
         CONTENT_TYPE,
         HeaderValue::from_static(format.content_type()),
     );
-    if matches!(
-        refusal.http,
-        StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
-    ) {
+    if refusal.fault.retry_after() {
         headers.insert("retry-after", HeaderValue::from_static("1"));
     }
     response
@@ -198,67 +198,31 @@ fn signal_of(path: &str) -> Option<Signal> {
     }
 }
 
-/// The answer to a request that was not admitted.
-fn refusal_of(e: &AdmissionError) -> Refusal {
-    match e {
-        AdmissionError::Full | AdmissionError::Busy => refuse(
-            StatusCode::TOO_MANY_REQUESTS,
-            tonic::Code::ResourceExhausted,
-            e.to_string(),
-        ),
-        AdmissionError::ShuttingDown => refuse(
-            StatusCode::SERVICE_UNAVAILABLE,
-            tonic::Code::Unavailable,
-            e.to_string(),
-        ),
-    }
-}
-
 /// Takes one export request through admission, decoding and the pipelines.
-async fn export(request: Request<Incoming>, context: &SourceContext) -> Result<Format, Refusal> {
+async fn export(request: Request<Incoming>, context: &SourceContext) -> Result<Format, Refused> {
     let Some(signal) = signal_of(request.uri().path()) else {
         let message = format!("no OTLP endpoint at {}", request.uri().path());
-        return Err(refuse(
-            StatusCode::NOT_FOUND,
-            tonic::Code::NotFound,
-            message,
-        ));
+        return Err(refuse(Fault::NotFound, message));
     };
     if request.method() != Method::POST {
         let message = "OTLP/HTTP exports are POST requests";
-        return Err(refuse(
-            StatusCode::METHOD_NOT_ALLOWED,
-            tonic::Code::Unimplemented,
-            message,
-        ));
+        return Err(refuse(Fault::Unimplemented, message));
     }
     let authorization = request.headers().get(http::header::AUTHORIZATION);
     let token = context.limits.auth_token.as_deref();
     if !bearer_matches(authorization.map(HeaderValue::as_bytes), token) {
         let message = "a valid bearer token is required";
-        return Err(refuse(
-            StatusCode::UNAUTHORIZED,
-            tonic::Code::Unauthenticated,
-            message,
-        ));
+        return Err(refuse(Fault::Unauthenticated, message));
     }
     let format = format_of(request.headers()).ok_or_else(|| {
         let message = "Content-Type must be application/x-protobuf or application/json";
-        refuse(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            tonic::Code::InvalidArgument,
-            message,
-        )
+        refuse(Fault::UnsupportedMediaType, message)
     })?;
     let encoding = Encoding::of(request.headers())?;
     let max = context.limits.max_message_bytes;
     let too_large = || {
         let message = format!("the request body exceeds {max} bytes");
-        refuse(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            tonic::Code::ResourceExhausted,
-            message,
-        )
+        refuse(Fault::TooLarge, message)
     };
     let declared = request
         .headers()
@@ -278,7 +242,7 @@ async fn export(request: Request<Incoming>, context: &SourceContext) -> Result<F
             if !may_wait {
                 discard_body(request.into_body(), max).await;
             }
-            return Err(refusal_of(&e));
+            return Err(refused_for(&e));
         }
     };
     let body = Limited::new(Deadline::new(request.into_body(), RECEIVE_TIMEOUT), max)
@@ -289,11 +253,7 @@ async fn export(request: Request<Incoming>, context: &SourceContext) -> Result<F
                 too_large()
             } else {
                 let message = format!("reading the request body: {e}");
-                refuse(
-                    StatusCode::BAD_REQUEST,
-                    tonic::Code::InvalidArgument,
-                    message,
-                )
+                refuse(Fault::Malformed, message)
             }
         })?
         .to_bytes();
@@ -301,16 +261,12 @@ async fn export(request: Request<Incoming>, context: &SourceContext) -> Result<F
         Inflate::TooLarge => too_large(),
         Inflate::Corrupt(e) => {
             let message = format!("cannot decompress the request body: {e}");
-            refuse(
-                StatusCode::BAD_REQUEST,
-                tonic::Code::InvalidArgument,
-                message,
-            )
+            refuse(Fault::Malformed, message)
         }
     })?;
     let _admitted = admit(context, body.len())
         .await
-        .map_err(|e| refusal_of(&e))?;
+        .map_err(|e| refused_for(&e))?;
     drop(receiving);
     let protobuf = match format {
         Format::Protobuf => body,
@@ -324,36 +280,14 @@ async fn export(request: Request<Incoming>, context: &SourceContext) -> Result<F
                     signal: signal.name(),
                     source,
                 };
-                return Err(malformed(&e));
+                return Err(refused_for(&e));
             }
         },
     };
     export_otlp(context, signal, &protobuf)
         .await
-        .map_err(|e| match &e {
-            ExportError::Malformed { .. } => malformed(&e),
-            ExportError::Delivery(d) => delivery_refusal(d),
-        })?;
+        .map_err(|e| refused_for(&e))?;
     Ok(format)
-}
-
-fn malformed(error: &ExportError) -> Refusal {
-    refuse(
-        StatusCode::BAD_REQUEST,
-        tonic::Code::InvalidArgument,
-        error.to_string(),
-    )
-}
-
-fn delivery_refusal(error: &DeliveryError) -> Refusal {
-    let status = error.to_status();
-    let http = match status.code() {
-        tonic::Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-        tonic::Code::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
-        tonic::Code::ResourceExhausted => StatusCode::TOO_MANY_REQUESTS,
-        _ => StatusCode::INTERNAL_SERVER_ERROR,
-    };
-    refuse(http, status.code(), status.message())
 }
 
 /// A request body's `Content-Encoding`.
@@ -369,7 +303,7 @@ enum Inflate {
 }
 
 impl Encoding {
-    fn of(headers: &HeaderMap) -> Result<Encoding, Refusal> {
+    fn of(headers: &HeaderMap) -> Result<Encoding, Refused> {
         let Some(value) = headers.get(CONTENT_ENCODING) else {
             return Ok(Encoding::Identity);
         };
@@ -378,8 +312,7 @@ impl Encoding {
             v if v.eq_ignore_ascii_case("gzip") => Ok(Encoding::Gzip),
             v if v.eq_ignore_ascii_case("zstd") => Ok(Encoding::Zstd),
             other => Err(refuse(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                tonic::Code::InvalidArgument,
+                Fault::UnsupportedMediaType,
                 format!("Content-Encoding '{other}' is not supported (gzip, zstd, identity)"),
             )),
         }

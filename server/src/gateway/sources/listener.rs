@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
-use anyhow::Context;
 use penstock_dialect::Source;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
+use crate::gateway::error::GatewayError;
 use crate::gateway::telemetry::Telemetry;
 use crate::gateway::worker::WorkerHandle;
 
@@ -138,17 +138,29 @@ pub async fn open(stream: std::net::TcpStream, context: &SourceContext) -> Optio
     }
 }
 
-/// Binds the source's listener.
-pub async fn bind(source: &Source) -> anyhow::Result<tokio::net::TcpListener> {
+/// Binds the source's listener; returns it with the address it listens on.
+pub async fn bind(source: &Source) -> Result<(tokio::net::TcpListener, SocketAddr), GatewayError> {
     let listen = source.options.str("listen").unwrap_or_default();
     let addr: SocketAddr = tokio::net::lookup_host(listen)
         .await
-        .with_context(|| format!("source {}: resolving '{listen}'", source.name))?
+        .map_err(|e| GatewayError::Resolve {
+            source_name: source.name.clone(),
+            listen: listen.to_string(),
+            source: e,
+        })?
         .next()
-        .with_context(|| format!("source {}: '{listen}' resolves to nothing", source.name))?;
-    tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("source {}: listening on {addr}", source.name))
+        .ok_or_else(|| GatewayError::NoAddress {
+            source_name: source.name.clone(),
+            listen: listen.to_string(),
+        })?;
+    let failed = |e| GatewayError::Listen {
+        source_name: source.name.clone(),
+        address: addr,
+        source: e,
+    };
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(failed)?;
+    let local = listener.local_addr().map_err(failed)?;
+    Ok((listener, local))
 }
 
 /// Accepts connections until shutdown and hands them to the workers in turn. Past the
@@ -165,6 +177,7 @@ pub async fn accept<F>(
     let Some(first) = contexts.first() else {
         return;
     };
+    let source = first.name.clone();
     let connections = Arc::new(Semaphore::new(first.limits.max_connections));
     let telemetry = Arc::clone(&first.telemetry);
     let mut next = 0;
@@ -177,13 +190,21 @@ pub async fn accept<F>(
             Ok(s) => s,
             Err(e) => {
                 // Out of file descriptors and the like: back off, keep serving.
-                eprintln!("accepting a connection: {e}");
+                tracing::warn!(
+                    source = %source,
+                    error = %e,
+                    "source {source}: accepting a connection failed"
+                );
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
         };
         let Ok(permit) = Arc::clone(&connections).try_acquire_owned() else {
             telemetry.connections_refused.fetch_add(1, Relaxed);
+            tracing::debug!(
+                source = %source,
+                "source {source}: a connection past max_connections was closed"
+            );
             drop(stream);
             continue;
         };
@@ -252,20 +273,6 @@ pub enum AdmissionError {
     /// The gateway is stopping.
     #[error("shutting down")]
     ShuttingDown,
-}
-
-impl AdmissionError {
-    /// As a gRPC status (both are worth retrying).
-    pub fn to_status(&self) -> tonic::Status {
-        match self {
-            AdmissionError::Full | AdmissionError::Busy => crate::gateway::status::retry_later(
-                tonic::Code::ResourceExhausted,
-                self.to_string(),
-                crate::gateway::status::RETRY_DELAY,
-            ),
-            AdmissionError::ShuttingDown => tonic::Status::unavailable(self.to_string()),
-        }
-    }
 }
 
 /// Takes a place among the OTLP requests being received, to be held until the request's bytes

@@ -1,8 +1,11 @@
-//! Sources: where batches come from (gRPC listener, generator, file) and how they reach a
-//! worker's pipelines.
+//! Sources: where batches come from (gRPC and HTTP listeners, generator, file), how they
+//! reach a worker's pipelines, and how a program's sources are started ([`start`]).
 
 pub mod file;
 pub mod generator;
 pub mod grpc;
 pub mod http;
 pub mod listener;
+mod start;
+
+pub use start::{SourceSetup, Started, start};

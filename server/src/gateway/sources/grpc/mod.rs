@@ -3,7 +3,7 @@
 //! `ArrowMetricsService` streams). Connections are spread over the workers; each is served
 //! start to finish by its worker's runtime.
 
-mod headers;
+pub mod headers;
 mod otap;
 mod otlp;
 mod service;

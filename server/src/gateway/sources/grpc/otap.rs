@@ -23,6 +23,7 @@ use tonic::{Request, Response, Status, Streaming};
 use super::headers::HeaderDecoder;
 use crate::gateway::delivery::DeliveryError;
 use crate::gateway::sources::listener::{Admitted, SourceContext, admit, bearer_matches};
+use crate::gateway::status::{Fault, Refusal};
 
 /// Batches of one stream in the pipelines at once.
 const IN_FLIGHT_PER_STREAM: usize = 32;
@@ -49,7 +50,7 @@ impl tonic::server::StreamingService<BatchArrowRecords> for OtapStream {
         Box::pin(async move {
             let slot = Arc::clone(&context.streams)
                 .try_acquire_owned()
-                .map_err(|_| Status::resource_exhausted("too many OTAP streams"))?;
+                .map_err(|_| Fault::LimitReached.to_status("too many OTAP streams"))?;
             let (statuses, stream) = mpsc::channel(IN_FLIGHT_PER_STREAM);
             context.telemetry.otap_streams.fetch_add(1, Relaxed);
             tokio::spawn(async move {
@@ -72,19 +73,15 @@ fn status(batch_id: i64, code: StatusCode, message: String) -> BatchStatus {
     }
 }
 
+/// The status of batch `batch_id` refused for `fault`.
+fn refusal(batch_id: i64, fault: Fault, message: String) -> BatchStatus {
+    status(batch_id, fault.batch_code(), message)
+}
+
 fn status_of(batch_id: i64, outcome: Result<(), DeliveryError>) -> BatchStatus {
     match outcome {
         Ok(()) => status(batch_id, StatusCode::Ok, String::new()),
-        Err(e) => {
-            let code = match &e {
-                DeliveryError::Sink {
-                    retryable: true, ..
-                }
-                | DeliveryError::ShuttingDown => StatusCode::Unavailable,
-                _ => StatusCode::Internal,
-            };
-            status(batch_id, code, e.to_string())
-        }
+        Err(e) => refusal(batch_id, e.fault(), e.to_string()),
     }
 }
 
@@ -98,12 +95,12 @@ fn check_headers(
     let id = records.batch_id;
     let decoded = headers
         .decode(&records.headers)
-        .map_err(|e| status(id, StatusCode::InvalidArgument, e.to_string()))?;
+        .map_err(|e| refusal(id, e.fault(), e.to_string()))?;
     if stream_authenticated || bearer_matches(decoded.get("authorization"), token) {
         return Ok(());
     }
     let message = "a valid bearer token is required".to_string();
-    Err(status(id, StatusCode::Unauthenticated, message))
+    Err(refusal(id, Fault::Unauthenticated, message))
 }
 
 /// Admits `bytes` for batch `id`, or tells the sender it was refused.
@@ -116,8 +113,9 @@ async fn admit_or_refuse(
     match admit(context, bytes).await {
         Ok(admitted) => Some(admitted),
         Err(e) => {
-            let refusal = status(id, StatusCode::ResourceExhausted, e.to_string());
-            let _ = statuses.send(Ok(refusal)).await;
+            let _ = statuses
+                .send(Ok(refusal(id, e.fault(), e.to_string())))
+                .await;
             None
         }
     }
@@ -175,7 +173,7 @@ async fn serve_stream(
                 }
                 let message = format!("cannot decode OTAP {} batch: {e}", signal.name());
                 let _ = statuses
-                    .send(Ok(status(id, StatusCode::InvalidArgument, message)))
+                    .send(Ok(refusal(id, Fault::Malformed, message)))
                     .await;
                 break;
             }
@@ -209,7 +207,7 @@ async fn serve_stream(
                 context.limits.max_stream_memory_bytes
             );
             let _ = statuses
-                .send(Ok(status(id, StatusCode::ResourceExhausted, message)))
+                .send(Ok(refusal(id, Fault::LimitReached, message)))
                 .await;
             break;
         }

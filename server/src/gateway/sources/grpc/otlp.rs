@@ -10,9 +10,8 @@ use penstock_engine::Signal;
 use tonic::{Request, Response, Status};
 
 use crate::gateway::sinks::ExportResponse;
-use crate::gateway::sources::listener::{
-    ExportError, Receiving, SourceContext, admit, export_otlp,
-};
+use crate::gateway::sources::listener::{Receiving, SourceContext, admit, export_otlp};
+use crate::gateway::status::Refusal;
 
 /// The Export method of one signal, for one request.
 pub struct OtlpExport {
@@ -38,10 +37,7 @@ impl tonic::server::UnaryService<Bytes> for OtlpExport {
             drop(receiving);
             export_otlp(&context, signal, &bytes)
                 .await
-                .map_err(|e| match e {
-                    ExportError::Malformed { .. } => Status::invalid_argument(e.to_string()),
-                    ExportError::Delivery(d) => d.to_status(),
-                })?;
+                .map_err(|e| e.to_status())?;
             Ok(Response::new(ExportResponse::default()))
         })
     }

@@ -17,6 +17,7 @@ use super::otlp::OtlpExport;
 use crate::gateway::sources::listener::{
     Deadline, RECEIVE_TIMEOUT, SourceContext, bearer_matches, discard_body, receive,
 };
+use crate::gateway::status::{Fault, Refusal};
 
 /// The gRPC service of one connection.
 #[derive(Debug, Clone)]
@@ -92,7 +93,8 @@ impl hyper::service::Service<Request<Incoming>> for GrpcService {
         let max = context.limits.max_message_bytes;
         match route(request.uri().path()) {
             Some(Route::Otlp(_)) if !authenticated => Box::pin(async move {
-                Ok(tonic::Status::unauthenticated("a valid bearer token is required").into_http())
+                let refusal = Fault::Unauthenticated.to_status("a valid bearer token is required");
+                Ok(refusal.into_http())
             }),
             Some(Route::Otlp(signal)) => Box::pin(async move {
                 // The body is received, inflated and decoded only with a place among the
@@ -141,7 +143,9 @@ impl hyper::service::Service<Request<Incoming>> for GrpcService {
             None => {
                 let path = request.uri().path().to_string();
                 Box::pin(async move {
-                    Ok(tonic::Status::unimplemented(format!("no method {path}")).into_http())
+                    Ok(Fault::Unimplemented
+                        .to_status(format!("no method {path}"))
+                        .into_http())
                 })
             }
         }

@@ -1,0 +1,45 @@
+//! The program the gateway runs: pipeline files read, checked together and compiled, and the
+//! paths their options name.
+
+use std::path::{Path, PathBuf};
+
+use penstock_dialect::{Program, check_sources};
+use penstock_pipeline::Pipeline;
+
+use super::error::GatewayError;
+
+/// Reads, checks and compiles pipeline files (checked together: a pipeline may use a source
+/// or sink of another file).
+pub fn load(files: &[PathBuf]) -> Result<(Program, Vec<Pipeline>), GatewayError> {
+    let texts = files
+        .iter()
+        .map(|path| {
+            std::fs::read_to_string(path)
+                .map(|text| (path.display().to_string(), text))
+                .map_err(|source| GatewayError::ReadProgram {
+                    path: path.clone(),
+                    source,
+                })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let named: Vec<(&str, &str)> = texts
+        .iter()
+        .map(|(file, text)| (file.as_str(), text.as_str()))
+        .collect();
+    let program = check_sources(&named)?;
+    let pipelines = Pipeline::compile_all(&program)?;
+    Ok((program, pipelines))
+}
+
+/// `path` relative to the directory of `base` (a pipeline file) when it is relative and not
+/// found from the working directory.
+pub fn resolve_path(base: &Path, path: &str) -> PathBuf {
+    let direct = PathBuf::from(path);
+    if direct.is_absolute() || direct.exists() {
+        return direct;
+    }
+    match base.parent() {
+        Some(dir) if dir.join(path).exists() => dir.join(path),
+        _ => direct,
+    }
+}

@@ -1,0 +1,125 @@
+//! `penstock run`: starting the gateway (shared sinks, workers, sources, admin endpoint,
+//! reloads), running it until it stops, and draining it.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use penstock_dialect::Program;
+use tokio::sync::watch;
+
+use super::admin::{self, Admin};
+use super::drain::InFlight;
+use super::error::GatewayError;
+use super::program::load;
+use super::telemetry::{Running, Telemetry};
+use super::worker::{self, PoolSetup};
+use super::{reload, sinks, sources, summary};
+
+/// How to run the gateway.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Pipeline files.
+    pub files: Vec<PathBuf>,
+    /// Worker threads.
+    pub workers: usize,
+    /// Where to serve `/metrics`, `/healthz`, `/pipelines`.
+    pub admin_listen: Option<SocketAddr>,
+    /// How long the drain after a signal may take before the gateway exits anyway.
+    pub drain_timeout: std::time::Duration,
+}
+
+/// Runs the gateway until its finite sources are done (when it has only GENERATOR sources
+/// with a record count and FILE sources) or until SIGTERM / Ctrl-C; then drains: stops
+/// accepting, acknowledges or refuses everything in flight, and returns.
+pub fn run(options: RunOptions) -> Result<(), GatewayError> {
+    let (program, pipelines) = load(&options.files)?;
+    let workers = options.workers.max(1);
+    let program = Arc::new(program);
+    let running = Arc::new(Running::new(Arc::clone(&program), &pipelines, workers, 0));
+    drop(pipelines);
+    let telemetry = Arc::new(Telemetry::new(&program));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|source| GatewayError::Start {
+            what: "the main runtime".to_string(),
+            source,
+        })?;
+    let result = runtime.block_on(serve(options, workers, program, running, telemetry));
+    // A drain cut short leaves worker threads behind: do not wait for them.
+    runtime.shutdown_background();
+    result
+}
+
+async fn serve(
+    options: RunOptions,
+    workers: usize,
+    program: Arc<Program>,
+    running: Arc<Running>,
+    telemetry: Arc<Telemetry>,
+) -> Result<(), GatewayError> {
+    let base = options.files.first().cloned().unwrap_or_default();
+    let mut shared = HashMap::new();
+    let mut shared_tasks = Vec::new();
+    for sink in &program.sinks {
+        if let Some(task) = sinks::start_shared(sink, &base, &telemetry)? {
+            shared.insert(sink.name.clone(), task.queue);
+            shared_tasks.push(task.task);
+        }
+    }
+    // Registered before the gateway announces itself, so an early SIGHUP is not fatal.
+    #[cfg(unix)]
+    let hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).map_err(
+        |source| GatewayError::Signal {
+            signal: "SIGHUP",
+            source,
+        },
+    )?;
+    let (publish, running) = watch::channel(running);
+    let (stop, shutdown) = watch::channel(false);
+    let pool = worker::start_pool(
+        workers,
+        PoolSetup {
+            running: running.clone(),
+            shared,
+            telemetry: Arc::clone(&telemetry),
+            base: base.clone(),
+            draining: shutdown.clone(),
+        },
+    )?;
+    let setup = sources::SourceSetup {
+        workers: &pool,
+        base: &base,
+        telemetry: &telemetry,
+        shutdown: &shutdown,
+    };
+    let started = sources::start(&program, &setup).await?;
+    if let Some(address) = options.admin_listen {
+        let admin = Admin {
+            telemetry: Arc::clone(&telemetry),
+            running: running.clone(),
+            workers,
+        };
+        admin::start(address, admin, shutdown.clone()).await?;
+    }
+    let reloader = reload::Reloader {
+        files: options.files.clone(),
+        workers,
+        publish,
+        telemetry: Arc::clone(&telemetry),
+    };
+    #[cfg(unix)]
+    let reloads = tokio::spawn(reloader.run(hangup));
+    #[cfg(not(unix))]
+    drop(reloader);
+    let mut in_flight = InFlight::new(started, pool, shared_tasks);
+    in_flight.until_stopped().await;
+    let _ = stop.send(true);
+    #[cfg(unix)]
+    reloads.abort();
+    let drained = in_flight.drain(options.drain_timeout, &telemetry).await;
+    summary::print(&telemetry, &running.borrow());
+    drained
+}
