@@ -95,10 +95,11 @@ fn check(sql: &str) -> Result<CheckedQuery> {
         ));
     };
     let Statement::Query(query) = statement else {
-        return Err(refused(
-            &statement.to_string(),
-            Location::of(statement.span()),
-        ));
+        let at = match Location::of(statement.span()) {
+            Location { line: 0, .. } => Location { line: 1, column: 1 },
+            at => at,
+        };
+        return Err(refused(&statement.to_string(), at));
     };
     check_select(query)
 }

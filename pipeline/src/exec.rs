@@ -153,24 +153,30 @@ impl Pipeline {
     /// A statement that fails fails the batch: the error names the statement's
     /// `file:line:column`, and the statement counts it in [`StepStats::errors`].
     pub fn run(&mut self, batch: OtapBatch) -> Result<RunOutput> {
+        self.run_at(batch, SystemTime::now())
+    }
+
+    /// Runs every step on `batch` as if it arrived at `now` (the arrival time aggregations
+    /// without a time key window rows by). See [`Pipeline::run`].
+    pub fn run_at(&mut self, batch: OtapBatch, now: SystemTime) -> Result<RunOutput> {
         let mut at = 0;
-        self.run_steps(batch, &mut at).map_err(|source| {
-            let Some(failed) = self.steps.get_mut(at) else {
-                return source;
-            };
-            failed.stats.errors += 1;
-            PipelineError::Statement {
-                origin: failed.step.origin.to_string(),
-                sql: failed.step.sql.clone(),
-                source: Box::new(source),
-            }
-        })
+        self.run_steps(batch, nanos_since_epoch(now), &mut at)
+            .map_err(|source| {
+                let Some(failed) = self.steps.get_mut(at) else {
+                    return source;
+                };
+                failed.stats.errors += 1;
+                PipelineError::Statement {
+                    origin: failed.step.origin.to_string(),
+                    sql: failed.step.sql.clone(),
+                    source: Box::new(source),
+                }
+            })
     }
 
     /// Runs the steps; `at` follows the step running.
-    fn run_steps(&mut self, batch: OtapBatch, at: &mut usize) -> Result<RunOutput> {
+    fn run_steps(&mut self, batch: OtapBatch, now: u64, at: &mut usize) -> Result<RunOutput> {
         let mut batch = batch;
-        let now = nanos_since_epoch(SystemTime::now());
         let mut out = RunOutput::default();
         let mut routing = Routing::default();
         for (index, compiled) in self.steps.iter_mut().enumerate() {

@@ -9,12 +9,20 @@ use penstock_engine::otlp::json;
 use penstock_pipeline::Pipeline;
 use serde_json::{Value, json};
 
+/// When every record happened: a minute boundary, 2025-06-15T15:06:00Z.
+const T0: u64 = 1_749_999_960_000_000_000;
+
+/// The time key that puts every record in one window, whenever the test runs (windows by
+/// arrival could split at a boundary between two batches).
+const MINUTE: &str = "date_bin(INTERVAL '1 minute', time_unix_nano) AS time";
+
 /// One logs batch with a record per (severity text, user, bytes).
 fn logs(records: &[(&str, &str, i64)]) -> OtapBatch {
     let records: Vec<Value> = records
         .iter()
         .map(|(level, user, bytes)| {
             json!({
+                "timeUnixNano": T0.to_string(),
                 "severityText": level,
                 "attributes": [
                     {"key": "user", "value": {"stringValue": user}},
@@ -99,7 +107,10 @@ fn integer_sums_are_exact_past_two_to_the_53() {
 #[test]
 fn an_integer_sum_past_i64_is_sent_as_a_double_not_wrapped() {
     let metrics = aggregate(
-        "INSERT INTO out SELECT sum(CAST(attributes['bytes'] AS BIGINT)) AS total FROM logs;",
+        &format!(
+            "INSERT INTO out SELECT {MINUTE}, sum(CAST(attributes['bytes'] AS BIGINT)) AS total \
+             FROM logs GROUP BY time;"
+        ),
         vec![logs(&[("INFO", "a", i64::MAX), ("INFO", "b", i64::MAX)])],
     );
     let (value, _) = points(&metrics, "total").remove(0);
@@ -109,9 +120,11 @@ fn an_integer_sum_past_i64_is_sent_as_a_double_not_wrapped() {
 #[test]
 fn min_and_max_of_text_become_attributes_of_the_groups_points() {
     let metrics = aggregate(
-        "INSERT INTO out SELECT attributes['user'] AS user, count(*) AS n, \
-         min(severity_text) AS first_level, max(severity_text) AS last_level \
-         FROM logs GROUP BY user;",
+        &format!(
+            "INSERT INTO out SELECT {MINUTE}, attributes['user'] AS user, count(*) AS n, \
+             min(severity_text) AS first_level, max(severity_text) AS last_level \
+             FROM logs GROUP BY time, user;"
+        ),
         vec![logs(&[
             ("WARN", "ann", 1),
             ("ERROR", "ann", 1),
@@ -158,7 +171,10 @@ fn min_and_max_of_text_become_attributes_of_the_groups_points() {
 
 #[test]
 fn distinct_counts_are_exact_across_batches_and_workers() {
-    let statement = "INSERT INTO out SELECT count(DISTINCT attributes['user']) AS users FROM logs;";
+    let statement = &format!(
+        "INSERT INTO out SELECT {MINUTE}, count(DISTINCT attributes['user']) AS users \
+         FROM logs GROUP BY time;"
+    );
     let users: Vec<String> = (0..5000).map(|i| format!("user-{i}")).collect();
     let records = |range: std::ops::Range<usize>| -> OtapBatch {
         let rows: Vec<(&str, &str, i64)> = range.map(|i| ("INFO", users[i].as_str(), 1)).collect();

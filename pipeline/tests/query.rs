@@ -232,3 +232,18 @@ mod recent {
         assert!(ring.batches(Some("elsewhere")).is_empty());
     }
 }
+
+#[test]
+fn the_documented_examples_run() {
+    for sql in [
+        "SELECT resource.attributes['service.name'] AS svc, count(*) AS errors \
+         FROM logs WHERE attributes['http.response.status_code'] >= 500 \
+         GROUP BY svc ORDER BY errors DESC LIMIT 10",
+        "SELECT name, approx_percentile_cont(duration_nanos, 0.99) / 1e6 AS p99_ms \
+         FROM recent.spans GROUP BY name ORDER BY p99_ms DESC",
+        "SELECT severity_text, body, attributes['error.type'] FROM live.backend.logs LIMIT 20",
+    ] {
+        let result = run(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+        assert!(rows(&result) > 0, "{sql}");
+    }
+}

@@ -7,6 +7,8 @@
 //!   reloads on SIGHUP and the drain after SIGTERM are how it is operated. It loads and
 //!   compiles pipeline files itself ([`gateway::program`]), reports while it runs through
 //!   `tracing` events, and fails with [`gateway::GatewayError`].
+//! - [`query`]: live SQL over the running gateway (Arrow Flight SQL on `--query-listen`) and
+//!   the taps on the data path it reads.
 //! - [`cli`]: the other commands (`penstock check`, `penstock replay`, `penstock loadgen`) and
 //!   how `penstock run` sets up its log output.
 //!
@@ -18,3 +20,4 @@
 
 pub mod cli;
 pub mod gateway;
+pub mod query;

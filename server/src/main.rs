@@ -2,7 +2,8 @@
 //!
 //! `penstock check` validates pipeline files (and `--explain`s their plans); `penstock replay`
 //! runs them offline over OTLP JSON input; `penstock run` is the gateway; `penstock loadgen`
-//! sends telemetry to a gateway and measures it. This file parses the arguments and
+//! sends telemetry to a gateway and measures it; `penstock query` runs SQL on a running
+//! gateway's query service. This file parses the arguments and
 //! dispatches to `penstock_server`, which does the work.
 
 use std::path::PathBuf;
@@ -70,6 +71,36 @@ enum Command {
         /// or `json` lines (RUST_LOG picks the events; default `info`).
         #[arg(long, value_enum, default_value_t = LogFormat::Text)]
         log_format: LogFormat,
+        /// Serve live SQL queries (Arrow Flight SQL) on this address.
+        #[arg(long)]
+        query_listen: Option<std::net::SocketAddr>,
+        /// Bytes of recent batches kept for `recent.*` queries (with --query-listen).
+        #[arg(long, default_value_t = 64 << 20)]
+        recent_bytes: usize,
+        /// Bytes of memory each query may use.
+        #[arg(long, default_value_t = 256 << 20)]
+        query_memory: usize,
+        /// Queries running at once; more are refused with RESOURCE_EXHAUSTED.
+        #[arg(long, default_value_t = 8)]
+        query_max: usize,
+        /// The longest a live query may read (its own time comes from the x-penstock-for
+        /// call header, default 10s).
+        #[arg(long, default_value = "5m", value_parser = parse_drain_timeout)]
+        query_max_for: std::time::Duration,
+    },
+    /// Run one SQL query on a gateway's query service and print the rows.
+    Query {
+        /// The query service, http://host:port.
+        #[arg(long, default_value = "http://127.0.0.1:4320")]
+        endpoint: String,
+        /// How long a live query reads (e.g. 30s; default: the gateway's, 10s).
+        #[arg(long = "for", value_parser = parse_drain_timeout)]
+        duration: Option<std::time::Duration>,
+        /// How to print the rows.
+        #[arg(long, value_enum, default_value_t = cli::query::Format::Table)]
+        format: cli::query::Format,
+        /// The query, e.g. "SELECT severity_text, count(*) FROM logs GROUP BY 1".
+        sql: String,
     },
     /// Send realistic telemetry to a gateway and report throughput, errors and latency.
     Loadgen {
@@ -140,7 +171,19 @@ fn main() -> ExitCode {
             admin_listen,
             drain_timeout,
             log_format,
+            query_listen,
+            recent_bytes,
+            query_memory,
+            query_max,
+            query_max_for,
         } => logging::init(log_format).and_then(|()| {
+            let query = query_listen.map(|listen| penstock_server::query::QueryOptions {
+                recent_bytes,
+                memory_bytes: query_memory,
+                max_queries: query_max.max(1),
+                max_for: query_max_for,
+                ..penstock_server::query::QueryOptions::on(listen)
+            });
             let options = gateway::RunOptions {
                 files,
                 workers: workers.unwrap_or_else(|| {
@@ -148,8 +191,20 @@ fn main() -> ExitCode {
                 }),
                 admin_listen,
                 drain_timeout,
+                query,
             };
             Ok(gateway::run(options)?)
+        }),
+        Command::Query {
+            endpoint,
+            duration,
+            format,
+            sql,
+        } => cli::query::run(cli::query::QueryArgs {
+            endpoint,
+            duration,
+            format,
+            sql,
         }),
         Command::Loadgen {
             endpoint,

@@ -14,10 +14,12 @@ use std::sync::Arc;
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use datafusion::datasource::TableProvider;
+use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::memory_pool::FairSpillPool;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
-use datafusion::execution::{SendableRecordBatchStream, SessionStateBuilder};
 use datafusion::prelude::{SQLOptions, SessionConfig, SessionContext};
+use futures::TryStreamExt;
+use futures::stream::BoxStream;
 use penstock_dialect::query::{CheckedQuery, ROWS_TABLE};
 use penstock_engine::OtapBatch;
 
@@ -40,6 +42,9 @@ impl Default for QueryLimits {
     }
 }
 
+/// A query's result as it comes.
+pub type RowStream = BoxStream<'static, Result<RecordBatch>>;
+
 /// The rows a query reads.
 pub enum QueryInput {
     /// Batches at hand (`recent.*`): the query answers at once.
@@ -57,7 +62,7 @@ pub async fn execute_query(
     query: &CheckedQuery,
     input: QueryInput,
     limits: QueryLimits,
-) -> Result<(SchemaRef, SendableRecordBatchStream)> {
+) -> Result<(SchemaRef, RowStream)> {
     let context = session(limits)?;
     let table: Arc<dyn TableProvider> = match input {
         QueryInput::Batches(batches) => {
@@ -80,7 +85,7 @@ pub async fn execute_query(
         .map_err(query_error)?;
     let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
     let stream = frame.execute_stream().await.map_err(query_error)?;
-    Ok((schema, stream))
+    Ok((schema, Box::pin(stream.map_err(query_error))))
 }
 
 /// Runs `query` over `batches` (the batches of other signals are skipped) and returns its
@@ -91,9 +96,7 @@ pub async fn run_query(
     limits: QueryLimits,
 ) -> Result<(SchemaRef, Vec<RecordBatch>)> {
     let (schema, stream) = execute_query(query, QueryInput::Batches(batches), limits).await?;
-    let batches = datafusion::physical_plan::common::collect(stream)
-        .await
-        .map_err(query_error)?;
+    let batches = stream.try_collect().await?;
     Ok((schema, batches))
 }
 

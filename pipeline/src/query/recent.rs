@@ -83,6 +83,11 @@ impl Recent {
             .collect()
     }
 
+    /// The most bytes it holds.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
     /// Bytes held.
     pub fn bytes(&self) -> usize {
         self.ring.lock().map_or(0, |r| r.1)

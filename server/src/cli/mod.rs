@@ -1,8 +1,10 @@
 //! The command-line side of `penstock`: the offline commands (`check`, `replay`), the load
-//! generator (`loadgen`) and how `run` reports while the gateway runs (`logging`). Commands
+//! generator (`loadgen`), the query client (`query`) and how `run` reports while the gateway
+//! runs (`logging`). Commands
 //! use the gateway; the gateway never uses them.
 
 pub mod check;
 pub mod loadgen;
 pub mod logging;
+pub mod query;
 pub mod replay;

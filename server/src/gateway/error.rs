@@ -88,6 +88,14 @@ pub enum GatewayError {
         /// Why.
         source: std::io::Error,
     },
+    /// The query service could not listen.
+    #[error("query service on {address}")]
+    QueryListen {
+        /// The address it was to listen on.
+        address: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
     /// The admin endpoint could not listen.
     #[error("admin endpoint on {address}")]
     AdminListen {

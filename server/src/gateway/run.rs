@@ -16,6 +16,8 @@ use super::program::load;
 use super::telemetry::{Running, Telemetry};
 use super::worker::{self, PoolSetup};
 use super::{reload, sinks, sources, summary};
+use crate::query::QueryOptions;
+use crate::query::taps::Taps;
 
 /// How to run the gateway.
 #[derive(Debug, Clone)]
@@ -28,6 +30,8 @@ pub struct RunOptions {
     pub admin_listen: Option<SocketAddr>,
     /// How long the drain after a signal may take before the gateway exits anyway.
     pub drain_timeout: std::time::Duration,
+    /// The query service, if it runs.
+    pub query: Option<QueryOptions>,
 }
 
 /// Runs the gateway until its finite sources are done (when it has only GENERATOR sources
@@ -39,7 +43,10 @@ pub fn run(options: RunOptions) -> Result<(), GatewayError> {
     let program = Arc::new(program);
     let running = Arc::new(Running::new(Arc::clone(&program), &pipelines, workers, 0));
     drop(pipelines);
-    let telemetry = Arc::new(Telemetry::new(&program));
+    let recent_bytes = options.query.as_ref().map_or(0, |q| q.recent_bytes);
+    let sources = program.sources.iter().map(|s| s.name.clone()).collect();
+    let taps = Arc::new(Taps::new(sources, recent_bytes));
+    let telemetry = Arc::new(Telemetry::new(&program, taps));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -103,6 +110,21 @@ async fn serve(
             workers,
         };
         admin::start(address, admin, shutdown.clone()).await?;
+    }
+    if let Some(query) = options.query.clone() {
+        let streams = program
+            .sources
+            .iter()
+            .map(|s| s.name.clone())
+            .chain(program.sinks.iter().map(|s| s.name.clone()))
+            .collect();
+        crate::query::start(
+            query,
+            Arc::clone(&telemetry.taps),
+            streams,
+            shutdown.clone(),
+        )
+        .await?;
     }
     let reloader = reload::Reloader {
         files: options.files.clone(),

@@ -1,5 +1,6 @@
 //! The gateway's own counters, exported by the admin endpoint as Prometheus text.
 
+use crate::query::taps::Taps;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::Arc;
@@ -192,13 +193,16 @@ pub struct Telemetry {
     pub receiving_requests: AtomicU64,
     /// Reloads of the pipeline files: accepted, refused.
     pub reloads: [AtomicU64; 2],
+    /// Where queries see the batches going through.
+    pub taps: Arc<Taps>,
 }
 
 impl Telemetry {
     /// Counters for the sources and sinks of `program` (pipeline counters live in
     /// [`Running`], replaced on reload).
-    pub fn new(program: &Program) -> Self {
+    pub fn new(program: &Program, taps: Arc<Taps>) -> Self {
         Telemetry {
+            taps,
             sources: program
                 .sources
                 .iter()

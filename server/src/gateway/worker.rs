@@ -344,6 +344,7 @@ async fn run_jobs(
             },
         };
         telemetry.queued_batches.fetch_sub(1, Relaxed);
+        telemetry.taps.source(job.source, &job.batch);
         while waiting.try_join_next().is_some() {}
         let mut acks = Vec::new();
         let mut failure = None;
@@ -367,6 +368,7 @@ async fn run_jobs(
                         let Some(queue) = sinks.get(&sink) else {
                             continue;
                         };
+                        telemetry.taps.sink(&sink, &batch);
                         let (ack, done) = oneshot::channel();
                         match queue.send(Delivery { batch, ack }).await {
                             Ok(()) => acks.push(done),

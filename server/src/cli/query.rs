@@ -1,0 +1,207 @@
+//! `penstock query`: runs one SQL query on a gateway's query service (Arrow Flight SQL) and
+//! prints the rows as a table, JSON lines or CSV.
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use arrow::array::{Array, RecordBatch};
+use arrow::datatypes::DataType;
+use arrow::util::display::{ArrayFormatter, FormatOptions};
+use arrow_flight::sql::client::FlightSqlServiceClient;
+use futures::TryStreamExt;
+
+use crate::query::service::FOR_HEADER;
+
+/// How rows are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// An aligned table with the row count and elapsed time.
+    Table,
+    /// One JSON object per row.
+    Json,
+    /// Comma-separated values with a header line.
+    Csv,
+}
+
+/// What to run and where.
+#[derive(Debug, Clone)]
+pub struct QueryArgs {
+    /// The query service, http://host:port.
+    pub endpoint: String,
+    /// How long a live query reads.
+    pub duration: Option<Duration>,
+    /// How to print the rows.
+    pub format: Format,
+    /// The query.
+    pub sql: String,
+}
+
+/// Runs the query and prints its rows on standard output.
+pub fn run(args: QueryArgs) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting a runtime")?;
+    runtime.block_on(query(args))
+}
+
+async fn query(args: QueryArgs) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let channel = tonic::transport::Endpoint::from_shared(args.endpoint.clone())
+        .with_context(|| format!("endpoint '{}'", args.endpoint))?
+        .connect()
+        .await
+        .with_context(|| format!("connecting to {}", args.endpoint))?;
+    let mut client = FlightSqlServiceClient::new(channel);
+    if let Some(duration) = args.duration {
+        client.set_header(FOR_HEADER, format!("{}ms", duration.as_millis()));
+    }
+    let info = client
+        .execute(args.sql.clone(), None)
+        .await
+        .map_err(|e| anyhow::anyhow!("{}", flight_message(e)))?;
+    let mut batches = Vec::new();
+    for endpoint in info.endpoint {
+        let Some(ticket) = endpoint.ticket else {
+            continue;
+        };
+        let stream = client
+            .do_get(ticket)
+            .await
+            .map_err(|e| anyhow::anyhow!("{}", flight_message(e)))?;
+        let mut stream = stream.map_err(flight_message);
+        while let Some(batch) = stream.try_next().await.map_err(|e| anyhow::anyhow!(e))? {
+            if args.format != Format::Table {
+                print_batch(&batch, args.format, batches.is_empty())?;
+            }
+            batches.push(batch);
+        }
+    }
+    if args.format == Format::Table {
+        print!("{}", table(&batches)?);
+        let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+        println!(
+            "({rows} row{}, {:.2} s)",
+            if rows == 1 { "" } else { "s" },
+            started.elapsed().as_secs_f64()
+        );
+    }
+    Ok(())
+}
+
+/// The message of a Flight error: the server's status message when there is one.
+fn flight_message(e: arrow_flight::error::FlightError) -> String {
+    match e {
+        arrow_flight::error::FlightError::Tonic(status) => status.message().to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// Every cell of `batch` as text, column by column.
+fn cells(batch: &RecordBatch) -> anyhow::Result<Vec<Vec<String>>> {
+    let options = FormatOptions::default().with_null("NULL");
+    batch
+        .columns()
+        .iter()
+        .map(|column| {
+            let formatter = ArrayFormatter::try_new(column.as_ref(), &options)?;
+            Ok((0..column.len())
+                .map(|i| formatter.value(i).to_string())
+                .collect())
+        })
+        .collect()
+}
+
+/// The rows of `batches` as an aligned table.
+fn table(batches: &[RecordBatch]) -> anyhow::Result<String> {
+    let Some(first) = batches.first() else {
+        return Ok(String::new());
+    };
+    let names: Vec<String> = first
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    let mut columns: Vec<Vec<String>> = names.iter().map(|n| vec![n.clone()]).collect();
+    for batch in batches {
+        for (column, values) in columns.iter_mut().zip(cells(batch)?) {
+            column.extend(values);
+        }
+    }
+    let widths: Vec<usize> = columns
+        .iter()
+        .map(|c| c.iter().map(|v| v.chars().count()).max().unwrap_or(0))
+        .collect();
+    let rows = columns.first().map_or(0, Vec::len);
+    let mut out = String::new();
+    for row in 0..rows {
+        let line: Vec<String> = columns
+            .iter()
+            .zip(&widths)
+            .map(|(column, width)| format!("{:width$}", column[row], width = *width))
+            .collect();
+        out.push_str(line.join(" | ").trim_end());
+        out.push('\n');
+        if row == 0 {
+            let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
+            out.push_str(&rule.join("-+-"));
+            out.push('\n');
+        }
+    }
+    Ok(out)
+}
+
+/// Prints `batch` as JSON lines or CSV (`header`: the first batch, which gets the CSV header).
+fn print_batch(batch: &RecordBatch, format: Format, header: bool) -> anyhow::Result<()> {
+    let schema = batch.schema();
+    let columns = cells(batch)?;
+    let mut out = std::io::stdout().lock();
+    if format == Format::Csv && header {
+        let names: Vec<String> = schema.fields().iter().map(|f| csv(f.name())).collect();
+        writeln!(out, "{}", names.join(","))?;
+    }
+    for row in 0..batch.num_rows() {
+        match format {
+            Format::Csv => {
+                let values: Vec<String> = columns.iter().map(|c| csv(&c[row])).collect();
+                writeln!(out, "{}", values.join(","))?;
+            }
+            _ => {
+                let mut object = serde_json::Map::new();
+                for ((field, column), array) in
+                    schema.fields().iter().zip(&columns).zip(batch.columns())
+                {
+                    object.insert(
+                        field.name().clone(),
+                        json(array.as_ref(), row, &column[row]),
+                    );
+                }
+                writeln!(out, "{}", serde_json::Value::Object(object))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A cell as JSON: numbers and booleans as themselves, NULL as null, the rest as text.
+fn json(array: &dyn Array, row: usize, text: &str) -> serde_json::Value {
+    if array.is_null(row) {
+        return serde_json::Value::Null;
+    }
+    let numeric = array.data_type().is_numeric() || array.data_type() == &DataType::Boolean;
+    match numeric.then(|| serde_json::from_str(text).ok()).flatten() {
+        Some(value) => value,
+        None => serde_json::Value::String(text.to_string()),
+    }
+}
+
+/// A CSV field, quoted when it must be.
+fn csv(text: &str) -> String {
+    if text.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text.to_string()
+    }
+}

@@ -1,0 +1,90 @@
+//! Live SQL over the running gateway: an Arrow Flight SQL service on `--query-listen` that
+//! answers read-only queries over the batches flowing through (`live.*`) and those that just
+//! did (`recent.*`), without ever holding up the data path (see [`taps`]).
+
+pub mod service;
+pub mod taps;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow_flight::flight_service_server::FlightServiceServer;
+use tokio::sync::{Semaphore, watch};
+
+use crate::gateway::GatewayError;
+use service::QueryService;
+use taps::Taps;
+
+/// How the query service runs.
+#[derive(Debug, Clone)]
+pub struct QueryOptions {
+    /// Where to listen.
+    pub listen: SocketAddr,
+    /// How long a live query reads when the call does not say.
+    pub default_for: Duration,
+    /// The longest a live query may read (and the most a query may run past that).
+    pub max_for: Duration,
+    /// Queries running at once; beyond that, RESOURCE_EXHAUSTED.
+    pub max_queries: usize,
+    /// Memory each query's operators may hold.
+    pub memory_bytes: usize,
+    /// Bytes of recent batches kept for `recent.*`.
+    pub recent_bytes: usize,
+}
+
+impl QueryOptions {
+    /// The defaults, listening on `listen`.
+    pub fn on(listen: SocketAddr) -> QueryOptions {
+        QueryOptions {
+            listen,
+            default_for: Duration::from_secs(10),
+            max_for: Duration::from_secs(300),
+            max_queries: 8,
+            memory_bytes: 256 << 20,
+            recent_bytes: 64 << 20,
+        }
+    }
+}
+
+/// Binds the query service and serves it until `shutdown` turns true; `streams` are the
+/// source and sink names queries may read.
+pub async fn start(
+    options: QueryOptions,
+    taps: Arc<Taps>,
+    streams: Vec<String>,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<(), GatewayError> {
+    let listener = tokio::net::TcpListener::bind(options.listen)
+        .await
+        .map_err(|source| GatewayError::QueryListen {
+            address: options.listen,
+            source,
+        })?;
+    let address = listener
+        .local_addr()
+        .map_err(|source| GatewayError::QueryListen {
+            address: options.listen,
+            source,
+        })?;
+    tracing::info!(%address, "query: Flight SQL on {address}");
+    let service = QueryService {
+        running: Arc::new(Semaphore::new(options.max_queries)),
+        taps,
+        streams,
+        options,
+    };
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    tokio::spawn(async move {
+        let served = tonic::transport::Server::builder()
+            .add_service(FlightServiceServer::new(service))
+            .serve_with_incoming_shutdown(incoming, async move {
+                let _ = shutdown.wait_for(|stop| *stop).await;
+            })
+            .await;
+        if let Err(e) = served {
+            tracing::error!(error = %e, "query: the service stopped: {e}");
+        }
+    });
+    Ok(())
+}

@@ -1,0 +1,209 @@
+//! Live SQL over a running gateway, through arrow-flight's Flight SQL client: `live.*` and
+//! `recent.*` tables, what a sink is sent after the pipeline, refusals, a reader that never
+//! reads, and a query past its memory limit.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::datatypes::Int64Type;
+use arrow_flight::sql::client::FlightSqlServiceClient;
+use common::{Gateway, temp_dir};
+use futures::TryStreamExt;
+use tonic::transport::Channel;
+
+/// A gateway whose generator makes logs (about 5000 a second) for a pipeline that renames
+/// `exception.type` and sends severity 13 and up to the sink `kept`.
+fn gateway(extra: &[&str]) -> (Gateway, String) {
+    let dir = temp_dir("query");
+    let sql = format!(
+        "CREATE SOURCE gen FROM GENERATOR WITH (signal = 'logs', rate = 5000, batch = 250);
+         CREATE SINK kept TO FILE WITH (path = '{}');
+         CREATE PIPELINE p FROM gen AS BEGIN
+           ALTER TABLE logs RENAME ATTRIBUTE 'exception.type' TO 'error.type';
+           INSERT INTO kept SELECT * FROM logs WHERE severity_number >= 13;
+         END;",
+        dir.join("kept.jsonl").display()
+    );
+    let mut args = vec!["--query-listen", "127.0.0.1:0", "--workers", "1"];
+    args.extend_from_slice(extra);
+    let gateway = Gateway::start_with(&dir, "query", &sql, &args);
+    let line = gateway.wait_for_line("query: Flight SQL on ");
+    let message = common::log_message(&line);
+    let address = message
+        .split("Flight SQL on ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap()
+        .to_string();
+    (gateway, format!("http://{address}"))
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+async fn client(endpoint: &str, seconds: u64) -> FlightSqlServiceClient<Channel> {
+    let channel = tonic::transport::Endpoint::from_shared(endpoint.to_string())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut client = FlightSqlServiceClient::new(channel);
+    client.set_header("x-penstock-for", format!("{seconds}s"));
+    client
+}
+
+/// Runs `sql` and returns its rows, or the server's status message.
+async fn query(endpoint: &str, seconds: u64, sql: &str) -> Result<Vec<RecordBatch>, String> {
+    let mut client = client(endpoint, seconds).await;
+    let message = |e: arrow_flight::error::FlightError| match e {
+        arrow_flight::error::FlightError::Tonic(status) => {
+            format!("{:?}: {}", status.code(), status.message())
+        }
+        other => other.to_string(),
+    };
+    let info = client
+        .execute(sql.to_string(), None)
+        .await
+        .map_err(message)?;
+    let mut batches = Vec::new();
+    for endpoint in info.endpoint {
+        let stream = client
+            .do_get(endpoint.ticket.unwrap())
+            .await
+            .map_err(message)?;
+        batches.extend(stream.try_collect::<Vec<_>>().await.map_err(message)?);
+    }
+    Ok(batches)
+}
+
+fn rows(batches: &[RecordBatch]) -> usize {
+    batches.iter().map(RecordBatch::num_rows).sum()
+}
+
+#[test]
+fn live_recent_and_sink_tables_answer_and_refusals_are_clear() {
+    let (_gateway, endpoint) = gateway(&[]);
+    runtime().block_on(async {
+        // Live: counts per service over two seconds of traffic.
+        let counts = query(
+            &endpoint,
+            2,
+            "SELECT resource.attributes['service.name'] AS svc, count(*) AS n FROM logs \
+             GROUP BY svc ORDER BY n DESC",
+        )
+        .await
+        .unwrap();
+        let total: i64 = counts
+            .iter()
+            .flat_map(|b| b.column(1).as_primitive::<Int64Type>().values().to_vec())
+            .sum();
+        assert!(rows(&counts) > 1, "several services");
+        assert!(
+            total > 1000 && total < 30_000,
+            "{total} logs in 2 s at 5000/s"
+        );
+
+        // Recent: answered at once.
+        let started = Instant::now();
+        let recent = query(&endpoint, 60, "SELECT * FROM recent.logs LIMIT 5")
+            .await
+            .unwrap();
+        assert_eq!(rows(&recent), 5);
+        assert!(started.elapsed() < Duration::from_secs(30));
+
+        // A sink's table holds what the pipeline sent it: filtered and renamed.
+        let kept = query(
+            &endpoint,
+            2,
+            "SELECT severity_number, attributes['exception.type'] AS old, \
+             attributes['error.type'] AS new FROM live.kept.logs",
+        )
+        .await
+        .unwrap();
+        assert!(rows(&kept) > 0);
+        for batch in &kept {
+            let severity = batch
+                .column(0)
+                .as_primitive::<arrow::datatypes::Int32Type>();
+            assert!(severity.values().iter().all(|s| *s >= 13));
+            assert_eq!(
+                batch.column(1).null_count(),
+                batch.num_rows(),
+                "renamed away"
+            );
+        }
+        assert!(kept.iter().any(|b| b.column(2).null_count() < b.num_rows()));
+
+        for (sql, expected) in [
+            ("DELETE FROM logs", "only SELECT queries are allowed here"),
+            (
+                "COPY logs TO '/tmp/x'",
+                "only SELECT queries are allowed here",
+            ),
+            ("SELECT * FROM read_csv('/etc/passwd')", "table function"),
+            (
+                "SELECT * FROM live.nowhere.logs",
+                "no source or sink named 'nowhere'",
+            ),
+            ("SELECT nope FROM logs", "unknown column 'nope'"),
+        ] {
+            let error = query(&endpoint, 1, sql).await.unwrap_err();
+            assert!(error.starts_with("InvalidArgument"), "{sql}: {error}");
+            assert!(error.contains(expected), "{sql}: {error}");
+        }
+    });
+}
+
+#[test]
+fn a_reader_that_never_reads_does_not_hold_up_the_gateway_or_other_queries() {
+    let (_gateway, endpoint) = gateway(&[]);
+    runtime().block_on(async {
+        // Attach a live query and never read its rows.
+        let mut stalled = client(&endpoint, 20).await;
+        let info = stalled
+            .execute("SELECT * FROM logs".to_string(), None)
+            .await
+            .unwrap();
+        let _unread = stalled
+            .do_get(info.endpoint[0].ticket.clone().unwrap())
+            .await
+            .unwrap();
+        // Another query still sees the generator's full rate.
+        let counts = query(&endpoint, 2, "SELECT count(*) AS n FROM logs")
+            .await
+            .unwrap();
+        let n = counts[0].column(0).as_primitive::<Int64Type>().value(0);
+        assert!(n > 1000, "{n} logs in 2 s at 5000/s");
+    });
+}
+
+#[test]
+fn a_query_past_its_memory_limit_fails_alone() {
+    let (_gateway, endpoint) = gateway(&["--query-memory", "65536"]);
+    runtime().block_on(async {
+        // Let the ring fill a little.
+        query(&endpoint, 1, "SELECT count(*) FROM logs")
+            .await
+            .unwrap();
+        let error = query(
+            &endpoint,
+            1,
+            "SELECT body, count(*) FROM recent.logs GROUP BY body ORDER BY body",
+        )
+        .await
+        .unwrap_err();
+        assert!(error.to_lowercase().contains("memory"), "{error}");
+        let small = query(&endpoint, 1, "SELECT count(*) AS n FROM recent.logs")
+            .await
+            .unwrap();
+        assert_eq!(rows(&small), 1);
+    });
+}
