@@ -33,6 +33,9 @@ const RECURSION_LIMIT: usize = 64;
 /// The name the checked query reads its rows from.
 pub const ROWS_TABLE: &str = "rows";
 
+/// The schema name that stands for every source (`live.all.logs` is `live.logs`).
+pub const ALL_SOURCES: &str = "all";
+
 /// Which rows a query reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Relation {
@@ -67,7 +70,7 @@ pub struct CheckedQuery {
 
 /// Checks an ad hoc query: one `SELECT` (with `WHERE`, `GROUP BY`, `HAVING`, `ORDER BY`,
 /// `LIMIT`) over `logs`, `spans` or `metrics`, optionally qualified as `live.T`, `recent.T`,
-/// `live.STREAM.T` or `recent.STREAM.T` (unqualified: `live`). Anything that is not a query
+/// `live.STREAM.T` or `recent.STREAM.T` (unqualified: `live`; `STREAM` = `all`: every source). Anything that is not a query
 /// (DDL, DML, `COPY`, `SET`, ...) and any other relation (files, URLs, table functions, joins,
 /// subqueries) is refused. Errors name the line and column in `sql`.
 pub fn check_query(sql: &str) -> std::result::Result<CheckedQuery, DialectError> {
@@ -297,6 +300,8 @@ fn relation(name: &ObjectName) -> Result<(Table, Relation)> {
     let (kind, stream) = match parts.as_slice() {
         [_] => ("live", None),
         [kind, _] => (kind.as_str(), None),
+        // `all`: every source, as the catalog lists it.
+        [kind, stream, _] if stream.eq_ignore_ascii_case(ALL_SOURCES) => (kind.as_str(), None),
         [kind, stream, _] => (kind.as_str(), Some(stream.clone())),
         _ => return Err(unknown()),
     };

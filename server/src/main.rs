@@ -99,6 +99,9 @@ enum Command {
         /// How to print the rows.
         #[arg(long, value_enum, default_value_t = cli::query::Format::Table)]
         format: cli::query::Format,
+        /// Keep a live query running and print rows as they arrive, until Ctrl-C.
+        #[arg(long)]
+        follow: bool,
         /// The query, e.g. "SELECT severity_text, count(*) FROM logs GROUP BY 1".
         sql: String,
     },
@@ -199,11 +202,13 @@ fn main() -> ExitCode {
             endpoint,
             duration,
             format,
+            follow,
             sql,
         } => cli::query::run(cli::query::QueryArgs {
             endpoint,
             duration,
             format,
+            follow,
             sql,
         }),
         Command::Loadgen {

@@ -1,5 +1,6 @@
 //! Python's Flight SQL clients against the query service: ADBC (`adbc-driver-flightsql`, a
-//! live query with the `x-penstock-for` call header, and a refused statement) and
+//! live query with the `x-penstock-for` call header, a prepared statement with a parameter,
+//! the catalog as `get_objects` browses it, and a refused statement) and
 //! `pyarrow.flight` (GetFlightInfo and DoGet of a `recent.*` query). Needs a Python with both
 //! (`.ci/run` installs them into its virtual environment and names its interpreter in
 //! `PENSTOCK_PYTHON`); skipped, saying why, without.
@@ -87,6 +88,24 @@ fn adbc_and_pyarrow_query_the_gateway() {
         refused.contains("only SELECT queries are allowed"),
         "{refused}"
     );
+    // The parameter filters: some, not all, logs have severity 17 and up.
+    let prepared = by("adbc-prepared");
+    let (high, every) = (
+        prepared["high"].as_i64().unwrap(),
+        prepared["every"].as_i64().unwrap(),
+    );
+    assert!(0 < high && high < every, "{prepared}");
+    let objects = by("adbc-objects");
+    assert_eq!(objects["catalogs"], serde_json::json!(["live", "recent"]));
+    let tables: Vec<&str> = objects["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    for table in ["live.all.logs", "recent.gen.spans", "live.screen.metrics"] {
+        assert!(tables.contains(&table), "{table} in {tables:?}");
+    }
     let pyarrow = by("pyarrow");
     assert_eq!(
         pyarrow["schema"],

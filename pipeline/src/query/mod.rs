@@ -12,7 +12,8 @@ pub use recent::{Recent, Seen};
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
-use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::ScalarValue;
 use datafusion::datasource::TableProvider;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::memory_pool::FairSpillPool;
@@ -20,6 +21,7 @@ use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{SQLOptions, SessionConfig, SessionContext};
 use futures::TryStreamExt;
 use futures::stream::BoxStream;
+use penstock_dialect::model::{ColumnRef, ENVELOPE_FIELDS, Table};
 use penstock_dialect::query::{CheckedQuery, ROWS_TABLE};
 use penstock_engine::OtapBatch;
 
@@ -63,6 +65,104 @@ pub async fn execute_query(
     input: QueryInput,
     limits: QueryLimits,
 ) -> Result<(SchemaRef, RowStream)> {
+    execute_with(query, input, limits, None).await
+}
+
+/// As [`execute_query`], with the values of the query's parameters (`$1`, `$2`, ...): the
+/// first row of `parameters`, one column per parameter in order.
+pub async fn execute_with(
+    query: &CheckedQuery,
+    input: QueryInput,
+    limits: QueryLimits,
+    parameters: Option<&RecordBatch>,
+) -> Result<(SchemaRef, RowStream)> {
+    let frame = plan(query, input, limits).await?;
+    let frame = match parameters {
+        Some(values) => {
+            let types = frame
+                .logical_plan()
+                .get_parameter_types()
+                .map_err(query_error)?;
+            let values = parameter_values(values, &types)?;
+            frame.with_param_values(values).map_err(query_error)?
+        }
+        None => frame,
+    };
+    let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
+    let stream = frame.execute_stream().await.map_err(query_error)?;
+    Ok((schema, Box::pin(stream.map_err(query_error))))
+}
+
+/// The schema of a query's result and of its parameters (`$1`, `$2`, ..., as far as their
+/// types are known from where they are used; unknown ones are text).
+pub async fn describe_query(query: &CheckedQuery) -> Result<(SchemaRef, SchemaRef)> {
+    let frame = plan(
+        query,
+        QueryInput::Batches(Vec::new()),
+        QueryLimits::default(),
+    )
+    .await?;
+    let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
+    let types = frame
+        .logical_plan()
+        .get_parameter_types()
+        .map_err(query_error)?;
+    let mut names: Vec<&String> = types.keys().collect();
+    names.sort_by_key(|n| (n.len(), n.to_string()));
+    let fields: Vec<Field> = names
+        .into_iter()
+        .map(|name| {
+            let ty = types[name].clone().unwrap_or(DataType::Utf8);
+            Field::new(name.trim_start_matches('$'), ty, true)
+        })
+        .collect();
+    Ok((schema, Arc::new(Schema::new(fields))))
+}
+
+/// The columns of `table` as `SELECT *` reads them (attributes aside).
+pub fn table_schema(table: Table) -> SchemaRef {
+    let columns: Vec<ColumnRef> = table
+        .fields()
+        .iter()
+        .chain(ENVELOPE_FIELDS)
+        .map(ColumnRef::Field)
+        .collect();
+    crate::view::schema_of(&columns)
+}
+
+/// The first row of `values` as positional parameter values, each cast to the type the query
+/// uses it as (`types`, by placeholder name: `$1`, `$2`, ...).
+fn parameter_values(
+    values: &RecordBatch,
+    types: &std::collections::HashMap<String, Option<DataType>>,
+) -> Result<Vec<ScalarValue>> {
+    if values.num_rows() == 0 {
+        return Err(PipelineError::Query(
+            "the parameters hold no row of values".into(),
+        ));
+    }
+    values
+        .columns()
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let value = ScalarValue::try_from_array(c, 0).map_err(query_error)?;
+            match types.get(&format!("${}", i + 1)).cloned().flatten() {
+                Some(ty) if value.data_type() != ty => value
+                    .cast_to(&ty)
+                    .map_err(|e| PipelineError::Query(format!("parameter ${}: {e}", i + 1))),
+                _ => Ok(value),
+            }
+        })
+        .collect()
+}
+
+/// The query planned over `input`, in a session of its own.
+async fn plan(
+    query: &CheckedQuery,
+    input: QueryInput,
+    limits: QueryLimits,
+) -> Result<datafusion::dataframe::DataFrame> {
     let context = session(limits)?;
     let table: Arc<dyn TableProvider> = match input {
         QueryInput::Batches(batches) => {
@@ -79,13 +179,10 @@ pub async fn execute_query(
         .with_allow_ddl(false)
         .with_allow_dml(false)
         .with_allow_statements(false);
-    let frame = context
+    context
         .sql_with_options(&query.sql, options)
         .await
-        .map_err(query_error)?;
-    let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
-    let stream = frame.execute_stream().await.map_err(query_error)?;
-    Ok((schema, Box::pin(stream.map_err(query_error))))
+        .map_err(query_error)
 }
 
 /// Runs `query` over `batches` (the batches of other signals are skipped) and returns its

@@ -33,6 +33,8 @@ pub struct QueryArgs {
     pub duration: Option<Duration>,
     /// How to print the rows.
     pub format: Format,
+    /// Keep the query running, printing rows as they arrive, until Ctrl-C.
+    pub follow: bool,
     /// The query.
     pub sql: String,
 }
@@ -46,17 +48,31 @@ pub fn run(args: QueryArgs) -> anyhow::Result<()> {
     runtime.block_on(query(args))
 }
 
+/// The longest a followed query asks to read at once (the gateway caps it); it is asked again
+/// when the gateway ends it.
+const FOLLOW_FOR: &str = "24h";
+
 async fn query(args: QueryArgs) -> anyhow::Result<()> {
-    let started = Instant::now();
     let channel = tonic::transport::Endpoint::from_shared(args.endpoint.clone())
         .with_context(|| format!("endpoint '{}'", args.endpoint))?
         .connect()
         .await
         .with_context(|| format!("connecting to {}", args.endpoint))?;
     let mut client = FlightSqlServiceClient::new(channel);
+    if args.follow {
+        client.set_header(FOR_HEADER, FOLLOW_FOR);
+        let mut header = true;
+        loop {
+            tokio::select! {
+                done = follow_once(&mut client, &args, &mut header) => done?,
+                _ = tokio::signal::ctrl_c() => return Ok(()),
+            }
+        }
+    }
     if let Some(duration) = args.duration {
         client.set_header(FOR_HEADER, format!("{}ms", duration.as_millis()));
     }
+    let started = Instant::now();
     let info = client
         .execute(args.sql.clone(), None)
         .await
@@ -86,6 +102,46 @@ async fn query(args: QueryArgs) -> anyhow::Result<()> {
             if rows == 1 { "" } else { "s" },
             started.elapsed().as_secs_f64()
         );
+    }
+    Ok(())
+}
+
+/// Runs the query once, printing each batch as it arrives (`header`: whether the column names
+/// are still to be printed).
+async fn follow_once(
+    client: &mut FlightSqlServiceClient<tonic::transport::Channel>,
+    args: &QueryArgs,
+    header: &mut bool,
+) -> anyhow::Result<()> {
+    let info = client
+        .execute(args.sql.clone(), None)
+        .await
+        .map_err(|e| anyhow::anyhow!("{}", flight_message(e)))?;
+    for endpoint in info.endpoint {
+        let Some(ticket) = endpoint.ticket else {
+            continue;
+        };
+        let stream = client
+            .do_get(ticket)
+            .await
+            .map_err(|e| anyhow::anyhow!("{}", flight_message(e)))?;
+        let mut stream = stream.map_err(flight_message);
+        while let Some(batch) = stream.try_next().await.map_err(|e| anyhow::anyhow!(e))? {
+            if batch.num_rows() == 0 {
+                continue;
+            }
+            match args.format {
+                Format::Table => {
+                    let text = table(std::slice::from_ref(&batch))?;
+                    let skip = if *header { 0 } else { 2 };
+                    for line in text.lines().skip(skip) {
+                        println!("{line}");
+                    }
+                }
+                format => print_batch(&batch, format, *header)?,
+            }
+            *header = false;
+        }
     }
     Ok(())
 }

@@ -4,6 +4,7 @@
 //! timeout, cuts the drain short: what was still in flight is not acknowledged, and the run
 //! fails.
 
+use std::future::Future;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
@@ -34,16 +35,17 @@ impl InFlight {
         }
     }
 
-    /// Waits for SIGTERM or Ctrl-C, or, when no source runs until shutdown, for every source
-    /// to be done, whichever comes first.
-    pub async fn until_stopped(&mut self) {
+    /// Waits for `signal` (see [`terminated`], called before the gateway announced itself),
+    /// or, when no source runs until shutdown, for every source to be done, whichever comes
+    /// first.
+    pub async fn until_stopped(&mut self, signal: impl Future<Output = ()>) {
         if self.sources.endless {
-            terminated().await;
+            signal.await;
             return;
         }
         tokio::select! {
             () = wait_all(&mut self.sources.tasks, &mut self.failure) => {}
-            () = terminated() => {}
+            () = signal => {}
         }
     }
 
@@ -52,6 +54,8 @@ impl InFlight {
     /// wrote it. Fails when a second signal or `timeout` cuts it short, or else with the
     /// last source task that failed.
     pub async fn drain(self, timeout: Duration, telemetry: &Telemetry) -> Result<(), GatewayError> {
+        // Listening for the second signal before saying that one is awaited.
+        let second_signal = terminated();
         tracing::info!(
             timeout = ?timeout,
             "draining: not accepting; finishing what is in flight (at most {timeout:?}; a \
@@ -81,7 +85,7 @@ impl InFlight {
         };
         let cut = tokio::select! {
             () = work => None,
-            () = terminated() => Some(DrainCut::SecondSignal),
+            () = second_signal => Some(DrainCut::SecondSignal),
             () = tokio::time::sleep(timeout) => Some(DrainCut::Timeout),
         };
         match cut {
@@ -111,25 +115,21 @@ async fn wait_all(set: &mut JoinSet<Result<(), GatewayError>>, failure: &mut Opt
     }
 }
 
-/// Resolves on SIGTERM or Ctrl-C.
-pub async fn terminated() {
+/// Resolves on SIGTERM or Ctrl-C received after this call: the SIGTERM listener is in place
+/// when it returns, before the future is first polled, so a signal sent right after (e.g. in
+/// answer to "draining:") is not missed.
+pub fn terminated() -> impl Future<Output = ()> {
     #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = tokio::signal::ctrl_c().await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = tokio::signal::ctrl_c() => {}
+    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    async move {
+        #[cfg(unix)]
+        if let Some(mut term) = term {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            return;
         }
-    }
-    #[cfg(not(unix))]
-    {
         let _ = tokio::signal::ctrl_c().await;
     }
 }

@@ -84,6 +84,8 @@ async fn serve(
             source,
         },
     )?;
+    // Listening for SIGTERM before any source says where it listens.
+    let stopped = super::drain::terminated();
     let (publish, running) = watch::channel(running);
     let (stop, shutdown) = watch::channel(false);
     let pool = worker::start_pool(
@@ -137,7 +139,7 @@ async fn serve(
     #[cfg(not(unix))]
     drop(reloader);
     let mut in_flight = InFlight::new(started, pool, shared_tasks);
-    in_flight.until_stopped().await;
+    in_flight.until_stopped(stopped).await;
     let _ = stop.send(true);
     #[cfg(unix)]
     reloads.abort();

@@ -2,6 +2,8 @@
 //! answers read-only queries over the batches flowing through (`live.*`) and those that just
 //! did (`recent.*`), without ever holding up the data path (see [`taps`]).
 
+pub mod catalog;
+pub mod prepared;
 pub mod service;
 pub mod taps;
 
@@ -73,6 +75,7 @@ pub async fn start(
         taps,
         streams,
         options,
+        prepared: Default::default(),
     };
     let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
     tokio::spawn(async move {

@@ -10,20 +10,32 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use arrow::array::RecordBatch;
+use arrow_flight::decode::FlightRecordBatchStream;
 use arrow_flight::encode::FlightDataEncoderBuilder;
 use arrow_flight::error::FlightError;
 use arrow_flight::flight_service_server::FlightService;
-use arrow_flight::sql::server::FlightSqlService;
-use arrow_flight::sql::{CommandStatementQuery, ProstMessageExt, SqlInfo, TicketStatementQuery};
-use arrow_flight::{FlightDescriptor, FlightEndpoint, FlightInfo, Ticket};
+use arrow_flight::sql::server::{FlightSqlService, PeekableFlightDataStream};
+use arrow_flight::sql::{
+    ActionClosePreparedStatementRequest, ActionCreatePreparedStatementRequest,
+    ActionCreatePreparedStatementResult, CommandGetCatalogs, CommandGetDbSchemas,
+    CommandGetSqlInfo, CommandGetTableTypes, CommandGetTables, CommandPreparedStatementQuery,
+    CommandStatementQuery, DoPutPreparedStatementResult, ProstMessageExt, SqlInfo,
+    TicketStatementQuery,
+};
+use arrow_flight::{
+    Action, FlightDescriptor, FlightEndpoint, FlightInfo, IpcMessage, SchemaAsIpc, Ticket,
+};
 use futures::{Stream, StreamExt, TryStreamExt};
 use penstock_dialect::query::{CheckedQuery, Relation, check_query};
-use penstock_pipeline::query::{QueryInput, QueryLimits, execute_query};
+use penstock_pipeline::query::{QueryInput, QueryLimits, describe_query, execute_with};
 use prost::Message;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tonic::{Request, Response, Status};
 
 use super::QueryOptions;
+use super::catalog;
+use super::prepared::Prepared;
 use super::taps::Taps;
 
 /// The call header that sets how long a live query reads (e.g. `30s`).
@@ -37,9 +49,51 @@ pub struct QueryService {
     pub(crate) streams: Vec<String>,
     /// One permit per running query.
     pub(crate) running: Arc<Semaphore>,
+    /// Prepared statements.
+    pub(crate) prepared: Prepared,
 }
 
 type RowData = Pin<Box<dyn Stream<Item = Result<arrow_flight::FlightData, Status>> + Send>>;
+
+/// The answer to a `GetFlightInfo`: `schema`, and one endpoint whose ticket is `command`.
+fn info(
+    command: impl ProstMessageExt,
+    schema: &arrow::datatypes::Schema,
+    descriptor: FlightDescriptor,
+) -> Result<Response<FlightInfo>, Status> {
+    let endpoint = FlightEndpoint::new().with_ticket(Ticket {
+        ticket: command.as_any().encode_to_vec().into(),
+    });
+    let info = FlightInfo::new()
+        .try_with_schema(schema)
+        .map_err(|e| Status::internal(e.to_string()))?
+        .with_descriptor(descriptor)
+        .with_endpoint(endpoint)
+        .with_ordered(true);
+    Ok(Response::new(info))
+}
+
+/// `batch` as the stream of a `DoGet`.
+fn one_batch(batch: Result<RecordBatch, FlightError>) -> Result<Response<RowData>, Status> {
+    let batch = batch.map_err(|e| Status::internal(e.to_string()))?;
+    let data = FlightDataEncoderBuilder::new()
+        .build(futures::stream::iter([Ok(batch)]))
+        .map_err(Status::from);
+    Ok(Response::new(Box::pin(data)))
+}
+
+/// A schema as Flight SQL carries it (IPC-encoded).
+fn ipc_schema(schema: &arrow::datatypes::Schema) -> Result<bytes::Bytes, Status> {
+    let message: Result<IpcMessage, _> =
+        SchemaAsIpc::new(schema, &arrow::ipc::writer::IpcWriteOptions::default()).try_into();
+    message
+        .map(|IpcMessage(bytes)| bytes)
+        .map_err(|e| Status::internal(e.to_string()))
+}
+
+fn unknown_statement() -> Status {
+    Status::not_found("no such prepared statement (it was closed, or too many were open)")
+}
 
 /// A query that failed while it ran.
 fn aborted(e: impl std::fmt::Display) -> FlightError {
@@ -96,7 +150,12 @@ impl QueryService {
     }
 
     /// Runs `query` for `duration` (live) and streams its rows as Flight data.
-    async fn run(&self, query: CheckedQuery, duration: Duration) -> Result<RowData, Status> {
+    async fn run(
+        &self,
+        query: CheckedQuery,
+        duration: Duration,
+        parameters: Option<&RecordBatch>,
+    ) -> Result<RowData, Status> {
         let permit = self.admit()?;
         let limits = QueryLimits {
             memory_bytes: self.options.memory_bytes,
@@ -112,7 +171,7 @@ impl QueryService {
                 (QueryInput::Live(receiver), Some(subscription))
             }
         };
-        let (schema, rows) = execute_query(&query, input, limits)
+        let (schema, rows) = execute_with(&query, input, limits, parameters)
             .await
             .map_err(invalid)?;
         if let Some(subscription) = &live {
@@ -163,26 +222,11 @@ impl FlightSqlService for QueryService {
     ) -> Result<Response<FlightInfo>, Status> {
         let query = self.check(&command.query)?;
         // Planned over no rows: the schema, without reading anything.
-        let (schema, _) = execute_query(
-            &query,
-            QueryInput::Batches(Vec::new()),
-            QueryLimits::default(),
-        )
-        .await
-        .map_err(invalid)?;
+        let (schema, _) = describe_query(&query).await.map_err(invalid)?;
         let ticket = TicketStatementQuery {
             statement_handle: command.query.into_bytes().into(),
         };
-        let endpoint = FlightEndpoint::new().with_ticket(Ticket {
-            ticket: ticket.as_any().encode_to_vec().into(),
-        });
-        let info = FlightInfo::new()
-            .try_with_schema(&schema)
-            .map_err(|e| Status::internal(e.to_string()))?
-            .with_descriptor(request.into_inner())
-            .with_endpoint(endpoint)
-            .with_ordered(true);
-        Ok(Response::new(info))
+        info(ticket, &schema, request.into_inner())
     }
 
     async fn do_get_statement(
@@ -194,7 +238,174 @@ impl FlightSqlService for QueryService {
             .map_err(|_| invalid("the ticket does not hold a query"))?;
         let query = self.check(sql)?;
         let duration = self.duration(&request)?;
-        Ok(Response::new(self.run(query, duration).await?))
+        Ok(Response::new(self.run(query, duration, None).await?))
+    }
+
+    async fn do_action_create_prepared_statement(
+        &self,
+        query: ActionCreatePreparedStatementRequest,
+        _request: Request<Action>,
+    ) -> Result<ActionCreatePreparedStatementResult, Status> {
+        let checked = self.check(&query.query)?;
+        let (schema, parameters) = describe_query(&checked).await.map_err(invalid)?;
+        let handle = self.prepared.add(query.query);
+        Ok(ActionCreatePreparedStatementResult {
+            prepared_statement_handle: handle,
+            dataset_schema: ipc_schema(&schema)?,
+            parameter_schema: ipc_schema(&parameters)?,
+        })
+    }
+
+    async fn do_put_prepared_statement_query(
+        &self,
+        query: CommandPreparedStatementQuery,
+        request: Request<PeekableFlightDataStream>,
+    ) -> Result<DoPutPreparedStatementResult, Status> {
+        let data = request.into_inner().map_err(FlightError::from);
+        let batches: Vec<RecordBatch> = FlightRecordBatchStream::new_from_flight_data(data)
+            .try_collect()
+            .await
+            .map_err(|e| invalid(format!("reading the parameters: {e}")))?;
+        let Some(parameters) = batches.into_iter().find(|b| b.num_rows() > 0) else {
+            return Err(invalid("the parameters hold no row of values"));
+        };
+        if !self
+            .prepared
+            .bind(&query.prepared_statement_handle, parameters)
+        {
+            return Err(unknown_statement());
+        }
+        Ok(DoPutPreparedStatementResult {
+            prepared_statement_handle: Some(query.prepared_statement_handle),
+        })
+    }
+
+    async fn get_flight_info_prepared_statement(
+        &self,
+        command: CommandPreparedStatementQuery,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let statement = self
+            .prepared
+            .get(&command.prepared_statement_handle)
+            .ok_or_else(unknown_statement)?;
+        let (schema, _) = describe_query(&self.check(&statement.sql)?)
+            .await
+            .map_err(invalid)?;
+        info(command, &schema, request.into_inner())
+    }
+
+    async fn do_get_prepared_statement(
+        &self,
+        command: CommandPreparedStatementQuery,
+        request: Request<Ticket>,
+    ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        let statement = self
+            .prepared
+            .get(&command.prepared_statement_handle)
+            .ok_or_else(unknown_statement)?;
+        let query = self.check(&statement.sql)?;
+        let duration = self.duration(&request)?;
+        let rows = self
+            .run(query, duration, statement.parameters.as_ref())
+            .await?;
+        Ok(Response::new(rows))
+    }
+
+    async fn do_action_close_prepared_statement(
+        &self,
+        query: ActionClosePreparedStatementRequest,
+        _request: Request<Action>,
+    ) -> Result<(), Status> {
+        self.prepared.close(&query.prepared_statement_handle);
+        Ok(())
+    }
+
+    async fn get_flight_info_catalogs(
+        &self,
+        query: CommandGetCatalogs,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let schema = query.into_builder().schema();
+        info(query, &schema, request.into_inner())
+    }
+
+    async fn do_get_catalogs(
+        &self,
+        query: CommandGetCatalogs,
+        _request: Request<Ticket>,
+    ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        one_batch(catalog::catalogs(query))
+    }
+
+    async fn get_flight_info_schemas(
+        &self,
+        query: CommandGetDbSchemas,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let schema = query.clone().into_builder().schema();
+        info(query, &schema, request.into_inner())
+    }
+
+    async fn do_get_schemas(
+        &self,
+        query: CommandGetDbSchemas,
+        _request: Request<Ticket>,
+    ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        one_batch(catalog::db_schemas(query, &self.streams))
+    }
+
+    async fn get_flight_info_tables(
+        &self,
+        query: CommandGetTables,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let schema = query.clone().into_builder().schema();
+        info(query, &schema, request.into_inner())
+    }
+
+    async fn do_get_tables(
+        &self,
+        query: CommandGetTables,
+        _request: Request<Ticket>,
+    ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        one_batch(catalog::tables(query, &self.streams))
+    }
+
+    async fn get_flight_info_table_types(
+        &self,
+        query: CommandGetTableTypes,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let schema = query.into_builder().schema();
+        info(query, &schema, request.into_inner())
+    }
+
+    async fn do_get_table_types(
+        &self,
+        query: CommandGetTableTypes,
+        _request: Request<Ticket>,
+    ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        one_batch(catalog::table_types(query))
+    }
+
+    async fn get_flight_info_sql_info(
+        &self,
+        query: CommandGetSqlInfo,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let infos = catalog::sql_info().ok_or_else(|| Status::internal("no SqlInfo"))?;
+        let schema = query.clone().into_builder(infos).schema();
+        info(query, &schema, request.into_inner())
+    }
+
+    async fn do_get_sql_info(
+        &self,
+        query: CommandGetSqlInfo,
+        _request: Request<Ticket>,
+    ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        let infos = catalog::sql_info().ok_or_else(|| Status::internal("no SqlInfo"))?;
+        one_batch(query.into_builder(infos).build())
     }
 
     async fn register_sql_info(&self, _id: i32, _result: &SqlInfo) {}

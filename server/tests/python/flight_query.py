@@ -51,6 +51,29 @@ with flightsql.connect(
         table = cursor.fetch_arrow_table()
         report("adbc", columns=table.column_names, rows=table.to_pylist())
     with connection.cursor() as cursor:
+        # A prepared statement with a parameter, over what the gateway just saw.
+        cursor.execute(
+            "SELECT count(*) AS n FROM recent.logs WHERE severity_number >= $1",
+            parameters=(17,),
+        )
+        high = cursor.fetch_arrow_table().to_pylist()
+        cursor.execute("SELECT count(*) AS n FROM recent.logs")
+        every = cursor.fetch_arrow_table().to_pylist()
+        report("adbc-prepared", high=high[0]["n"], every=every[0]["n"])
+    objects = connection.adbc_get_objects(depth="tables").read_all().to_pylist()
+    report(
+        "adbc-objects",
+        catalogs=sorted(c["catalog_name"] for c in objects),
+        tables=sorted(
+            {
+                f'{c["catalog_name"]}.{s["db_schema_name"]}.{t["table_name"]}'
+                for c in objects
+                for s in c["catalog_db_schemas"] or []
+                for t in s["db_schema_tables"] or []
+            }
+        ),
+    )
+    with connection.cursor() as cursor:
         try:
             cursor.execute("DELETE FROM logs")
             report("adbc-refused", error=None)
