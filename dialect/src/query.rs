@@ -50,13 +50,23 @@ pub enum Relation {
         /// A source or sink name.
         stream: Option<String>,
     },
+    /// One of the gateway's own tables (see [`SYSTEM_TABLES`]).
+    System {
+        /// Its name.
+        table: String,
+    },
 }
+
+/// The gateway's own tables: `system.sources`, `system.sinks`, `system.statements` (the
+/// counters of every pipeline statement) and `system.queries` (the queries running).
+pub const SYSTEM_TABLES: [&str; 4] = ["sources", "sinks", "statements", "queries"];
 
 /// A query ready to plan: read-only, over one table, every reference resolved.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CheckedQuery {
-    /// The table of the SQL view it reads.
-    pub table: Table,
+    /// The table of the SQL view it reads (None for a system table, whose columns are its
+    /// own).
+    pub table: Option<Table>,
     /// Where its rows come from.
     pub relation: Relation,
     /// The query rewritten to read [`ROWS_TABLE`], whose columns are named by
@@ -167,6 +177,16 @@ fn check_select(query: &Query) -> Result<CheckedQuery> {
     };
     let (table, relation) = relation(name)?;
     *name = ObjectName::from(vec![Ident::new(ROWS_TABLE)]);
+    let Some(table) = table else {
+        let limit = limit_of(&query);
+        return Ok(CheckedQuery {
+            table: None,
+            relation,
+            sql: query.to_string(),
+            columns: Vec::new(),
+            limit,
+        });
+    };
     let aliases: Vec<String> = select
         .projection
         .iter()
@@ -243,7 +263,7 @@ fn check_select(query: &Query) -> Result<CheckedQuery> {
     }
     let limit = limit_of(&query);
     Ok(CheckedQuery {
-        table,
+        table: Some(table),
         relation,
         sql: query.to_string(),
         columns: reads.columns,
@@ -276,7 +296,7 @@ impl Reads {
 }
 
 /// The table and relation `name` denotes: `T`, `live.T`, `recent.T`, `live.S.T`, `recent.S.T`.
-fn relation(name: &ObjectName) -> Result<(Table, Relation)> {
+fn relation(name: &ObjectName) -> Result<(Option<Table>, Relation)> {
     let parts: Vec<String> = name
         .0
         .iter()
@@ -286,12 +306,21 @@ fn relation(name: &ObjectName) -> Result<(Table, Relation)> {
         Located::at(
             name.span(),
             format!(
-                "unknown table '{name}'; tables are [live.|recent.][SOURCE_OR_SINK.]logs|spans|metrics"
+                "unknown table '{name}'; tables are [live.|recent.][SOURCE_OR_SINK.]logs|spans|metrics and system.sources|sinks|statements|queries"
             ),
         )
     };
     if parts.len() != name.0.len() {
         return Err(unknown());
+    }
+    if let [kind, table] = parts.as_slice()
+        && kind.eq_ignore_ascii_case("system")
+    {
+        let table = table.to_lowercase();
+        if !SYSTEM_TABLES.contains(&table.as_str()) {
+            return Err(unknown());
+        }
+        return Ok((None, Relation::System { table }));
     }
     let table = parts
         .last()
@@ -310,7 +339,7 @@ fn relation(name: &ObjectName) -> Result<(Table, Relation)> {
         "recent" => Relation::Recent { stream },
         _ => return Err(unknown()),
     };
-    Ok((table, relation))
+    Ok((Some(table), relation))
 }
 
 /// The query's `LIMIT`, when it is a number.

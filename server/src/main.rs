@@ -3,7 +3,7 @@
 //! `penstock check` validates pipeline files (and `--explain`s their plans); `penstock replay`
 //! runs them offline over OTLP JSON input; `penstock run` is the gateway; `penstock loadgen`
 //! sends telemetry to a gateway and measures it; `penstock query` runs SQL on a running
-//! gateway's query service. This file parses the arguments and
+//! gateway's query service and `penstock top` shows it full-screen. This file parses the arguments and
 //! dispatches to `penstock_server`, which does the work.
 
 use std::path::PathBuf;
@@ -104,6 +104,14 @@ enum Command {
         follow: bool,
         /// The query, e.g. "SELECT severity_text, count(*) FROM logs GROUP BY 1".
         sql: String,
+    },
+    /// Show a running gateway full-screen, refreshed every second: records per second through
+    /// each source and sink, rows per pipeline statement, failures, queries (needs its
+    /// --query-listen).
+    Top {
+        /// The query service, http://host:port.
+        #[arg(long, default_value = "http://127.0.0.1:4320")]
+        endpoint: String,
     },
     /// Send realistic telemetry to a gateway and report throughput, errors and latency.
     Loadgen {
@@ -211,6 +219,7 @@ fn main() -> ExitCode {
             follow,
             sql,
         }),
+        Command::Top { endpoint } => cli::top::run(&endpoint),
         Command::Loadgen {
             endpoint,
             protocol,

@@ -207,3 +207,57 @@ fn a_query_past_its_memory_limit_fails_alone() {
         assert_eq!(rows(&small), 1);
     });
 }
+
+#[test]
+fn system_tables_show_the_counters_and_the_queries_running() {
+    let (_gateway, endpoint) = gateway(&[]);
+    runtime().block_on(async {
+        // A live query attached for a while, then the system tables.
+        let mut watcher = client(&endpoint, 20).await;
+        let info = watcher
+            .execute("SELECT body FROM live.kept.logs".to_string(), None)
+            .await
+            .unwrap();
+        let _attached = watcher
+            .do_get(info.endpoint[0].ticket.clone().unwrap())
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let text = |batch: &RecordBatch, column: usize| -> Vec<String> {
+            batch
+                .column(column)
+                .as_string::<i32>()
+                .iter()
+                .map(|v| v.unwrap_or_default().to_string())
+                .collect()
+        };
+        let sources = query(&endpoint, 1, "SELECT name, records FROM system.sources")
+            .await
+            .unwrap();
+        assert_eq!(text(&sources[0], 0), ["gen"]);
+        let records = sources[0]
+            .column(1)
+            .as_primitive::<arrow::datatypes::UInt64Type>();
+        assert!(records.value(0) > 0);
+        let statements = query(
+            &endpoint,
+            1,
+            "SELECT pipeline, statement, rows_in FROM system.statements ORDER BY statement",
+        )
+        .await
+        .unwrap();
+        assert_eq!(rows(&statements), 2);
+        let running = query(
+            &endpoint,
+            1,
+            "SELECT sql, batches_offered FROM system.queries WHERE sql LIKE '%body%'",
+        )
+        .await
+        .unwrap();
+        assert_eq!(rows(&running), 1, "the attached live query is listed");
+        let unknown = query(&endpoint, 1, "SELECT * FROM system.nothing")
+            .await
+            .unwrap_err();
+        assert!(unknown.contains("unknown table"), "{unknown}");
+    });
+}

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use arrow::array::RecordBatch;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::ScalarValue;
-use datafusion::datasource::TableProvider;
+use datafusion::datasource::{MemTable, TableProvider};
 use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::memory_pool::FairSpillPool;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
@@ -54,6 +54,8 @@ pub enum QueryInput {
     /// Batches as they arrive (`live.*`): the query ends when the sender is dropped or its
     /// `LIMIT` is met.
     Live(LiveReceiver),
+    /// The rows of a system table, as they are.
+    Rows(RecordBatch),
 }
 
 /// Plans `query` over `input` and starts it: its schema and its result as a stream (rows come
@@ -95,13 +97,12 @@ pub async fn execute_with(
 
 /// The schema of a query's result and of its parameters (`$1`, `$2`, ..., as far as their
 /// types are known from where they are used; unknown ones are text).
-pub async fn describe_query(query: &CheckedQuery) -> Result<(SchemaRef, SchemaRef)> {
-    let frame = plan(
-        query,
-        QueryInput::Batches(Vec::new()),
-        QueryLimits::default(),
-    )
-    .await?;
+/// A view query is planned over no rows; a system query over `input` (its table).
+pub async fn describe_query(
+    query: &CheckedQuery,
+    input: QueryInput,
+) -> Result<(SchemaRef, SchemaRef)> {
+    let frame = plan(query, input, QueryLimits::default()).await?;
     let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
     let types = frame
         .logical_plan()
@@ -164,12 +165,20 @@ async fn plan(
     limits: QueryLimits,
 ) -> Result<datafusion::dataframe::DataFrame> {
     let context = session(limits)?;
+    let view = || {
+        query
+            .table
+            .ok_or_else(|| PipelineError::Query("a system query reads no telemetry".into()))
+    };
     let table: Arc<dyn TableProvider> = match input {
         QueryInput::Batches(batches) => {
-            Arc::new(BatchTable::new(query.table, query.columns.clone(), batches))
+            Arc::new(BatchTable::new(view()?, query.columns.clone(), batches))
         }
         QueryInput::Live(receiver) => {
-            Arc::new(LiveTable::new(query.table, query.columns.clone(), receiver))
+            Arc::new(LiveTable::new(view()?, query.columns.clone(), receiver))
+        }
+        QueryInput::Rows(rows) => {
+            Arc::new(MemTable::try_new(rows.schema(), vec![vec![rows]]).map_err(query_error)?)
         }
     };
     context

@@ -1,5 +1,5 @@
 //! The command-line side of `penstock`: the offline commands (`check`, `replay`), the load
-//! generator (`loadgen`), the query client (`query`) and how `run` reports while the gateway
+//! generator (`loadgen`), the query client (`query`) and its dashboard (`top`) and how `run` reports while the gateway
 //! runs (`logging`). Commands
 //! use the gateway; the gateway never uses them.
 
@@ -8,3 +8,4 @@ pub mod loadgen;
 pub mod logging;
 pub mod query;
 pub mod replay;
+pub mod top;

@@ -53,12 +53,7 @@ pub fn run(args: QueryArgs) -> anyhow::Result<()> {
 const FOLLOW_FOR: &str = "24h";
 
 async fn query(args: QueryArgs) -> anyhow::Result<()> {
-    let channel = tonic::transport::Endpoint::from_shared(args.endpoint.clone())
-        .with_context(|| format!("endpoint '{}'", args.endpoint))?
-        .connect()
-        .await
-        .with_context(|| format!("connecting to {}", args.endpoint))?;
-    let mut client = FlightSqlServiceClient::new(channel);
+    let mut client = connect(&args.endpoint).await?;
     if args.follow {
         client.set_header(FOR_HEADER, FOLLOW_FOR);
         let mut header = true;
@@ -104,6 +99,47 @@ async fn query(args: QueryArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// Connects to the query service at `endpoint`.
+pub async fn connect(
+    endpoint: &str,
+) -> anyhow::Result<FlightSqlServiceClient<tonic::transport::Channel>> {
+    let channel = tonic::transport::Endpoint::from_shared(endpoint.to_string())
+        .with_context(|| format!("endpoint '{endpoint}'"))?
+        .connect()
+        .await
+        .with_context(|| format!("connecting to {endpoint}"))?;
+    Ok(FlightSqlServiceClient::new(channel))
+}
+
+/// Runs `sql` and returns all its rows.
+pub async fn fetch(
+    client: &mut FlightSqlServiceClient<tonic::transport::Channel>,
+    sql: &str,
+) -> anyhow::Result<Vec<RecordBatch>> {
+    let info = client
+        .execute(sql.to_string(), None)
+        .await
+        .map_err(|e| anyhow::anyhow!("{}", flight_message(e)))?;
+    let mut batches = Vec::new();
+    for endpoint in info.endpoint {
+        let Some(ticket) = endpoint.ticket else {
+            continue;
+        };
+        let stream = client
+            .do_get(ticket)
+            .await
+            .map_err(|e| anyhow::anyhow!("{}", flight_message(e)))?;
+        batches.extend(
+            stream
+                .map_err(flight_message)
+                .try_collect::<Vec<_>>()
+                .await
+                .map_err(|e| anyhow::anyhow!(e))?,
+        );
+    }
+    Ok(batches)
 }
 
 /// Runs the query once, printing each batch as it arrives (`header`: whether the column names
@@ -170,7 +206,7 @@ fn cells(batch: &RecordBatch) -> anyhow::Result<Vec<Vec<String>>> {
 }
 
 /// The rows of `batches` as an aligned table.
-fn table(batches: &[RecordBatch]) -> anyhow::Result<String> {
+pub fn table(batches: &[RecordBatch]) -> anyhow::Result<String> {
     let Some(first) = batches.first() else {
         return Ok(String::new());
     };

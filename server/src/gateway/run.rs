@@ -120,13 +120,13 @@ async fn serve(
             .map(|s| s.name.clone())
             .chain(program.sinks.iter().map(|s| s.name.clone()))
             .collect();
-        crate::query::start(
-            query,
-            Arc::clone(&telemetry.taps),
+        let sources = crate::query::Sources {
+            taps: Arc::clone(&telemetry.taps),
             streams,
-            shutdown.clone(),
-        )
-        .await?;
+            telemetry: Arc::clone(&telemetry),
+            running: running.clone(),
+        };
+        crate::query::start(query, sources, shutdown.clone()).await?;
     }
     let reloader = reload::Reloader {
         files: options.files.clone(),

@@ -5,6 +5,7 @@
 pub mod catalog;
 pub mod prepared;
 pub mod service;
+pub mod system;
 pub mod taps;
 
 use std::net::SocketAddr;
@@ -15,7 +16,9 @@ use arrow_flight::flight_service_server::FlightServiceServer;
 use tokio::sync::{Semaphore, watch};
 
 use crate::gateway::GatewayError;
+use crate::gateway::telemetry::{Running, Telemetry};
 use service::QueryService;
+use system::System;
 use taps::Taps;
 
 /// How the query service runs.
@@ -49,12 +52,22 @@ impl QueryOptions {
     }
 }
 
-/// Binds the query service and serves it until `shutdown` turns true; `streams` are the
-/// source and sink names queries may read.
+/// What the query service reads.
+pub struct Sources {
+    /// The taps on the data path.
+    pub taps: Arc<Taps>,
+    /// The source and sink names queries may read.
+    pub streams: Vec<String>,
+    /// The gateway's counters.
+    pub telemetry: Arc<Telemetry>,
+    /// The running program's statement counters.
+    pub running: watch::Receiver<Arc<Running>>,
+}
+
+/// Binds the query service and serves it until `shutdown` turns true.
 pub async fn start(
     options: QueryOptions,
-    taps: Arc<Taps>,
-    streams: Vec<String>,
+    sources: Sources,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), GatewayError> {
     let listener = tokio::net::TcpListener::bind(options.listen)
@@ -72,10 +85,15 @@ pub async fn start(
     tracing::info!(%address, "query: Flight SQL on {address}");
     let service = QueryService {
         running: Arc::new(Semaphore::new(options.max_queries)),
-        taps,
-        streams,
+        taps: sources.taps,
+        streams: sources.streams,
         options,
         prepared: Default::default(),
+        system: System {
+            telemetry: sources.telemetry,
+            running: sources.running,
+            queries: Default::default(),
+        },
     };
     let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
     tokio::spawn(async move {

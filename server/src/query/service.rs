@@ -36,6 +36,7 @@ use tonic::{Request, Response, Status};
 use super::QueryOptions;
 use super::catalog;
 use super::prepared::Prepared;
+use super::system::{Queries, RunningQuery, System};
 use super::taps::Taps;
 
 /// The call header that sets how long a live query reads (e.g. `30s`).
@@ -51,6 +52,8 @@ pub struct QueryService {
     pub(crate) running: Arc<Semaphore>,
     /// Prepared statements.
     pub(crate) prepared: Prepared,
+    /// The gateway's own tables, and the queries running.
+    pub(crate) system: System,
 }
 
 type RowData = Pin<Box<dyn Stream<Item = Result<arrow_flight::FlightData, Status>> + Send>>;
@@ -95,6 +98,18 @@ fn unknown_statement() -> Status {
     Status::not_found("no such prepared statement (it was closed, or too many were open)")
 }
 
+/// A running query's entry in `system.queries`, removed when the query's stream goes.
+struct Listed {
+    queries: Arc<Queries>,
+    id: u64,
+}
+
+impl Drop for Listed {
+    fn drop(&mut self) {
+        self.queries.end(self.id);
+    }
+}
+
 /// A query that failed while it ran.
 fn aborted(e: impl std::fmt::Display) -> FlightError {
     FlightError::Tonic(Box::new(Status::aborted(e.to_string())))
@@ -111,6 +126,7 @@ impl QueryService {
         let query = check_query(sql).map_err(invalid)?;
         let stream = match &query.relation {
             Relation::Live { stream } | Relation::Recent { stream } => stream,
+            Relation::System { .. } => &None,
         };
         if let Some(name) = stream
             && !self.streams.iter().any(|s| s == name)
@@ -139,6 +155,18 @@ impl QueryService {
         Ok(wanted.min(self.options.max_for))
     }
 
+    /// What `query` is planned over to learn its schema: no rows, or its system table.
+    fn shape_input(&self, query: &CheckedQuery) -> Result<QueryInput, Status> {
+        Ok(match &query.relation {
+            Relation::System { table } => QueryInput::Rows(
+                self.system
+                    .table(table)
+                    .map_err(|e| Status::internal(e.to_string()))?,
+            ),
+            _ => QueryInput::Batches(Vec::new()),
+        })
+    }
+
     /// A place for one more query, or RESOURCE_EXHAUSTED.
     fn admit(&self) -> Result<OwnedSemaphorePermit, Status> {
         Arc::clone(&self.running).try_acquire_owned().map_err(|_| {
@@ -152,6 +180,7 @@ impl QueryService {
     /// Runs `query` for `duration` (live) and streams its rows as Flight data.
     async fn run(
         &self,
+        text: &str,
         query: CheckedQuery,
         duration: Duration,
         parameters: Option<&RecordBatch>,
@@ -160,16 +189,25 @@ impl QueryService {
         let limits = QueryLimits {
             memory_bytes: self.options.memory_bytes,
         };
-        let signal = penstock_pipeline::signal_of(query.table);
-        let (input, live) = match &query.relation {
-            Relation::Recent { stream } => (
+        let (input, live) = match (&query.relation, query.table) {
+            (Relation::Recent { stream }, _) => (
                 QueryInput::Batches(self.taps.recent(stream.as_deref())),
                 None,
             ),
-            Relation::Live { stream } => {
+            (Relation::Live { stream }, Some(table)) => {
+                let signal = penstock_pipeline::signal_of(table);
                 let (subscription, receiver) = self.taps.subscribe(signal, stream.clone());
                 (QueryInput::Live(receiver), Some(subscription))
             }
+            _ => (self.shape_input(&query)?, None),
+        };
+        let listed = Listed {
+            queries: Arc::clone(&self.system.queries),
+            id: self.system.queries.start(RunningQuery {
+                sql: text.to_string(),
+                started: std::time::Instant::now(),
+                feed: live.clone(),
+            }),
         };
         let (schema, rows) = execute_with(&query, input, limits, parameters)
             .await
@@ -186,8 +224,9 @@ impl QueryService {
         // A query that has not finished a while after its time ends with an error.
         let limit = duration + self.options.max_for;
         let deadline = tokio::time::Instant::now() + limit;
-        let rows =
-            futures::stream::unfold((rows, Some(permit)), move |(mut rows, permit)| async move {
+        let rows = futures::stream::unfold(
+            (rows, Some((permit, listed))),
+            move |(mut rows, permit)| async move {
                 // The permit is held as long as the query runs.
                 permit.as_ref()?;
                 match tokio::time::timeout_at(deadline, rows.next()).await {
@@ -202,7 +241,8 @@ impl QueryService {
                         (rows, None),
                     )),
                 }
-            });
+            },
+        );
         let data = FlightDataEncoderBuilder::new()
             .with_schema(schema)
             .build(rows)
@@ -222,7 +262,8 @@ impl FlightSqlService for QueryService {
     ) -> Result<Response<FlightInfo>, Status> {
         let query = self.check(&command.query)?;
         // Planned over no rows: the schema, without reading anything.
-        let (schema, _) = describe_query(&query).await.map_err(invalid)?;
+        let input = self.shape_input(&query)?;
+        let (schema, _) = describe_query(&query, input).await.map_err(invalid)?;
         let ticket = TicketStatementQuery {
             statement_handle: command.query.into_bytes().into(),
         };
@@ -238,7 +279,7 @@ impl FlightSqlService for QueryService {
             .map_err(|_| invalid("the ticket does not hold a query"))?;
         let query = self.check(sql)?;
         let duration = self.duration(&request)?;
-        Ok(Response::new(self.run(query, duration, None).await?))
+        Ok(Response::new(self.run(sql, query, duration, None).await?))
     }
 
     async fn do_action_create_prepared_statement(
@@ -247,7 +288,8 @@ impl FlightSqlService for QueryService {
         _request: Request<Action>,
     ) -> Result<ActionCreatePreparedStatementResult, Status> {
         let checked = self.check(&query.query)?;
-        let (schema, parameters) = describe_query(&checked).await.map_err(invalid)?;
+        let input = self.shape_input(&checked)?;
+        let (schema, parameters) = describe_query(&checked, input).await.map_err(invalid)?;
         let handle = self.prepared.add(query.query);
         Ok(ActionCreatePreparedStatementResult {
             prepared_statement_handle: handle,
@@ -289,9 +331,9 @@ impl FlightSqlService for QueryService {
             .prepared
             .get(&command.prepared_statement_handle)
             .ok_or_else(unknown_statement)?;
-        let (schema, _) = describe_query(&self.check(&statement.sql)?)
-            .await
-            .map_err(invalid)?;
+        let query = self.check(&statement.sql)?;
+        let input = self.shape_input(&query)?;
+        let (schema, _) = describe_query(&query, input).await.map_err(invalid)?;
         info(command, &schema, request.into_inner())
     }
 
@@ -307,7 +349,12 @@ impl FlightSqlService for QueryService {
         let query = self.check(&statement.sql)?;
         let duration = self.duration(&request)?;
         let rows = self
-            .run(query, duration, statement.parameters.as_ref())
+            .run(
+                &statement.sql,
+                query,
+                duration,
+                statement.parameters.as_ref(),
+            )
             .await?;
         Ok(Response::new(rows))
     }
