@@ -87,6 +87,15 @@ enum Command {
         /// call header, default 10s).
         #[arg(long, default_value = "5m", value_parser = parse_drain_timeout)]
         query_max_for: std::time::Duration,
+        /// A token every query call must carry (`authorization: Bearer TOKEN`).
+        #[arg(long)]
+        query_token: Option<String>,
+        /// Serve the query service over TLS with this certificate chain (PEM).
+        #[arg(long, requires = "query_tls_key")]
+        query_tls_cert: Option<PathBuf>,
+        /// The private key (PEM) of --query-tls-cert.
+        #[arg(long, requires = "query_tls_cert")]
+        query_tls_key: Option<PathBuf>,
     },
     /// Run one SQL query on a gateway's query service and print the rows.
     Query {
@@ -102,6 +111,12 @@ enum Command {
         /// Keep a live query running and print rows as they arrive, until Ctrl-C.
         #[arg(long)]
         follow: bool,
+        /// The service's token (sent as `authorization: Bearer TOKEN`).
+        #[arg(long)]
+        token: Option<String>,
+        /// For an https:// endpoint: trust this CA certificate (PEM) instead of the system's.
+        #[arg(long)]
+        ca: Option<PathBuf>,
         /// The query, e.g. "SELECT severity_text, count(*) FROM logs GROUP BY 1".
         sql: String,
     },
@@ -112,6 +127,12 @@ enum Command {
         /// The query service, http://host:port.
         #[arg(long, default_value = "http://127.0.0.1:4320")]
         endpoint: String,
+        /// The service's token (sent as `authorization: Bearer TOKEN`).
+        #[arg(long)]
+        token: Option<String>,
+        /// For an https:// endpoint: trust this CA certificate (PEM) instead of the system's.
+        #[arg(long)]
+        ca: Option<PathBuf>,
     },
     /// Send realistic telemetry to a gateway and report throughput, errors and latency.
     Loadgen {
@@ -187,12 +208,17 @@ fn main() -> ExitCode {
             query_memory,
             query_max,
             query_max_for,
+            query_token,
+            query_tls_cert,
+            query_tls_key,
         } => logging::init(log_format).and_then(|()| {
             let query = query_listen.map(|listen| penstock_server::query::QueryOptions {
                 recent_bytes,
                 memory_bytes: query_memory,
                 max_queries: query_max.max(1),
                 max_for: query_max_for,
+                token: query_token,
+                tls: query_tls_cert.zip(query_tls_key),
                 ..penstock_server::query::QueryOptions::on(listen)
             });
             let options = gateway::RunOptions {
@@ -211,15 +237,22 @@ fn main() -> ExitCode {
             duration,
             format,
             follow,
+            token,
+            ca,
             sql,
         } => cli::query::run(cli::query::QueryArgs {
             endpoint,
             duration,
             format,
             follow,
+            access: cli::query::Access { token, ca },
             sql,
         }),
-        Command::Top { endpoint } => cli::top::run(&endpoint),
+        Command::Top {
+            endpoint,
+            token,
+            ca,
+        } => cli::top::run(&endpoint, &cli::query::Access { token, ca }),
         Command::Loadgen {
             endpoint,
             protocol,

@@ -261,3 +261,55 @@ fn system_tables_show_the_counters_and_the_queries_running() {
         assert!(unknown.contains("unknown table"), "{unknown}");
     });
 }
+
+#[test]
+fn the_service_can_ask_for_a_token_and_serve_tls() {
+    let dir = temp_dir("query-tls");
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&cert, certified.cert.pem()).unwrap();
+    std::fs::write(&key, certified.signing_key.serialize_pem()).unwrap();
+    let (_gateway, endpoint) = gateway(&[
+        "--query-token",
+        "s3cret",
+        "--query-tls-cert",
+        cert.to_str().unwrap(),
+        "--query-tls-key",
+        key.to_str().unwrap(),
+    ]);
+    let port = endpoint.rsplit(':').next().unwrap().to_string();
+    runtime().block_on(async {
+        let tls = tonic::transport::ClientTlsConfig::new().ca_certificate(
+            tonic::transport::Certificate::from_pem(certified.cert.pem()),
+        );
+        let channel = tonic::transport::Endpoint::from_shared(format!("https://localhost:{port}"))
+            .unwrap()
+            .tls_config(tls)
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let sql = "SELECT count(*) AS n FROM recent.logs".to_string();
+        let mut anonymous = FlightSqlServiceClient::new(channel.clone());
+        let refused = anonymous.execute(sql.clone(), None).await.unwrap_err();
+        assert!(
+            matches!(&refused, arrow_flight::error::FlightError::Tonic(s)
+                if s.code() == tonic::Code::Unauthenticated),
+            "{refused}"
+        );
+        let mut client = FlightSqlServiceClient::new(channel);
+        client.set_token("s3cret".to_string());
+        let info = client.execute(sql, None).await.unwrap();
+        let batches: Vec<RecordBatch> = client
+            .do_get(info.endpoint[0].ticket.clone().unwrap())
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+        assert_eq!(rows(&batches), 1);
+        // Plaintext gets no answer from a TLS service.
+        let plain = query(&format!("http://127.0.0.1:{port}"), 1, "SELECT 1 FROM logs").await;
+        assert!(plain.is_err());
+    });
+}

@@ -24,6 +24,15 @@ pub enum Format {
     Csv,
 }
 
+/// How to reach a query service that asks for a token or serves TLS.
+#[derive(Debug, Clone, Default)]
+pub struct Access {
+    /// Its token.
+    pub token: Option<String>,
+    /// A CA certificate (PEM) to trust for an https:// endpoint.
+    pub ca: Option<std::path::PathBuf>,
+}
+
 /// What to run and where.
 #[derive(Debug, Clone)]
 pub struct QueryArgs {
@@ -35,6 +44,8 @@ pub struct QueryArgs {
     pub format: Format,
     /// Keep the query running, printing rows as they arrive, until Ctrl-C.
     pub follow: bool,
+    /// The token and trusted CA.
+    pub access: Access,
     /// The query.
     pub sql: String,
 }
@@ -53,7 +64,7 @@ pub fn run(args: QueryArgs) -> anyhow::Result<()> {
 const FOLLOW_FOR: &str = "24h";
 
 async fn query(args: QueryArgs) -> anyhow::Result<()> {
-    let mut client = connect(&args.endpoint).await?;
+    let mut client = connect(&args.endpoint, &args.access).await?;
     if args.follow {
         client.set_header(FOR_HEADER, FOLLOW_FOR);
         let mut header = true;
@@ -101,16 +112,34 @@ async fn query(args: QueryArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Connects to the query service at `endpoint`.
+/// Connects to the query service at `endpoint` (https://: over TLS).
 pub async fn connect(
     endpoint: &str,
+    access: &Access,
 ) -> anyhow::Result<FlightSqlServiceClient<tonic::transport::Channel>> {
-    let channel = tonic::transport::Endpoint::from_shared(endpoint.to_string())
-        .with_context(|| format!("endpoint '{endpoint}'"))?
+    let mut target = tonic::transport::Endpoint::from_shared(endpoint.to_string())
+        .with_context(|| format!("endpoint '{endpoint}'"))?;
+    if endpoint.starts_with("https://") {
+        let tls = match &access.ca {
+            Some(path) => {
+                let pem =
+                    std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+                tonic::transport::ClientTlsConfig::new()
+                    .ca_certificate(tonic::transport::Certificate::from_pem(pem))
+            }
+            None => tonic::transport::ClientTlsConfig::new().with_native_roots(),
+        };
+        target = target.tls_config(tls).context("TLS")?;
+    }
+    let channel = target
         .connect()
         .await
         .with_context(|| format!("connecting to {endpoint}"))?;
-    Ok(FlightSqlServiceClient::new(channel))
+    let mut client = FlightSqlServiceClient::new(channel);
+    if let Some(token) = &access.token {
+        client.set_token(token.clone());
+    }
+    Ok(client)
 }
 
 /// Runs `sql` and returns all its rows.

@@ -8,18 +8,18 @@ use std::time::{Duration, Instant};
 use arrow::array::{AsArray, RecordBatch};
 use arrow::datatypes::UInt64Type;
 
-use super::query::{connect, fetch, table};
+use super::query::{Access, connect, fetch, table};
 
 /// How often the screen is redrawn.
 const REFRESH: Duration = Duration::from_secs(1);
 
 /// Shows the gateway whose query service is at `endpoint` until Ctrl-C.
-pub fn run(endpoint: &str) -> anyhow::Result<()> {
+pub fn run(endpoint: &str, access: &Access) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let mut client = connect(endpoint).await?;
+        let mut client = connect(endpoint, access).await?;
         let mut previous: HashMap<String, (u64, Instant)> = HashMap::new();
         loop {
             let screen = draw(&mut client, &mut previous, endpoint).await?;

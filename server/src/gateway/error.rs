@@ -96,6 +96,9 @@ pub enum GatewayError {
         /// Why.
         source: std::io::Error,
     },
+    /// The query service's TLS certificate or key was refused.
+    #[error("query service TLS: {0}")]
+    QueryTls(String),
     /// The admin endpoint could not listen.
     #[error("admin endpoint on {address}")]
     AdminListen {

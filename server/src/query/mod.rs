@@ -36,6 +36,10 @@ pub struct QueryOptions {
     pub memory_bytes: usize,
     /// Bytes of recent batches kept for `recent.*`.
     pub recent_bytes: usize,
+    /// The bearer token every call must carry (`authorization: Bearer TOKEN`), if any.
+    pub token: Option<String>,
+    /// The certificate chain and private key (PEM files) to serve TLS with, if any.
+    pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
 }
 
 impl QueryOptions {
@@ -48,6 +52,8 @@ impl QueryOptions {
             max_queries: 8,
             memory_bytes: 256 << 20,
             recent_bytes: 64 << 20,
+            token: None,
+            tls: None,
         }
     }
 }
@@ -82,7 +88,27 @@ pub async fn start(
             address: options.listen,
             source,
         })?;
-    tracing::info!(%address, "query: Flight SQL on {address}");
+    let mut server = tonic::transport::Server::builder();
+    if let Some((cert, key)) = &options.tls {
+        let read = |path: &std::path::PathBuf| {
+            std::fs::read(path).map_err(|source| GatewayError::ReadTlsFile {
+                owner: "the query service".into(),
+                path: path.clone(),
+                source,
+            })
+        };
+        let identity = tonic::transport::Identity::from_pem(read(cert)?, read(key)?);
+        server = server
+            .tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))
+            .map_err(|e| GatewayError::QueryTls(e.to_string()))?;
+    }
+    let scheme = if options.tls.is_some() {
+        "TLS"
+    } else {
+        "plaintext"
+    };
+    tracing::info!(%address, scheme, "query: Flight SQL on {address}");
+    let token = options.token.clone().map(|t| format!("Bearer {t}"));
     let service = QueryService {
         running: Arc::new(Semaphore::new(options.max_queries)),
         taps: sources.taps,
@@ -96,9 +122,25 @@ pub async fn start(
         },
     };
     let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    let authorized = move |request: tonic::Request<()>| match &token {
+        None => Ok(request),
+        Some(expected) => {
+            let given = request
+                .metadata()
+                .get("authorization")
+                .and_then(|v| v.to_str().ok());
+            if given == Some(expected.as_str()) {
+                Ok(request)
+            } else {
+                Err(tonic::Status::unauthenticated(
+                    "the query service needs `authorization: Bearer TOKEN` with its token",
+                ))
+            }
+        }
+    };
     tokio::spawn(async move {
-        let served = tonic::transport::Server::builder()
-            .add_service(FlightServiceServer::new(service))
+        let served = server
+            .add_service(FlightServiceServer::with_interceptor(service, authorized))
             .serve_with_incoming_shutdown(incoming, async move {
                 let _ = shutdown.wait_for(|stop| *stop).await;
             })
