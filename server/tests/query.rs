@@ -31,6 +31,12 @@ fn gateway(extra: &[&str]) -> (Gateway, String) {
     let mut args = vec!["--query-listen", "127.0.0.1:0", "--workers", "1"];
     args.extend_from_slice(extra);
     let gateway = Gateway::start_with(&dir, "query", &sql, &args);
+    let endpoint = query_endpoint(&gateway);
+    (gateway, endpoint)
+}
+
+/// The query service's endpoint, from the gateway's log.
+fn query_endpoint(gateway: &Gateway) -> String {
     let line = gateway.wait_for_line("query: Flight SQL on ");
     let message = common::log_message(&line);
     let address = message
@@ -39,7 +45,7 @@ fn gateway(extra: &[&str]) -> (Gateway, String) {
         .and_then(|rest| rest.split_whitespace().next())
         .unwrap()
         .to_string();
-    (gateway, format!("http://{address}"))
+    format!("http://{address}")
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -182,6 +188,52 @@ fn a_reader_that_never_reads_does_not_hold_up_the_gateway_or_other_queries() {
             .unwrap();
         let n = counts[0].column(0).as_primitive::<Int64Type>().value(0);
         assert!(n > 1000, "{n} logs in 2 s at 5000/s");
+    });
+}
+
+#[test]
+fn senders_are_acknowledged_while_a_live_query_never_reads() {
+    let dir = temp_dir("query-acks");
+    let sql = format!(
+        "CREATE SOURCE edge FROM GRPC WITH (listen = '127.0.0.1:0');
+         CREATE SINK out TO FILE WITH (path = '{}');
+         CREATE PIPELINE p FROM edge AS BEGIN INSERT INTO out SELECT * FROM logs; END;",
+        dir.join("out.jsonl").display()
+    );
+    let gateway = Gateway::start_with(&dir, "acks", &sql, &["--query-listen", "127.0.0.1:0"]);
+    let endpoint = query_endpoint(&gateway);
+    let url = gateway.url();
+    runtime().block_on(async {
+        let mut stalled = client(&endpoint, 60).await;
+        let info = stalled
+            .execute("SELECT * FROM logs".to_string(), None)
+            .await
+            .unwrap();
+        let _unread = stalled
+            .do_get(info.endpoint[0].ticket.clone().unwrap())
+            .await
+            .unwrap();
+        // Far more batches than the query's queue holds: every one is acknowledged.
+        let mut data = penstock_engine::datagen::DataGen::new(5);
+        for _ in 0..100 {
+            common::export_otlp(&url, data.logs(200)).await.unwrap();
+        }
+        let skipped = query(
+            &endpoint,
+            1,
+            "SELECT batches_offered, batches_skipped FROM system.queries \
+             WHERE sql = 'SELECT * FROM logs'",
+        )
+        .await
+        .unwrap();
+        let counts = |c: usize| {
+            skipped[0]
+                .column(c)
+                .as_primitive::<arrow::datatypes::UInt64Type>()
+                .value(0)
+        };
+        assert_eq!(counts(0), 100);
+        assert!(counts(1) > 0, "the query fell behind and skipped batches");
     });
 }
 

@@ -101,13 +101,15 @@ async fn query(args: QueryArgs) -> anyhow::Result<()> {
         }
     }
     if args.format == Format::Table {
-        print!("{}", table(&batches)?);
+        let mut out = std::io::stdout().lock();
+        write!(out, "{}", table(&batches)?)?;
         let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
-        println!(
+        writeln!(
+            out,
             "({rows} row{}, {:.2} s)",
             if rows == 1 { "" } else { "s" },
             started.elapsed().as_secs_f64()
-        );
+        )?;
     }
     Ok(())
 }
@@ -200,7 +202,7 @@ async fn follow_once(
                     let text = table(std::slice::from_ref(&batch))?;
                     let skip = if *header { 0 } else { 2 };
                     for line in text.lines().skip(skip) {
-                        println!("{line}");
+                        writeln!(std::io::stdout().lock(), "{line}")?;
                     }
                 }
                 format => print_batch(&batch, format, *header)?,

@@ -3,6 +3,7 @@
 //! dropped per pipeline statement, failures, and the queries running.
 
 use std::collections::HashMap;
+use std::io::Write;
 use std::time::{Duration, Instant};
 
 use arrow::array::{AsArray, RecordBatch};
@@ -23,7 +24,9 @@ pub fn run(endpoint: &str, access: &Access) -> anyhow::Result<()> {
         let mut previous: HashMap<String, (u64, Instant)> = HashMap::new();
         loop {
             let screen = draw(&mut client, &mut previous, endpoint).await?;
-            print!("\x1b[2J\x1b[H{screen}");
+            let mut out = std::io::stdout().lock();
+            write!(out, "\x1b[2J\x1b[H{screen}")?;
+            out.flush()?;
             tokio::select! {
                 _ = tokio::time::sleep(REFRESH) => {}
                 _ = tokio::signal::ctrl_c() => return Ok(()),
