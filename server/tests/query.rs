@@ -90,6 +90,20 @@ async fn query(endpoint: &str, seconds: u64, sql: &str) -> Result<Vec<RecordBatc
     Ok(batches)
 }
 
+/// Starts live query `sql` for `seconds` and returns its stream, to be held and never read.
+async fn attach_unread(
+    endpoint: &str,
+    seconds: u64,
+    sql: &str,
+) -> arrow_flight::decode::FlightRecordBatchStream {
+    let mut client = client(endpoint, seconds).await;
+    let info = client.execute(sql.to_string(), None).await.unwrap();
+    client
+        .do_get(info.endpoint[0].ticket.clone().unwrap())
+        .await
+        .unwrap()
+}
+
 fn rows(batches: &[RecordBatch]) -> usize {
     batches.iter().map(RecordBatch::num_rows).sum()
 }
@@ -173,15 +187,7 @@ fn a_reader_that_never_reads_does_not_hold_up_the_gateway_or_other_queries() {
     let (_gateway, endpoint) = gateway(&[]);
     runtime().block_on(async {
         // Attach a live query and never read its rows.
-        let mut stalled = client(&endpoint, 20).await;
-        let info = stalled
-            .execute("SELECT * FROM logs".to_string(), None)
-            .await
-            .unwrap();
-        let _unread = stalled
-            .do_get(info.endpoint[0].ticket.clone().unwrap())
-            .await
-            .unwrap();
+        let _unread = attach_unread(&endpoint, 20, "SELECT * FROM logs").await;
         // Another query still sees the generator's full rate.
         let counts = query(&endpoint, 2, "SELECT count(*) AS n FROM logs")
             .await
@@ -204,15 +210,7 @@ fn senders_are_acknowledged_while_a_live_query_never_reads() {
     let endpoint = query_endpoint(&gateway);
     let url = gateway.url();
     runtime().block_on(async {
-        let mut stalled = client(&endpoint, 60).await;
-        let info = stalled
-            .execute("SELECT * FROM logs".to_string(), None)
-            .await
-            .unwrap();
-        let _unread = stalled
-            .do_get(info.endpoint[0].ticket.clone().unwrap())
-            .await
-            .unwrap();
+        let _unread = attach_unread(&endpoint, 60, "SELECT * FROM logs").await;
         // Far more batches than the query's queue holds: every one is acknowledged.
         let mut data = penstock_engine::datagen::DataGen::new(5);
         for _ in 0..100 {
@@ -265,16 +263,7 @@ fn system_tables_show_the_counters_and_the_queries_running() {
     let (_gateway, endpoint) = gateway(&[]);
     runtime().block_on(async {
         // A live query attached for a while, then the system tables.
-        let mut watcher = client(&endpoint, 20).await;
-        let info = watcher
-            .execute("SELECT body FROM live.kept.logs".to_string(), None)
-            .await
-            .unwrap();
-        let _attached = watcher
-            .do_get(info.endpoint[0].ticket.clone().unwrap())
-            .await
-            .unwrap();
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        let _attached = attach_unread(&endpoint, 20, "SELECT body FROM live.kept.logs").await;
         let text = |batch: &RecordBatch, column: usize| -> Vec<String> {
             batch
                 .column(column)
@@ -283,14 +272,21 @@ fn system_tables_show_the_counters_and_the_queries_running() {
                 .map(|v| v.unwrap_or_default().to_string())
                 .collect()
         };
-        let sources = query(&endpoint, 1, "SELECT name, records FROM system.sources")
-            .await
-            .unwrap();
+        // The generator's records show up in its counters.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let sources = loop {
+            let sources = query(&endpoint, 1, "SELECT name, records FROM system.sources")
+                .await
+                .unwrap();
+            let records = sources[0]
+                .column(1)
+                .as_primitive::<arrow::datatypes::UInt64Type>();
+            if records.value(0) > 0 {
+                break sources;
+            }
+            assert!(Instant::now() < deadline, "no records counted");
+        };
         assert_eq!(text(&sources[0], 0), ["gen"]);
-        let records = sources[0]
-            .column(1)
-            .as_primitive::<arrow::datatypes::UInt64Type>();
-        assert!(records.value(0) > 0);
         let statements = query(
             &endpoint,
             1,
