@@ -58,8 +58,9 @@ pub enum Relation {
 }
 
 /// The gateway's own tables: `system.sources`, `system.sinks`, `system.statements` (the
-/// counters of every pipeline statement) and `system.queries` (the queries running).
-pub const SYSTEM_TABLES: [&str; 4] = ["sources", "sinks", "statements", "queries"];
+/// counters of every pipeline statement), `system.queries` (the queries running) and
+/// `system.gateway` (its queues and what it holds now).
+pub const SYSTEM_TABLES: [&str; 5] = ["sources", "sinks", "statements", "queries", "gateway"];
 
 /// A query ready to plan: read-only, over one table, every reference resolved.
 #[derive(Debug, Clone, PartialEq)]
@@ -306,7 +307,7 @@ fn relation(name: &ObjectName) -> Result<(Option<Table>, Relation)> {
         Located::at(
             name.span(),
             format!(
-                "unknown table '{name}'; tables are [live.|recent.][SOURCE_OR_SINK.]logs|spans|metrics and system.sources|sinks|statements|queries"
+                "unknown table '{name}'; tables are [live.|recent.][SOURCE_OR_SINK.]logs|spans|metrics and system.sources|sinks|statements|queries|gateway"
             ),
         )
     };

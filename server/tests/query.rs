@@ -12,7 +12,7 @@ use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::Int64Type;
 use arrow_flight::sql::client::FlightSqlServiceClient;
 use common::{Gateway, temp_dir};
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use tonic::transport::Channel;
 
 /// A gateway whose generator makes logs (about 5000 a second) for a pipeline that renames
@@ -210,7 +210,7 @@ fn senders_are_acknowledged_while_a_live_query_never_reads() {
     let endpoint = query_endpoint(&gateway);
     let url = gateway.url();
     runtime().block_on(async {
-        let _unread = attach_unread(&endpoint, 60, "SELECT * FROM logs").await;
+        let unread = attach_unread(&endpoint, 5, "SELECT * FROM logs").await;
         // Far more batches than the query's queue holds: every one is acknowledged.
         let mut data = penstock_engine::datagen::DataGen::new(5);
         for _ in 0..100 {
@@ -232,6 +232,31 @@ fn senders_are_acknowledged_while_a_live_query_never_reads() {
         };
         assert_eq!(counts(0), 100);
         assert!(counts(1) > 0, "the query fell behind and skipped batches");
+        // Read at last, the query ends (its time is up) with the count of what it skipped.
+        let mut messages = unread.into_inner();
+        let mut said = None;
+        while let Some(message) = messages.next().await {
+            let metadata = message.unwrap().inner.app_metadata;
+            if let Some(n) = std::str::from_utf8(&metadata)
+                .ok()
+                .and_then(|m| m.strip_prefix("penstock-skipped="))
+            {
+                said = Some(n.parse::<u64>().unwrap());
+            }
+        }
+        assert_eq!(said, Some(counts(1)));
+    });
+}
+
+#[test]
+fn queries_beyond_the_most_at_once_are_refused() {
+    let (_gateway, endpoint) = gateway(&["--query-max", "1"]);
+    runtime().block_on(async {
+        let _running = attach_unread(&endpoint, 30, "SELECT body FROM logs").await;
+        let refused = query(&endpoint, 1, "SELECT count(*) FROM recent.logs")
+            .await
+            .unwrap_err();
+        assert!(refused.starts_with("ResourceExhausted"), "{refused}");
     });
 }
 

@@ -8,10 +8,11 @@ use anyhow::Context;
 use arrow::array::{Array, RecordBatch};
 use arrow::datatypes::DataType;
 use arrow::util::display::{ArrayFormatter, FormatOptions};
+use arrow_flight::decode::DecodedPayload;
 use arrow_flight::sql::client::FlightSqlServiceClient;
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 
-use crate::query::service::FOR_HEADER;
+use crate::query::service::{FOR_HEADER, SKIPPED_METADATA};
 
 /// How rows are printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -84,6 +85,7 @@ async fn query(args: QueryArgs) -> anyhow::Result<()> {
         .await
         .map_err(|e| anyhow::anyhow!("{}", flight_message(e)))?;
     let mut batches = Vec::new();
+    let mut skipped = 0;
     for endpoint in info.endpoint {
         let Some(ticket) = endpoint.ticket else {
             continue;
@@ -92,8 +94,16 @@ async fn query(args: QueryArgs) -> anyhow::Result<()> {
             .do_get(ticket)
             .await
             .map_err(|e| anyhow::anyhow!("{}", flight_message(e)))?;
-        let mut stream = stream.map_err(flight_message);
-        while let Some(batch) = stream.try_next().await.map_err(|e| anyhow::anyhow!(e))? {
+        let mut messages = stream.into_inner();
+        while let Some(message) = messages.next().await {
+            let message = message.map_err(|e| anyhow::anyhow!("{}", flight_message(e)))?;
+            skipped += skipped_of(&message.inner.app_metadata);
+            let DecodedPayload::RecordBatch(batch) = message.payload else {
+                continue;
+            };
+            if batch.num_rows() == 0 {
+                continue;
+            }
             if args.format != Format::Table {
                 print_batch(&batch, args.format, batches.is_empty())?;
             }
@@ -106,10 +116,16 @@ async fn query(args: QueryArgs) -> anyhow::Result<()> {
         let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
         writeln!(
             out,
-            "({rows} row{}, {:.2} s)",
+            "({rows} row{}, {:.2} s{})",
             if rows == 1 { "" } else { "s" },
-            started.elapsed().as_secs_f64()
+            started.elapsed().as_secs_f64(),
+            match skipped {
+                0 => String::new(),
+                n => format!(", {n} batches skipped: the query fell behind"),
+            }
         )?;
+    } else if skipped > 0 {
+        eprintln!("{skipped} batches skipped: the query fell behind");
     }
     Ok(())
 }
@@ -211,6 +227,15 @@ async fn follow_once(
         }
     }
     Ok(())
+}
+
+/// The batches a query skipped, from the metadata of its last message (0 elsewhere).
+fn skipped_of(metadata: &[u8]) -> u64 {
+    std::str::from_utf8(metadata)
+        .ok()
+        .and_then(|m| m.strip_prefix(SKIPPED_METADATA))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
 }
 
 /// The message of a Flight error: the server's status message when there is one.

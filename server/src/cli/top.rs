@@ -1,6 +1,6 @@
 //! `penstock top`: a full-screen view of a running gateway, refreshed every second from its
 //! `system.*` tables: records per second through each source and sink, rows in, out and
-//! dropped per pipeline statement, failures, and the queries running.
+//! dropped per pipeline statement, failures, queue depths, and the queries running.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -42,6 +42,14 @@ async fn draw(
     endpoint: &str,
 ) -> anyhow::Result<String> {
     let mut out = format!("penstock top: {endpoint} (Ctrl-C quits)\n\n");
+    let gateway = fetch(
+        client,
+        "SELECT queued_batches, in_flight_bytes, receiving_requests, connections, otap_streams \
+         FROM system.gateway",
+    )
+    .await?;
+    out.push_str(&table(&gateway)?);
+    out.push('\n');
     for kind in ["sources", "sinks"] {
         let failed = if kind == "sources" {
             "refused"

@@ -8,6 +8,7 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use arrow::array::RecordBatch;
@@ -244,11 +245,35 @@ impl QueryService {
             },
         );
         let data = FlightDataEncoderBuilder::new()
-            .with_schema(schema)
+            .with_schema(Arc::clone(&schema))
             .build(rows)
             .map_err(Status::from);
-        Ok(Box::pin(data))
+        // Last, an empty batch whose metadata says how many batches the query skipped.
+        let summary = futures::stream::once(async move {
+            let skipped = live.as_ref().map_or(0, |s| s.skipped.load(Relaxed));
+            summary_message(&schema, skipped)
+        });
+        Ok(Box::pin(data.chain(summary)))
     }
+}
+
+/// The metadata of a query's last message: `penstock-skipped=N`, the batches a live query
+/// skipped because it fell behind.
+pub const SKIPPED_METADATA: &str = "penstock-skipped=";
+
+/// An empty batch of `schema` carrying [`SKIPPED_METADATA`].
+fn summary_message(
+    schema: &arrow::datatypes::Schema,
+    skipped: u64,
+) -> Result<arrow_flight::FlightData, Status> {
+    let empty = RecordBatch::new_empty(Arc::new(schema.clone()));
+    let mut messages = arrow_flight::utils::batches_to_flight_data(schema, vec![empty])
+        .map_err(|e| Status::internal(e.to_string()))?;
+    let mut last = messages
+        .pop()
+        .ok_or_else(|| Status::internal("no message for an empty batch"))?;
+    last.app_metadata = format!("{SKIPPED_METADATA}{skipped}").into();
+    Ok(last)
 }
 
 #[tonic::async_trait]

@@ -1,5 +1,5 @@
 //! The gateway's own tables, for `system.*` queries: its sources, sinks and pipeline statements
-//! with their counters, and the queries running.
+//! with their counters, its queues, and the queries running.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering::Relaxed;
@@ -104,6 +104,7 @@ impl System {
             "sources" => flows(&self.telemetry.sources, "refused"),
             "sinks" => flows(&self.telemetry.sinks, "failed"),
             "statements" => self.statements(),
+            "gateway" => self.gateway(),
             _ => self.queries(),
         }
     }
@@ -133,6 +134,20 @@ impl System {
             ("rows_out", count(rows_out)),
             ("rows_dropped", count(rows_dropped)),
             ("failed_batches", count(errors)),
+        ])
+    }
+
+    fn gateway(&self) -> Result<RecordBatch, arrow::error::ArrowError> {
+        let t = &self.telemetry;
+        let now = |c: &std::sync::atomic::AtomicU64| count(vec![c.load(Relaxed)]);
+        batch(vec![
+            ("queued_batches", now(&t.queued_batches)),
+            ("in_flight_bytes", now(&t.in_flight_bytes)),
+            ("receiving_requests", now(&t.receiving_requests)),
+            ("connections", now(&t.connections)),
+            ("otap_streams", now(&t.otap_streams)),
+            ("otap_stream_state_bytes", now(&t.stream_state_bytes)),
+            ("derived_metric_failures", now(&t.derived_failures)),
         ])
     }
 
