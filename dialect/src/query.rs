@@ -200,43 +200,7 @@ fn check_select(query: &Query) -> Result<CheckedQuery> {
         table,
         columns: Vec::new(),
     };
-    let mut projection = Vec::new();
-    for item in std::mem::take(&mut select.projection) {
-        match item {
-            SelectItem::UnnamedExpr(mut e) => {
-                let name = e.to_string();
-                reads.rewrite(&mut e, &[])?;
-                projection.push(match &e {
-                    Expr::Identifier(_) => SelectItem::UnnamedExpr(e),
-                    _ => SelectItem::ExprWithAlias {
-                        expr: e,
-                        alias: Ident::with_quote('"', name),
-                    },
-                });
-            }
-            SelectItem::ExprWithAlias { mut expr, alias } => {
-                reads.rewrite(&mut expr, &[])?;
-                projection.push(SelectItem::ExprWithAlias { expr, alias });
-            }
-            SelectItem::Wildcard(options)
-                if options.opt_exclude.is_none()
-                    && options.opt_except.is_none()
-                    && options.opt_replace.is_none()
-                    && options.opt_rename.is_none()
-                    && options.opt_ilike.is_none() =>
-            {
-                for field in table.fields().iter().chain(ENVELOPE_FIELDS) {
-                    let column = ColumnRef::Field(field);
-                    projection.push(SelectItem::UnnamedExpr(Expr::Identifier(
-                        Ident::with_quote('"', column.column_name()),
-                    )));
-                    reads.add(column);
-                }
-            }
-            other => return unsupported("a qualified or modified *", other.span()),
-        }
-    }
-    select.projection = projection;
+    select.projection = projection(&mut reads, std::mem::take(&mut select.projection))?;
     if let Some(selection) = &mut select.selection {
         reads.rewrite(selection, &[])?;
     }
@@ -270,6 +234,47 @@ fn check_select(query: &Query) -> Result<CheckedQuery> {
         columns: reads.columns,
         limit,
     })
+}
+
+/// The select list with every reference resolved; `*` becomes the table's columns.
+fn projection(reads: &mut Reads, items: Vec<SelectItem>) -> Result<Vec<SelectItem>> {
+    let mut projection = Vec::new();
+    for item in items {
+        match item {
+            SelectItem::UnnamedExpr(mut e) => {
+                let name = e.to_string();
+                reads.rewrite(&mut e, &[])?;
+                projection.push(match &e {
+                    Expr::Identifier(_) => SelectItem::UnnamedExpr(e),
+                    _ => SelectItem::ExprWithAlias {
+                        expr: e,
+                        alias: Ident::with_quote('"', name),
+                    },
+                });
+            }
+            SelectItem::ExprWithAlias { mut expr, alias } => {
+                reads.rewrite(&mut expr, &[])?;
+                projection.push(SelectItem::ExprWithAlias { expr, alias });
+            }
+            SelectItem::Wildcard(options)
+                if options.opt_exclude.is_none()
+                    && options.opt_except.is_none()
+                    && options.opt_replace.is_none()
+                    && options.opt_rename.is_none()
+                    && options.opt_ilike.is_none() =>
+            {
+                for field in reads.table.fields().iter().chain(ENVELOPE_FIELDS) {
+                    let column = ColumnRef::Field(field);
+                    projection.push(SelectItem::UnnamedExpr(Expr::Identifier(
+                        Ident::with_quote('"', column.column_name()),
+                    )));
+                    reads.add(column);
+                }
+            }
+            other => return unsupported("a qualified or modified *", other.span()),
+        }
+    }
+    Ok(projection)
 }
 
 /// The columns a query reads, collected as its expressions are resolved.
