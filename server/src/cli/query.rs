@@ -10,7 +10,7 @@ use arrow::datatypes::DataType;
 use arrow::util::display::{ArrayFormatter, FormatOptions};
 use arrow_flight::decode::DecodedPayload;
 use arrow_flight::sql::client::FlightSqlServiceClient;
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 
 use crate::query::service::{FOR_HEADER, SKIPPED_METADATA};
 
@@ -80,36 +80,18 @@ async fn query(args: QueryArgs) -> anyhow::Result<()> {
         client.set_header(FOR_HEADER, format!("{}ms", duration.as_millis()));
     }
     let started = Instant::now();
-    let info = client
-        .execute(args.sql.clone(), None)
-        .await
-        .map_err(|e| anyhow::anyhow!("{}", flight_message(e)))?;
     let mut batches = Vec::new();
-    let mut skipped = 0;
-    for endpoint in info.endpoint {
-        let Some(ticket) = endpoint.ticket else {
-            continue;
-        };
-        let stream = client
-            .do_get(ticket)
-            .await
-            .map_err(|e| anyhow::anyhow!("{}", flight_message(e)))?;
-        let mut messages = stream.into_inner();
-        while let Some(message) = messages.next().await {
-            let message = message.map_err(|e| anyhow::anyhow!("{}", flight_message(e)))?;
-            skipped += skipped_of(&message.inner.app_metadata);
-            let DecodedPayload::RecordBatch(batch) = message.payload else {
-                continue;
-            };
-            if batch.num_rows() == 0 {
-                continue;
-            }
-            if args.format != Format::Table {
-                print_batch(&batch, args.format, batches.is_empty())?;
-            }
-            batches.push(batch);
+    let skipped = each_batch(&mut client, &args.sql, |batch| {
+        if batch.num_rows() == 0 {
+            return Ok(());
         }
-    }
+        if args.format != Format::Table {
+            print_batch(&batch, args.format, batches.is_empty())?;
+        }
+        batches.push(batch);
+        Ok(())
+    })
+    .await?;
     if args.format == Format::Table {
         let mut out = std::io::stdout().lock();
         write!(out, "{}", table(&batches)?)?;
@@ -165,28 +147,42 @@ pub async fn fetch(
     client: &mut FlightSqlServiceClient<tonic::transport::Channel>,
     sql: &str,
 ) -> anyhow::Result<Vec<RecordBatch>> {
+    let mut batches = Vec::new();
+    each_batch(client, sql, |batch| {
+        batches.push(batch);
+        Ok(())
+    })
+    .await?;
+    Ok(batches)
+}
+
+/// Runs `sql`, hands each batch to `on_batch` as it arrives, and returns how many
+/// batches the query skipped (see [`SKIPPED_METADATA`]).
+async fn each_batch(
+    client: &mut FlightSqlServiceClient<tonic::transport::Channel>,
+    sql: &str,
+    mut on_batch: impl FnMut(RecordBatch) -> anyhow::Result<()>,
+) -> anyhow::Result<u64> {
+    let failed = |e| anyhow::anyhow!("{}", flight_message(e));
     let info = client
         .execute(sql.to_string(), None)
         .await
-        .map_err(|e| anyhow::anyhow!("{}", flight_message(e)))?;
-    let mut batches = Vec::new();
+        .map_err(failed)?;
+    let mut skipped = 0;
     for endpoint in info.endpoint {
         let Some(ticket) = endpoint.ticket else {
             continue;
         };
-        let stream = client
-            .do_get(ticket)
-            .await
-            .map_err(|e| anyhow::anyhow!("{}", flight_message(e)))?;
-        batches.extend(
-            stream
-                .map_err(flight_message)
-                .try_collect::<Vec<_>>()
-                .await
-                .map_err(|e| anyhow::anyhow!(e))?,
-        );
+        let mut messages = client.do_get(ticket).await.map_err(failed)?.into_inner();
+        while let Some(message) = messages.next().await {
+            let message = message.map_err(failed)?;
+            skipped += skipped_of(&message.inner.app_metadata);
+            if let DecodedPayload::RecordBatch(batch) = message.payload {
+                on_batch(batch)?;
+            }
+        }
     }
-    Ok(batches)
+    Ok(skipped)
 }
 
 /// Runs the query once, printing each batch as it arrives (`header`: whether the column names
@@ -196,36 +192,24 @@ async fn follow_once(
     args: &QueryArgs,
     header: &mut bool,
 ) -> anyhow::Result<()> {
-    let info = client
-        .execute(args.sql.clone(), None)
-        .await
-        .map_err(|e| anyhow::anyhow!("{}", flight_message(e)))?;
-    for endpoint in info.endpoint {
-        let Some(ticket) = endpoint.ticket else {
-            continue;
-        };
-        let stream = client
-            .do_get(ticket)
-            .await
-            .map_err(|e| anyhow::anyhow!("{}", flight_message(e)))?;
-        let mut stream = stream.map_err(flight_message);
-        while let Some(batch) = stream.try_next().await.map_err(|e| anyhow::anyhow!(e))? {
-            if batch.num_rows() == 0 {
-                continue;
-            }
-            match args.format {
-                Format::Table => {
-                    let text = table(std::slice::from_ref(&batch))?;
-                    let skip = if *header { 0 } else { 2 };
-                    for line in text.lines().skip(skip) {
-                        writeln!(std::io::stdout().lock(), "{line}")?;
-                    }
-                }
-                format => print_batch(&batch, format, *header)?,
-            }
-            *header = false;
+    each_batch(client, &args.sql, |batch| {
+        if batch.num_rows() == 0 {
+            return Ok(());
         }
-    }
+        match args.format {
+            Format::Table => {
+                let text = table(std::slice::from_ref(&batch))?;
+                let skip = if *header { 0 } else { 2 };
+                for line in text.lines().skip(skip) {
+                    writeln!(std::io::stdout().lock(), "{line}")?;
+                }
+            }
+            format => print_batch(&batch, format, *header)?,
+        }
+        *header = false;
+        Ok(())
+    })
+    .await?;
     Ok(())
 }
 

@@ -104,20 +104,23 @@ impl Taps {
     /// `batch` entered through source number `index`.
     pub fn source(&self, index: usize, batch: &OtapBatch) {
         if let Some(name) = self.sources.get(index) {
-            self.publish(Seen::Source(name.clone()), batch);
+            self.publish(|| Seen::Source(name.clone()), batch);
         }
     }
 
     /// `batch` is sent to sink `name`.
     pub fn sink(&self, name: &str, batch: &OtapBatch) {
-        self.publish(Seen::Sink(name.to_string()), batch);
+        self.publish(|| Seen::Sink(name.to_string()), batch);
     }
 
-    fn publish(&self, seen: Seen, batch: &OtapBatch) {
+    /// Keeps and offers `batch`; `seen` (which allocates) is only made when a query or the
+    /// ring wants the batch.
+    fn publish(&self, seen: impl FnOnce() -> Seen, batch: &OtapBatch) {
         let recent = self.recent.capacity() > 0;
         if !self.active(recent) {
             return;
         }
+        let seen = seen();
         let shared = Arc::new(batch.clone());
         if self.live_count.load(Relaxed) > 0 {
             let mut gone = Vec::new();
