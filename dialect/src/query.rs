@@ -319,9 +319,17 @@ fn relation(name: &ObjectName) -> Result<(Option<Table>, Relation)> {
     if parts.len() != name.0.len() {
         return Err(unknown());
     }
-    if let [kind, table] = parts.as_slice()
-        && kind.eq_ignore_ascii_case("system")
-    {
+    // `system.all.T`: as the catalog lists the gateway's own tables.
+    let system = match parts.as_slice() {
+        [kind, table] if kind.eq_ignore_ascii_case("system") => Some(table),
+        [kind, schema, table]
+            if kind.eq_ignore_ascii_case("system") && schema.eq_ignore_ascii_case(ALL_SOURCES) =>
+        {
+            Some(table)
+        }
+        _ => None,
+    };
+    if let Some(table) = system {
         let table = table.to_lowercase();
         if !SYSTEM_TABLES.contains(&table.as_str()) {
             return Err(unknown());

@@ -245,3 +245,72 @@ fn the_documented_examples_run() {
         assert!(rows(&result) > 0, "{sql}");
     }
 }
+
+/// The count of rows a `WHERE` keeps (filtered in the scan) and the count of rows the same
+/// predicate holds for, computed without a `WHERE` (every row assembled).
+fn kept_and_counted(table: &str, predicate: &str) -> (i64, i64) {
+    let count = |sql: &str| -> i64 {
+        let result = run(sql).unwrap();
+        result[0].column(0).as_primitive::<Int64Type>().value(0)
+    };
+    let kept = count(&format!("SELECT count(*) FROM {table} WHERE {predicate}"));
+    let counted = count(&format!(
+        "SELECT coalesce(sum(CASE WHEN {predicate} THEN 1 ELSE 0 END), 0) FROM {table}"
+    ));
+    (kept, counted)
+}
+
+#[test]
+fn filters_in_the_scan_keep_exactly_the_rows_the_predicate_holds_for() {
+    for (table, predicate) in [
+        ("recent.logs", "severity_number >= 13"),
+        (
+            "recent.logs",
+            "attributes['http.response.status_code'] >= 500",
+        ),
+        // Rows without the attribute: null, so neither kept nor counted.
+        ("recent.logs", "attributes['no.such.key'] = 'x'"),
+        (
+            "recent.logs",
+            "resource.attributes['service.name'] = 'checkout' AND severity_text <> 'INFO'",
+        ),
+        (
+            "recent.spans",
+            "duration_nanos > 1000000 OR status.code = 2",
+        ),
+    ] {
+        let (kept, counted) = kept_and_counted(table, predicate);
+        assert_eq!(kept, counted, "{table} WHERE {predicate}");
+    }
+    let (kept, _) = kept_and_counted("recent.logs", "severity_number >= 13");
+    assert!(0 < kept && kept < 1500, "a filter that keeps some: {kept}");
+}
+
+#[test]
+fn a_filter_may_read_columns_the_query_does_not_return() {
+    let result = run("SELECT body FROM recent.logs WHERE severity_number >= 17").unwrap();
+    assert!(rows(&result) > 0);
+    assert_eq!(result[0].num_columns(), 1);
+    let none = run("SELECT body FROM recent.logs WHERE severity_number > 1000").unwrap();
+    assert_eq!(rows(&none), 0);
+}
+
+#[test]
+fn the_plan_hands_filters_to_the_scan() {
+    let mut query =
+        check_query("SELECT body FROM recent.logs WHERE severity_number >= 17").unwrap();
+    query.sql = format!("EXPLAIN {}", query.sql);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let (_, plan) = runtime
+        .block_on(run_query(&query, batches(), QueryLimits::default()))
+        .unwrap();
+    let text = arrow::util::pretty::pretty_format_batches(&plan)
+        .unwrap()
+        .to_string();
+    assert!(
+        text.contains("partial_filters=[") && text.contains("severity_number"),
+        "{text}"
+    );
+}

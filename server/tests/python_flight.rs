@@ -96,14 +96,22 @@ fn adbc_and_pyarrow_query_the_gateway() {
     );
     assert!(0 < high && high < every, "{prepared}");
     let objects = by("adbc-objects");
-    assert_eq!(objects["catalogs"], serde_json::json!(["live", "recent"]));
+    assert_eq!(
+        objects["catalogs"],
+        serde_json::json!(["live", "recent", "system"])
+    );
     let tables: Vec<&str> = objects["tables"]
         .as_array()
         .unwrap()
         .iter()
         .map(|t| t.as_str().unwrap())
         .collect();
-    for table in ["live.all.logs", "recent.gen.spans", "live.screen.metrics"] {
+    for table in [
+        "live.all.logs",
+        "recent.gen.spans",
+        "live.screen.metrics",
+        "system.all.queries",
+    ] {
         assert!(tables.contains(&table), "{table} in {tables:?}");
     }
     let pyarrow = by("pyarrow");

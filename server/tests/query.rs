@@ -328,6 +328,42 @@ fn system_tables_show_the_counters_and_the_queries_running() {
         .await
         .unwrap();
         assert_eq!(rows(&running), 1, "the attached live query is listed");
+        // A live query that reads: its rows are counted as they are sent.
+        let reader = tokio::spawn({
+            let endpoint = endpoint.clone();
+            async move { query(&endpoint, 5, "SELECT severity_text FROM live.all.logs").await }
+        });
+        loop {
+            let sent = query(
+                &endpoint,
+                1,
+                "SELECT rows FROM system.queries WHERE sql LIKE '%severity_text FROM live%'",
+            )
+            .await
+            .unwrap();
+            let counted = sent
+                .iter()
+                .flat_map(|b| {
+                    b.column(0)
+                        .as_primitive::<arrow::datatypes::UInt64Type>()
+                        .values()
+                        .to_vec()
+                })
+                .sum::<u64>();
+            if counted > 0 {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no rows counted for a reading query"
+            );
+        }
+        assert!(rows(&reader.await.unwrap().unwrap()) > 0);
+        // The catalog lists the system tables.
+        let listed = query(&endpoint, 1, "SELECT * FROM system.all.gateway")
+            .await
+            .unwrap();
+        assert_eq!(rows(&listed), 1);
         let unknown = query(&endpoint, 1, "SELECT * FROM system.nothing")
             .await
             .unwrap_err();

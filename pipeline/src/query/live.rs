@@ -10,7 +10,7 @@ use datafusion::catalog::Session;
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::logical_expr::Expr;
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
@@ -19,6 +19,7 @@ use futures::channel::mpsc;
 use penstock_dialect::model::{ColumnRef, Table};
 use penstock_engine::OtapBatch;
 
+use super::filter::{ScanFilter, pushdown};
 use super::table::{projected, rows_of};
 use crate::view::schema_of;
 
@@ -57,14 +58,22 @@ impl TableProvider for LiveTable {
         TableType::Temporary
     }
 
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> Result<Vec<TableProviderFilterPushDown>> {
+        Ok(pushdown(filters))
+    }
+
     async fn scan(
         &self,
-        _state: &dyn Session,
+        state: &dyn Session,
         projection: Option<&Vec<usize>>,
-        _filters: &[Expr],
+        filters: &[Expr],
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let (columns, schema) = projected(&self.columns, &self.schema, projection)?;
+        let filter = ScanFilter::new(state, &self.columns, &self.schema, filters)?;
         let receiver = self
             .receiver
             .lock()
@@ -77,6 +86,7 @@ impl TableProvider for LiveTable {
             table: self.table,
             columns,
             schema: Arc::clone(&schema),
+            filter,
             receiver: Mutex::new(Some(receiver)),
         };
         // Bounded: the stream ends when the query's time is up, so sorts and aggregates work.
@@ -92,6 +102,7 @@ struct LivePartition {
     table: Table,
     columns: Vec<ColumnRef>,
     schema: SchemaRef,
+    filter: Option<ScanFilter>,
     receiver: Mutex<Option<LiveReceiver>>,
 }
 
@@ -103,10 +114,11 @@ impl PartitionStream for LivePartition {
     fn execute(&self, _context: Arc<TaskContext>) -> SendableRecordBatchStream {
         let receiver = self.receiver.lock().ok().and_then(|mut r| r.take());
         let (table, columns, schema) = (self.table, self.columns.clone(), Arc::clone(&self.schema));
+        let filter = self.filter.clone();
         let rows = futures::stream::iter(receiver)
             .flatten()
             .flat_map(move |batch| {
-                let parts = match rows_of(table, &batch, &columns, &schema) {
+                let parts = match rows_of(table, &batch, &columns, &schema, filter.as_ref()) {
                     Ok(parts) => parts.into_iter().map(Ok).collect(),
                     Err(e) => vec![Err(e)],
                 };

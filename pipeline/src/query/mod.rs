@@ -2,6 +2,7 @@
 //! [`penstock_dialect::query::check_query`]) runs in its own DataFusion session, with its own
 //! memory pool, over a table that reads the batches through the SQL view pipelines use.
 
+mod filter;
 mod live;
 mod recent;
 mod table;

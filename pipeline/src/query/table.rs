@@ -10,13 +10,14 @@ use datafusion::catalog::Session;
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::{DataFusionError, Result};
-use datafusion::logical_expr::Expr;
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 use penstock_dialect::model::{ColumnRef, Table};
 use penstock_engine::OtapBatch;
 
+use super::filter::{ScanFilter, filtered_rows, pushdown};
 use crate::rows::{Rows, signal_of, spaces};
-use crate::view::{assemble, schema_of};
+use crate::view::schema_of;
 
 /// Batches of one signal read as the rows of one table of the SQL view.
 #[derive(Debug)]
@@ -39,13 +40,14 @@ impl BatchTable {
     }
 }
 
-/// The rows of `table` in `batch`, with `columns` (in `schema`), one record batch per row
-/// space that has rows.
+/// The rows of `table` in `batch` that pass `filter`, with `columns` (in `schema`), one record
+/// batch per row space that has such rows.
 pub(crate) fn rows_of(
     table: Table,
     batch: &OtapBatch,
     columns: &[ColumnRef],
     schema: &SchemaRef,
+    filter: Option<&ScanFilter>,
 ) -> Result<Vec<RecordBatch>> {
     let external = |e: crate::PipelineError| DataFusionError::External(Box::new(e));
     let mut out = Vec::new();
@@ -55,7 +57,7 @@ pub(crate) fn rows_of(
     for space in spaces(batch, table) {
         let rows = Rows::new(batch, space).map_err(external)?;
         if rows.len() > 0 {
-            out.push(assemble(&rows, columns, schema).map_err(external)?);
+            out.extend(filtered_rows(&rows, columns, schema, filter)?);
         }
     }
     Ok(out)
@@ -85,21 +87,29 @@ impl TableProvider for BatchTable {
         TableType::Temporary
     }
 
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> Result<Vec<TableProviderFilterPushDown>> {
+        Ok(pushdown(filters))
+    }
+
     async fn scan(
         &self,
-        _state: &dyn Session,
+        state: &dyn Session,
         projection: Option<&Vec<usize>>,
-        _filters: &[Expr],
+        filters: &[Expr],
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let (columns, schema) = projected(&self.columns, &self.schema, projection)?;
+        let filter = ScanFilter::new(state, &self.columns, &self.schema, filters)?;
         let mut batches = Vec::new();
         let mut rows = 0;
         for batch in &self.batches {
             if limit.is_some_and(|l| rows >= l) {
                 break;
             }
-            for part in rows_of(self.table, batch, &columns, &schema)? {
+            for part in rows_of(self.table, batch, &columns, &schema, filter.as_ref())? {
                 rows += part.num_rows();
                 batches.push(part);
             }

@@ -1,11 +1,12 @@
 //! What the query service tells clients that browse it (ADBC's `get_objects`, DBeaver,
 //! Grafana): catalogs `live` and `recent`, in each a schema per source and sink plus `all`
-//! (every source), in each the tables `logs`, `spans` and `metrics`; and the server's
-//! `SqlInfo`.
+//! (every source), in each the tables `logs`, `spans` and `metrics`; catalog `system` with the
+//! gateway's own tables in its schema `all`; and the server's `SqlInfo`.
 
 use std::sync::OnceLock;
 
 use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
 use arrow_flight::error::FlightError;
 use arrow_flight::sql::metadata::{SqlInfoData, SqlInfoDataBuilder};
 use arrow_flight::sql::{
@@ -15,11 +16,17 @@ use penstock_dialect::model::Table;
 use penstock_dialect::query::ALL_SOURCES;
 use penstock_pipeline::query::table_schema;
 
-/// The catalogs: where rows come from.
+/// The catalogs of telemetry: where rows come from.
 pub const CATALOGS: [&str; 2] = ["live", "recent"];
 
-/// The type of every table.
+/// The catalog of the gateway's own tables.
+pub const SYSTEM_CATALOG: &str = "system";
+
+/// The type of every telemetry table.
 pub const TABLE_TYPE: &str = "TABLE";
+
+/// The type of the gateway's own tables.
+pub const SYSTEM_TABLE_TYPE: &str = "SYSTEM TABLE";
 
 /// The schemas of each catalog: `all`, then every source and sink.
 fn schemas(streams: &[String]) -> Vec<String> {
@@ -34,6 +41,7 @@ pub fn catalogs(query: CommandGetCatalogs) -> Result<RecordBatch, FlightError> {
     for catalog in CATALOGS {
         builder.append(catalog);
     }
+    builder.append(SYSTEM_CATALOG);
     builder.build()
 }
 
@@ -48,11 +56,17 @@ pub fn db_schemas(
             builder.append(catalog, &schema);
         }
     }
+    builder.append(SYSTEM_CATALOG, ALL_SOURCES);
     builder.build()
 }
 
-/// `GetTables`, with each table's columns when asked.
-pub fn tables(query: CommandGetTables, streams: &[String]) -> Result<RecordBatch, FlightError> {
+/// `GetTables`, with each table's columns when asked: telemetry tables per stream, then
+/// `system` (each with its columns as `system`'s tables have them now).
+pub fn tables(
+    query: CommandGetTables,
+    streams: &[String],
+    system: &[(&str, SchemaRef)],
+) -> Result<RecordBatch, FlightError> {
     let mut builder = query.into_builder();
     for catalog in CATALOGS {
         for schema in schemas(streams) {
@@ -67,6 +81,9 @@ pub fn tables(query: CommandGetTables, streams: &[String]) -> Result<RecordBatch
             }
         }
     }
+    for (name, schema) in system {
+        builder.append(SYSTEM_CATALOG, ALL_SOURCES, name, SYSTEM_TABLE_TYPE, schema)?;
+    }
     builder.build()
 }
 
@@ -74,6 +91,7 @@ pub fn tables(query: CommandGetTables, streams: &[String]) -> Result<RecordBatch
 pub fn table_types(query: CommandGetTableTypes) -> Result<RecordBatch, FlightError> {
     let mut builder = query.into_builder();
     builder.append(TABLE_TYPE);
+    builder.append(SYSTEM_TABLE_TYPE);
     builder.build()
 }
 

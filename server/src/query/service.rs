@@ -8,6 +8,7 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
@@ -202,12 +203,14 @@ impl QueryService {
             }
             _ => (self.shape_input(&query)?, None),
         };
+        let sent = Arc::new(AtomicU64::new(0));
         let listed = Listed {
             queries: Arc::clone(&self.system.queries),
             id: self.system.queries.start(RunningQuery {
                 sql: text.to_string(),
                 started: std::time::Instant::now(),
                 feed: live.clone(),
+                rows: Arc::clone(&sent),
             }),
         };
         let (schema, rows) = execute_with(&query, input, limits, parameters)
@@ -225,25 +228,29 @@ impl QueryService {
         // A query that has not finished a while after its time ends with an error.
         let limit = duration + self.options.max_for;
         let deadline = tokio::time::Instant::now() + limit;
-        let rows = futures::stream::unfold(
-            (rows, Some((permit, listed))),
-            move |(mut rows, permit)| async move {
-                // The permit is held as long as the query runs.
-                permit.as_ref()?;
-                match tokio::time::timeout_at(deadline, rows.next()).await {
-                    Ok(Some(Ok(batch))) => Some((Ok(batch), (rows, permit))),
-                    Ok(Some(Err(e))) => Some((Err(aborted(e)), (rows, None))),
-                    Ok(None) => None,
-                    Err(_) => Some((
-                        Err(aborted(format!(
-                            "the query ran past its time limit of {} s",
-                            limit.as_secs()
-                        ))),
-                        (rows, None),
-                    )),
+        let rows =
+            futures::stream::unfold((rows, Some((permit, listed))), move |(mut rows, permit)| {
+                let sent = Arc::clone(&sent);
+                async move {
+                    // The permit is held as long as the query runs.
+                    permit.as_ref()?;
+                    match tokio::time::timeout_at(deadline, rows.next()).await {
+                        Ok(Some(Ok(batch))) => {
+                            sent.fetch_add(batch.num_rows() as u64, Relaxed);
+                            Some((Ok(batch), (rows, permit)))
+                        }
+                        Ok(Some(Err(e))) => Some((Err(aborted(e)), (rows, None))),
+                        Ok(None) => None,
+                        Err(_) => Some((
+                            Err(aborted(format!(
+                                "the query ran past its time limit of {} s",
+                                limit.as_secs()
+                            ))),
+                            (rows, None),
+                        )),
+                    }
                 }
-            },
-        );
+            });
         let data = FlightDataEncoderBuilder::new()
             .with_schema(Arc::clone(&schema))
             .build(rows)
@@ -441,7 +448,11 @@ impl FlightSqlService for QueryService {
         query: CommandGetTables,
         _request: Request<Ticket>,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
-        one_batch(catalog::tables(query, &self.streams))
+        one_batch(catalog::tables(
+            query,
+            &self.streams,
+            &self.system.schemas(),
+        ))
     }
 
     async fn get_flight_info_table_types(

@@ -2,6 +2,7 @@
 //! with their counters, its queues, and the queries running.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -9,6 +10,8 @@ use std::time::Instant;
 use arrow::array::{ArrayRef, Float64Array, RecordBatch, StringArray, UInt64Array};
 use arrow::datatypes::{Field, Schema};
 use tokio::sync::watch;
+
+use penstock_dialect::query::SYSTEM_TABLES;
 
 use super::taps::Subscription;
 use crate::gateway::telemetry::{Flow, Running, Telemetry};
@@ -21,6 +24,8 @@ pub struct RunningQuery {
     pub started: Instant,
     /// Its feed, for a live query.
     pub feed: Option<Arc<Subscription>>,
+    /// The rows it has sent so far.
+    pub rows: Arc<AtomicU64>,
 }
 
 /// The queries running, by id.
@@ -98,6 +103,14 @@ fn flows(
 }
 
 impl System {
+    /// Every system table with its columns, for the catalog.
+    pub fn schemas(&self) -> Vec<(&'static str, arrow::datatypes::SchemaRef)> {
+        SYSTEM_TABLES
+            .iter()
+            .filter_map(|name| Some((*name, self.table(name).ok()?.schema())))
+            .collect()
+    }
+
     /// The rows of system table `name` now.
     pub fn table(&self, name: &str) -> Result<RecordBatch, arrow::error::ArrowError> {
         match name {
@@ -139,7 +152,7 @@ impl System {
 
     fn gateway(&self) -> Result<RecordBatch, arrow::error::ArrowError> {
         let t = &self.telemetry;
-        let now = |c: &std::sync::atomic::AtomicU64| count(vec![c.load(Relaxed)]);
+        let now = |c: &AtomicU64| count(vec![c.load(Relaxed)]);
         batch(vec![
             ("queued_batches", now(&t.queued_batches)),
             ("in_flight_bytes", now(&t.in_flight_bytes)),
@@ -175,6 +188,10 @@ impl System {
                 text(queries.values().map(|q| q.sql.clone()).collect()),
             ),
             ("seconds", seconds),
+            (
+                "rows",
+                count(queries.values().map(|q| q.rows.load(Relaxed)).collect()),
+            ),
             ("batches_offered", count(feed(|s| s.offered.load(Relaxed)))),
             ("batches_skipped", count(feed(|s| s.skipped.load(Relaxed)))),
         ];
