@@ -55,6 +55,9 @@ pub enum Relation {
         /// Its name.
         table: String,
     },
+    /// No table: a `SELECT` of values only (`SELECT 1`, as clients send to test a
+    /// connection).
+    Values,
 }
 
 /// The gateway's own tables: `system.sources`, `system.sinks`, `system.statements` (the
@@ -155,9 +158,20 @@ fn check_select(query: &Query) -> Result<CheckedQuery> {
         return unsupported("WITH", query.span());
     }
     let mut query = query.clone();
+    number_placeholders(&mut query);
     let SetExpr::Select(select) = query.body.as_mut() else {
         return unsupported("a set operation or nested query", query.span());
     };
+    if select.from.is_empty() {
+        let limit = limit_of(&query);
+        return Ok(CheckedQuery {
+            table: None,
+            relation: Relation::Values,
+            sql: query.to_string(),
+            columns: Vec::new(),
+            limit,
+        });
+    }
     let [from] = select.from.as_mut_slice() else {
         return unsupported("reading several tables", select.span());
     };
@@ -299,6 +313,22 @@ impl Reads {
         *expr = resolved.expr;
         Ok(())
     }
+}
+
+/// Rewrites `?` parameters (JDBC's and ODBC's) as `$1`, `$2`, ... in the order they are
+/// met, so that both spellings bind by position.
+fn number_placeholders(query: &mut Query) {
+    let mut next = 0;
+    let _ = sqlparser::ast::visit_expressions_mut(query, |expr| {
+        if let Expr::Value(v) = expr
+            && let sqlparser::ast::Value::Placeholder(name) = &mut v.value
+            && name == "?"
+        {
+            next += 1;
+            *name = format!("${next}");
+        }
+        std::ops::ControlFlow::<()>::Continue(())
+    });
 }
 
 /// The table and relation `name` denotes: `T`, `live.T`, `recent.T`, `live.S.T`, `recent.S.T`.

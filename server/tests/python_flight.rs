@@ -11,8 +11,7 @@ mod common;
 
 use std::process::Command;
 
-use common::{Gateway, log_message, temp_dir};
-use serde_json::Value;
+use common::flight::{flight_gateway, json_reports, report};
 
 /// A Python with ADBC's Flight SQL driver and pyarrow, or None with the reason printed.
 fn python() -> Option<String> {
@@ -38,42 +37,10 @@ fn adbc_and_pyarrow_query_the_gateway() {
     let Some(python) = python() else {
         return;
     };
-    let dir = temp_dir("python-flight");
-    let gateway = Gateway::start_with(
-        &dir,
-        "flight",
-        "CREATE SOURCE gen FROM GENERATOR WITH (signal = 'logs', rate = 5000, batch = 250);
-         CREATE SINK screen TO CONSOLE WITH (limit = 0);
-         CREATE PIPELINE p FROM gen AS BEGIN
-           INSERT INTO screen SELECT * FROM logs WHERE severity_number >= 21;
-         END;",
-        &["--query-listen", "127.0.0.1:0", "--workers", "1"],
-    );
-    let line = gateway.wait_for_line("query: Flight SQL on ");
-    let message = log_message(&line);
-    let address = message.split("Flight SQL on ").nth(1).unwrap();
-    let address = address.split_whitespace().next().unwrap();
+    let (_gateway, address) = flight_gateway("python-flight", &[]);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/flight_query.py");
-    let out = Command::new(&python)
-        .args([script, address])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let reports: Vec<Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let by = |client: &str| {
-        reports
-            .iter()
-            .find(|r| r["client"] == client)
-            .unwrap_or_else(|| panic!("no {client} report in {stdout}"))
-    };
+    let reports = json_reports(Command::new(&python).args([script, &address]));
+    let by = |client: &str| report(&reports, "client", client);
     let adbc = by("adbc");
     assert_eq!(adbc["columns"], serde_json::json!(["svc", "n"]));
     let rows = adbc["rows"].as_array().unwrap();

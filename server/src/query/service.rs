@@ -21,9 +21,9 @@ use arrow_flight::sql::server::{FlightSqlService, PeekableFlightDataStream};
 use arrow_flight::sql::{
     ActionClosePreparedStatementRequest, ActionCreatePreparedStatementRequest,
     ActionCreatePreparedStatementResult, CommandGetCatalogs, CommandGetDbSchemas,
-    CommandGetSqlInfo, CommandGetTableTypes, CommandGetTables, CommandPreparedStatementQuery,
-    CommandStatementQuery, DoPutPreparedStatementResult, ProstMessageExt, SqlInfo,
-    TicketStatementQuery,
+    CommandGetExportedKeys, CommandGetImportedKeys, CommandGetPrimaryKeys, CommandGetSqlInfo,
+    CommandGetTableTypes, CommandGetTables, CommandPreparedStatementQuery, CommandStatementQuery,
+    DoPutPreparedStatementResult, ProstMessageExt, SqlInfo, TicketStatementQuery,
 };
 use arrow_flight::{
     Action, FlightDescriptor, FlightEndpoint, FlightInfo, IpcMessage, SchemaAsIpc, Ticket,
@@ -128,7 +128,7 @@ impl QueryService {
         let query = check_query(sql).map_err(invalid)?;
         let stream = match &query.relation {
             Relation::Live { stream } | Relation::Recent { stream } => stream,
-            Relation::System { .. } => &None,
+            Relation::System { .. } | Relation::Values => &None,
         };
         if let Some(name) = stream
             && !self.streams.iter().any(|s| s == name)
@@ -165,6 +165,9 @@ impl QueryService {
                     .table(table)
                     .map_err(|e| Status::internal(e.to_string()))?,
             ),
+            Relation::Values => QueryInput::Rows(RecordBatch::new_empty(Arc::new(
+                arrow::datatypes::Schema::empty(),
+            ))),
             _ => QueryInput::Batches(Vec::new()),
         })
     }
@@ -453,6 +456,54 @@ impl FlightSqlService for QueryService {
             &self.streams,
             &self.system.schemas(),
         ))
+    }
+
+    async fn get_flight_info_primary_keys(
+        &self,
+        query: CommandGetPrimaryKeys,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        info(query, &catalog::primary_keys_schema(), request.into_inner())
+    }
+
+    async fn do_get_primary_keys(
+        &self,
+        _query: CommandGetPrimaryKeys,
+        _request: Request<Ticket>,
+    ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        one_batch(catalog::no_keys(catalog::primary_keys_schema()))
+    }
+
+    async fn get_flight_info_imported_keys(
+        &self,
+        query: CommandGetImportedKeys,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        info(query, &catalog::foreign_keys_schema(), request.into_inner())
+    }
+
+    async fn do_get_imported_keys(
+        &self,
+        _query: CommandGetImportedKeys,
+        _request: Request<Ticket>,
+    ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        one_batch(catalog::no_keys(catalog::foreign_keys_schema()))
+    }
+
+    async fn get_flight_info_exported_keys(
+        &self,
+        query: CommandGetExportedKeys,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        info(query, &catalog::foreign_keys_schema(), request.into_inner())
+    }
+
+    async fn do_get_exported_keys(
+        &self,
+        _query: CommandGetExportedKeys,
+        _request: Request<Ticket>,
+    ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        one_batch(catalog::no_keys(catalog::foreign_keys_schema()))
     }
 
     async fn get_flight_info_table_types(

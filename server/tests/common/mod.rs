@@ -3,6 +3,7 @@
 #![allow(dead_code, clippy::unwrap_used)] // Each test file uses its own subset.
 
 pub mod backend;
+pub mod flight;
 pub mod go;
 
 use std::future::Future;
