@@ -1,7 +1,7 @@
-//! Runs the sqllogictest files in `tests/slt/` (and the examples of `docs/dialect.md`) with the
-//! `sqllogictest` crate against [`Gateway`], which understands a small command language:
-//! pipeline statements, OTLP JSON `input`, what a sink received (`output SINK`) and the
-//! counters (`stats`). The format is described in `tests/slt/README.md`.
+//! Runs the sqllogictest files in `tests/slt/` (and the examples of `docs/dialect.md` and
+//! `docs/cookbook.md`) with the `sqllogictest` crate against [`Gateway`], which understands a
+//! small command language: pipeline statements, OTLP JSON `input`, what a sink received
+//! (`output SINK`) and the counters (`stats`). The format is described in `tests/slt/README.md`.
 //!
 //! `cargo test --workspace --test slt -- --complete` rewrites the expected output of the files.
 
@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use penstock_dialect::check_source;
 use penstock_engine::OtapBatch;
 use penstock_engine::otlp::json;
-use penstock_pipeline::{Pipeline, Windows};
+use penstock_pipeline::{Pipeline, Windows, compile_sources};
 use serde_json::Value;
 use sqllogictest::{DBOutput, DefaultColumnType, Location, Record, Runner};
 
@@ -194,13 +194,25 @@ struct Gateway {
 }
 
 impl Gateway {
-    /// Checks and plans the pipeline statements `body`, which become the current pipeline (with
-    /// new counters). A rejected pipeline leaves no current pipeline.
+    /// Checks and plans the pipeline statements `body` (or, when it starts with `CREATE`, the
+    /// whole file `body`), whose pipeline `p` becomes the current pipeline (with new counters).
+    /// A rejected pipeline leaves no current pipeline; the error holds every error of the file,
+    /// one per line.
     fn define(&mut self, body: &str) -> Result<(), CommandError> {
         self.pipeline = None;
         self.outputs.clear();
-        let program = check_source(PIPELINE_FILE, &program_sql(body)).map_err(failed)?;
-        self.pipeline = Some(Pipeline::compile(&program, "p").map_err(failed)?);
+        let whole = body
+            .split_whitespace()
+            .next()
+            .is_some_and(|word| word.eq_ignore_ascii_case("CREATE"));
+        let sql = if whole {
+            body.to_string()
+        } else {
+            program_sql(body)
+        };
+        let (_, pipelines) = compile_sources(&[(PIPELINE_FILE, &sql)]).map_err(failed)?;
+        let pipeline = pipelines.into_iter().find(|p| p.name() == "p");
+        self.pipeline = Some(pipeline.ok_or_else(|| failed("the file has no pipeline p"))?);
         Ok(())
     }
 
@@ -243,7 +255,8 @@ impl Gateway {
         Ok(self.outputs.get(sink).cloned().unwrap_or_default())
     }
 
-    /// The current pipeline's counters: one line per statement, then the unrouted rows.
+    /// The current pipeline's counters: one line per statement, then the unrouted rows (and
+    /// the rows only aggregated, when the pipeline aggregates).
     fn stats(&self) -> Result<Vec<String>, CommandError> {
         let p = self
             .pipeline
@@ -261,6 +274,10 @@ impl Gateway {
                 )
             })
             .chain(std::iter::once(format!("unrouted {}", p.unrouted_rows())))
+            .chain(
+                p.aggregates()
+                    .then(|| format!("aggregated {}", p.aggregated_rows())),
+            )
             .collect())
     }
 }
@@ -383,19 +400,23 @@ fn fenced_blocks(text: &str) -> Vec<(String, usize, String)> {
     out
 }
 
-/// Sources and sinks the statement examples of `docs/dialect.md` refer to.
+/// Sources and sinks the statement examples of the documents refer to.
 const DOC_PRELUDE: &str = "CREATE SOURCE edge FROM FILE WITH (path = 'unused.jsonl');
 CREATE SINK backend TO CONSOLE;
 CREATE SINK errors TO CONSOLE;
 CREATE SINK slim TO CONSOLE;
+CREATE SINK archive TO CONSOLE;
+CREATE SINK acme TO CONSOLE;
+CREATE SINK globex TO CONSOLE;
+CREATE SINK shared TO CONSOLE;
 ";
 
-/// Checks and runs one `sql` example of the dialect reference: definitions are checked as they
-/// are; pipeline statements are checked, planned and run over the sample telemetry of all three
-/// signals, and each statement must see rows of its table.
+/// Checks and runs one `sql` example of a document: definitions (a whole file) are checked and
+/// their pipelines planned; pipeline statements are checked, planned and run over the sample
+/// telemetry of all three signals, and each statement must see rows of its table.
 fn run_doc_sql(at: &str, sql: &str, samples: &[OtapBatch]) -> Result<(), String> {
     if sql.trim_start().starts_with("CREATE") {
-        check_source(at, sql).map_err(|e| format!("{at}: {e}"))?;
+        compile_sources(&[(at, sql)]).map_err(|e| format!("{at}: {e}"))?;
         return Ok(());
     }
     let source = format!("{DOC_PRELUDE}CREATE PIPELINE doc FROM edge AS BEGIN\n{sql}\nEND;");
@@ -432,10 +453,23 @@ fn run_doc_slt(doc: &str, first: usize, text: &str) -> Outcome {
     }
 }
 
-/// Checks the examples of the dialect reference: `sql` blocks (see [`run_doc_sql`]) and `slt`
-/// worked examples, each one record of the outcome.
-fn dialect_doc_examples(root: &Path) -> Outcome {
-    let text = std::fs::read_to_string(root.join("docs/dialect.md")).unwrap();
+/// The Markdown documents whose examples run, each with the fewest `sql` and `slt` examples it
+/// must have (so a fence typo cannot silently turn examples into text).
+const DOCS: &[(&str, usize, usize)] = &[("docs/dialect.md", 8, 6), ("docs/cookbook.md", 8, 11)];
+
+/// Checks the examples of the document `doc` (a path from the repository root `root`): `sql`
+/// blocks (see [`run_doc_sql`]) and `slt` worked examples, each one record of the outcome; the
+/// document must hold at least `min_sql` and `min_slt` of them.
+fn doc_examples(root: &Path, doc: &str, min_sql: usize, min_slt: usize) -> Outcome {
+    let text = match std::fs::read_to_string(root.join(doc)) {
+        Ok(text) => text,
+        Err(e) => {
+            return Outcome {
+                passed: 0,
+                failures: vec![format!("{doc}: {e}")],
+            };
+        }
+    };
     let mut samples = Vec::new();
     for signal in ["logs", "traces", "metrics"] {
         let text = std::fs::read_to_string(root.join(format!("examples/data/{signal}.jsonl")));
@@ -449,27 +483,27 @@ fn dialect_doc_examples(root: &Path) -> Outcome {
         match lang.as_str() {
             "sql" => {
                 sql += 1;
-                match run_doc_sql(&format!("docs/dialect.md:{line}"), &body, &samples) {
+                match run_doc_sql(&format!("{doc}:{line}"), &body, &samples) {
                     Ok(()) => outcome.passed += 1,
                     Err(e) => outcome.failures.push(e),
                 }
             }
             "slt" => {
                 slt += 1;
-                outcome.add(run_doc_slt("docs/dialect.md", line, &body));
+                outcome.add(run_doc_slt(doc, line, &body));
             }
             _ => {}
         }
     }
-    if sql < 8 || slt < 6 {
+    if sql < min_sql || slt < min_slt {
         let found = format!("only {sql} sql and {slt} slt examples found");
-        outcome.failures.push(format!("docs/dialect.md: {found}"));
+        outcome.failures.push(format!("{doc}: {found}"));
     }
     outcome
 }
 
 /// The test binary's arguments: `--complete`, and those of libtest that select tests (names are
-/// `slt/FILE.slt` and `docs/dialect.md`); other options are accepted and ignored.
+/// `slt/FILE.slt` and the documents of [`DOCS`]); other options are accepted and ignored.
 #[derive(Default)]
 struct Options {
     complete: bool,
@@ -527,7 +561,7 @@ fn main() -> ExitCode {
         eprintln!("no .slt files in {}", here.join("slt").display());
         return ExitCode::FAILURE;
     }
-    names.push("docs/dialect.md".to_string());
+    names.extend(DOCS.iter().map(|(doc, _, _)| doc.to_string()));
     names.retain(|name| options.selects(name));
     if options.list {
         for name in &names {
@@ -553,7 +587,8 @@ fn main() -> ExitCode {
             }
             outcome
         } else {
-            dialect_doc_examples(&here.join(".."))
+            let (doc, min_sql, min_slt) = DOCS.iter().find(|(doc, _, _)| doc == name).unwrap();
+            doc_examples(&here.join(".."), doc, *min_sql, *min_slt)
         };
         let verdict = if outcome.failures.is_empty() {
             "ok"

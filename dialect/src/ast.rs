@@ -66,6 +66,8 @@ pub enum SinkKind {
     Otap,
     /// An OTLP gRPC exporter.
     Otlp,
+    /// An OTLP/HTTP exporter (protobuf or JSON bodies).
+    OtlpHttp,
     /// OTLP JSON lines into a file.
     File,
     /// A readable sample on standard output.
@@ -74,9 +76,10 @@ pub enum SinkKind {
 
 impl SinkKind {
     /// All kinds.
-    pub const ALL: [SinkKind; 4] = [
+    pub const ALL: [SinkKind; 5] = [
         SinkKind::Otap,
         SinkKind::Otlp,
+        SinkKind::OtlpHttp,
         SinkKind::File,
         SinkKind::Console,
     ];
@@ -86,6 +89,7 @@ impl SinkKind {
         match self {
             SinkKind::Otap => "OTAP",
             SinkKind::Otlp => "OTLP",
+            SinkKind::OtlpHttp => "OTLP_HTTP",
             SinkKind::File => "FILE",
             SinkKind::Console => "CONSOLE",
         }

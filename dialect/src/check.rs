@@ -10,36 +10,40 @@ use crate::ast::{self, AttrAction, PipelineStatement, Target};
 use crate::error::{DialectError, Located, Location};
 use crate::exprs::{ResolvedExpr, resolve};
 use crate::model::{ColumnRef, Table};
-use crate::options;
+use crate::options::{self, Options};
 use crate::program::*;
 
 type Result<T> = std::result::Result<T, Located>;
 
 /// Checks the statements of several files as one program (a pipeline may use a source or sink
-/// defined in another file).
-pub(crate) fn check_files(
-    files: &[(String, ast::File)],
-) -> std::result::Result<Program, DialectError> {
+/// defined in another file): every definition and statement that checks, and the error of each
+/// that does not.
+pub(crate) fn check_files(files: &[(String, ast::File)]) -> (Program, Vec<DialectError>) {
     let mut program = Program {
         sources: Vec::new(),
         sinks: Vec::new(),
         pipelines: Vec::new(),
     };
+    let mut errors = Vec::new();
     // Sources and sinks first, so pipelines may come before the definitions they use.
     for (file, parsed) in files {
         for statement in &parsed.statements {
-            define(&mut program, file, statement).map_err(|e| e.in_file(file))?;
+            if let Err(e) = define(&mut program, file, statement) {
+                errors.push(e.in_file(file));
+            }
         }
     }
     for (file, parsed) in files {
         for statement in &parsed.statements {
             if let ast::Statement::Pipeline(p) = statement {
-                let pipeline = pipeline(&program, file, p).map_err(|e| e.in_file(file))?;
+                let mut found = Vec::new();
+                let pipeline = pipeline(&program, file, p, &mut found);
+                errors.extend(found.into_iter().map(|e| e.in_file(file)));
                 program.pipelines.push(pipeline);
             }
         }
     }
-    Ok(program)
+    (program, errors)
 }
 
 fn origin(file: &str, location: Location) -> Origin {
@@ -49,6 +53,8 @@ fn origin(file: &str, location: Location) -> Origin {
     }
 }
 
+/// Adds a source or sink to `program`. One whose options do not check is still defined
+/// (without options), so the pipelines that use it are checked as usual.
 fn define(program: &mut Program, file: &str, statement: &ast::Statement) -> Result<()> {
     match statement {
         ast::Statement::Source(s) => {
@@ -60,18 +66,15 @@ fn define(program: &mut Program, file: &str, statement: &ast::Statement) -> Resu
                 ));
             }
             let what = format!("{} source", s.kind.keyword());
-            let options = options::validate(
-                &s.options,
-                &options::source_options(s.kind),
-                &what,
-                s.location,
-            )?;
+            let specs = options::source_options(s.kind);
+            let (options, checked) = checked_options(&s.options, &specs, &what, s.location);
             program.sources.push(Source {
                 name,
                 kind: s.kind,
                 options,
                 origin: origin(file, s.location),
             });
+            checked
         }
         ast::Statement::Sink(s) => {
             let name = s.name.value.clone();
@@ -82,34 +85,50 @@ fn define(program: &mut Program, file: &str, statement: &ast::Statement) -> Resu
                 ));
             }
             let what = format!("{} sink", s.kind.keyword());
-            let options = options::validate(
-                &s.options,
-                &options::sink_options(s.kind),
-                &what,
-                s.location,
-            )?;
+            let specs = options::sink_options(s.kind);
+            let (options, checked) = checked_options(&s.options, &specs, &what, s.location);
             program.sinks.push(Sink {
                 name,
                 kind: s.kind,
                 options,
                 origin: origin(file, s.location),
             });
+            checked
         }
-        ast::Statement::Pipeline(_) => {}
+        ast::Statement::Pipeline(_) => Ok(()),
     }
-    Ok(())
 }
 
-fn pipeline(program: &Program, file: &str, p: &ast::CreatePipeline) -> Result<Pipeline> {
+/// The options of a definition: their values, or none and the error when they do not check.
+fn checked_options(
+    entries: &[ast::OptionEntry],
+    specs: &[options::OptionSpec],
+    what: &str,
+    location: Location,
+) -> (Options, Result<()>) {
+    match options::validate(entries, specs, what, location) {
+        Ok(options) => (options, Ok(())),
+        Err(e) => (Options::default(), Err(e)),
+    }
+}
+
+/// Checks a pipeline: its name, its source and each statement; the errors go to `errors`, and
+/// the pipeline keeps the statements that check.
+fn pipeline(
+    program: &Program,
+    file: &str,
+    p: &ast::CreatePipeline,
+    errors: &mut Vec<Located>,
+) -> Pipeline {
     let name = p.name.value.clone();
     if let Some(other) = program.pipelines.iter().find(|o| o.name == name) {
-        return Err(Located::at(
+        errors.push(Located::at(
             p.name.span,
             format!("pipeline '{name}' is already defined at {}", other.origin),
         ));
     }
     if program.source(&p.source.value).is_none() {
-        return Err(Located::at(
+        errors.push(Located::at(
             p.source.span,
             format!(
                 "unknown source '{}'; defined sources: {}",
@@ -118,17 +137,19 @@ fn pipeline(program: &Program, file: &str, p: &ast::CreatePipeline) -> Result<Pi
             ),
         ));
     }
-    let steps = p
-        .body
-        .iter()
-        .map(|s| step(program, file, s))
-        .collect::<Result<Vec<_>>>()?;
-    Ok(Pipeline {
+    let mut steps = Vec::new();
+    for statement in &p.body {
+        match step(program, file, statement) {
+            Ok(step) => steps.push(step),
+            Err(e) => errors.push(e),
+        }
+    }
+    Pipeline {
         name,
         source: p.source.value.clone(),
         steps,
         origin: origin(file, p.location),
-    })
+    }
 }
 
 fn names<'a>(names: impl Iterator<Item = &'a str>) -> String {

@@ -39,6 +39,61 @@ pub struct DialectError {
     pub message: String,
 }
 
+/// Every error found in a set of pipeline files (never none), in the order of the files, then by
+/// position; its text is one error per line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", lines(.errors))]
+pub struct DialectErrors {
+    errors: Vec<DialectError>,
+}
+
+fn lines(errors: &[DialectError]) -> String {
+    let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    lines.join("\n")
+}
+
+impl DialectErrors {
+    /// `errors` sorted by the position of their file in `files`, then by line and column
+    /// (errors at one position keep their order); None when there are none.
+    pub fn sorted(mut errors: Vec<DialectError>, files: &[&str]) -> Option<DialectErrors> {
+        let order = |e: &DialectError| files.iter().position(|f| *f == e.file);
+        errors.sort_by_key(|e| (order(e).unwrap_or(files.len()), e.location));
+        (!errors.is_empty()).then_some(DialectErrors { errors })
+    }
+
+    /// The errors, in order.
+    pub fn errors(&self) -> &[DialectError] {
+        &self.errors
+    }
+
+    /// The first error.
+    pub fn first(&self) -> &DialectError {
+        &self.errors[0]
+    }
+
+    /// The errors, in order.
+    pub fn into_errors(self) -> Vec<DialectError> {
+        self.errors
+    }
+}
+
+impl From<DialectError> for DialectErrors {
+    fn from(error: DialectError) -> Self {
+        DialectErrors {
+            errors: vec![error],
+        }
+    }
+}
+
+impl<'a> IntoIterator for &'a DialectErrors {
+    type Item = &'a DialectError;
+    type IntoIter = std::slice::Iter<'a, DialectError>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.errors.iter()
+    }
+}
+
 /// An error before it is attached to a file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Located {

@@ -22,7 +22,7 @@
 //!      END;",
 //! )?;
 //! assert_eq!(program.pipelines[0].steps.len(), 2);
-//! # Ok::<(), penstock_dialect::DialectError>(())
+//! # Ok::<(), penstock_dialect::DialectErrors>(())
 //! ```
 
 pub mod ast;
@@ -36,26 +36,67 @@ mod parser;
 mod program;
 pub mod query;
 
-pub use error::{DialectError, Location};
+pub use error::{DialectError, DialectErrors, Location};
 pub use exprs::ResolvedExpr;
 pub use program::*;
 
-/// Parses a pipeline file's text (`file` names it in errors).
-pub fn parse(file: &str, sql: &str) -> Result<ast::File, DialectError> {
-    parser::parse(sql).map_err(|e| e.in_file(file))
+/// Parses a pipeline file's text (`file` names it in errors): its statements, or the syntax
+/// error of every statement that does not parse.
+pub fn parse(file: &str, sql: &str) -> Result<ast::File, DialectErrors> {
+    let (parsed, errors) = parser::parse(sql);
+    let errors = errors.into_iter().map(|e| e.in_file(file)).collect();
+    match DialectErrors::sorted(errors, &[file]) {
+        Some(errors) => Err(errors),
+        None => Ok(parsed),
+    }
+}
+
+/// A program checked as far as it goes (see [`check_partial`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Partial {
+    /// Every definition and statement that checked (a pipeline lacks the statements that did
+    /// not).
+    pub program: Program,
+    /// The error of every statement that did not parse or check, in the order of the files,
+    /// then by position.
+    pub errors: Vec<DialectError>,
+}
+
+/// Parses and checks several pipeline files (name, text) as one program, going on after a
+/// statement that does not parse or check: the statements that did, and every error. The
+/// program is complete only when there are no errors; [`check_sources`] returns it only then.
+pub fn check_partial(files: &[(&str, &str)]) -> Partial {
+    let mut errors = Vec::new();
+    let parsed: Vec<(String, ast::File)> = files
+        .iter()
+        .map(|(file, sql)| {
+            let (parsed, syntax) = parser::parse(sql);
+            errors.extend(syntax.into_iter().map(|e| e.in_file(file)));
+            (file.to_string(), parsed)
+        })
+        .collect();
+    let (program, checked) = check::check_files(&parsed);
+    errors.extend(checked);
+    let names: Vec<&str> = files.iter().map(|(file, _)| *file).collect();
+    Partial {
+        program,
+        errors: DialectErrors::sorted(errors, &names).map_or_else(Vec::new, |e| e.into_errors()),
+    }
 }
 
 /// Parses and checks several pipeline files (name, text) as one [`Program`]: a pipeline may use
-/// a source or sink defined in another file.
-pub fn check_sources(files: &[(&str, &str)]) -> Result<Program, DialectError> {
-    let parsed = files
-        .iter()
-        .map(|(file, sql)| Ok((file.to_string(), parse(file, sql)?)))
-        .collect::<Result<Vec<_>, DialectError>>()?;
-    check::check_files(&parsed)
+/// a source or sink defined in another file. Every statement is checked: the error is every
+/// error found.
+pub fn check_sources(files: &[(&str, &str)]) -> Result<Program, DialectErrors> {
+    let partial = check_partial(files);
+    let names: Vec<&str> = files.iter().map(|(file, _)| *file).collect();
+    match DialectErrors::sorted(partial.errors, &names) {
+        Some(errors) => Err(errors),
+        None => Ok(partial.program),
+    }
 }
 
 /// Parses and checks a pipeline file's text into a [`Program`].
-pub fn check_source(file: &str, sql: &str) -> Result<Program, DialectError> {
+pub fn check_source(file: &str, sql: &str) -> Result<Program, DialectErrors> {
     check_sources(&[(file, sql)])
 }

@@ -25,6 +25,12 @@ pub enum OptionType {
     Choice(&'static [&'static str]),
     /// A gRPC endpoint URL: `http://host:port` or `https://host:port`.
     Endpoint,
+    /// An OTLP/HTTP base URL: `http://host:port` or `https://host:port`, with an optional
+    /// path prefix; the sink appends each signal's path (`/v1/logs`, ...).
+    BaseUrl,
+    /// HTTP headers sent with every request: `'name=value,name=value'` (see
+    /// [`parse_headers`]).
+    Headers,
 }
 
 /// One option a source or sink kind accepts.
@@ -100,6 +106,33 @@ const TLS_CLIENT: [OptionSpec; 2] = [
     ),
 ];
 
+/// The `endpoint` of the gRPC sinks (OTAP, OTLP).
+const ENDPOINT: OptionSpec = opt(
+    "endpoint",
+    Endpoint,
+    true,
+    "http://host:port or https://host:port",
+);
+
+/// The options of the sinks that send OTLP export requests (OTLP, OTLP_HTTP).
+const EXPORT: [OptionSpec; 5] = [
+    opt("timeout", Duration, false, "deadline of one export"),
+    opt("retries", Count, false, "retries of a failed export"),
+    opt("batch", Count, false, "target records per request"),
+    opt(
+        "linger",
+        Duration,
+        false,
+        "how long a request waits for more batches to reach its target",
+    ),
+    opt(
+        "max_request_bytes",
+        Count,
+        false,
+        "largest merged request body before compression",
+    ),
+];
+
 /// The options of a source kind.
 pub fn source_options(kind: SourceKind) -> Vec<OptionSpec> {
     let mut specs = match kind {
@@ -162,12 +195,7 @@ pub fn source_options(kind: SourceKind) -> Vec<OptionSpec> {
 pub fn sink_options(kind: SinkKind) -> Vec<OptionSpec> {
     let mut specs = match kind {
         SinkKind::Otap => vec![
-            opt(
-                "endpoint",
-                Endpoint,
-                true,
-                "http://host:port or https://host:port",
-            ),
+            ENDPOINT,
             opt(
                 "compression",
                 Choice(&["zstd", "none"]),
@@ -191,39 +219,53 @@ pub fn sink_options(kind: SinkKind) -> Vec<OptionSpec> {
                 "how long a merged batch waits for more batches to reach its target",
             ),
         ],
-        SinkKind::Otlp => vec![
-            opt(
-                "endpoint",
-                Endpoint,
-                true,
-                "http://host:port or https://host:port",
-            ),
-            opt(
-                "compression",
-                Choice(&["gzip", "zstd", "none"]),
-                false,
-                "gRPC compression",
-            ),
-            opt("timeout", Duration, false, "deadline of one export"),
-            opt("retries", Count, false, "retries of a failed export"),
-            opt("batch", Count, false, "target records per request"),
-            opt(
-                "linger",
-                Duration,
-                false,
-                "how long a request waits for more batches to reach its target",
-            ),
-            opt(
-                "max_request_bytes",
-                Count,
-                false,
-                "largest merged request body before compression",
-            ),
-        ],
+        SinkKind::Otlp => {
+            let mut specs = vec![
+                ENDPOINT,
+                opt(
+                    "compression",
+                    Choice(&["gzip", "zstd", "none"]),
+                    false,
+                    "gRPC compression",
+                ),
+            ];
+            specs.extend(EXPORT);
+            specs
+        }
+        SinkKind::OtlpHttp => {
+            let mut specs = vec![
+                opt(
+                    "endpoint",
+                    BaseUrl,
+                    true,
+                    "base URL, http(s)://host:port[/prefix], to which /v1/logs etc. are appended",
+                ),
+                opt(
+                    "encoding",
+                    Choice(&["protobuf", "json"]),
+                    false,
+                    "request body: application/x-protobuf or application/json",
+                ),
+                opt(
+                    "compression",
+                    Choice(&["gzip", "zstd", "none"]),
+                    false,
+                    "Content-Encoding of request bodies",
+                ),
+                opt(
+                    "headers",
+                    Headers,
+                    false,
+                    "headers sent with every request, 'name=value,name=value'",
+                ),
+            ];
+            specs.extend(EXPORT);
+            specs
+        }
         SinkKind::File => vec![opt("path", Str, true, "OTLP JSON lines file to write")],
         SinkKind::Console => vec![opt("limit", Count, false, "records shown per batch")],
     };
-    if matches!(kind, SinkKind::Otap | SinkKind::Otlp) {
+    if matches!(kind, SinkKind::Otap | SinkKind::Otlp | SinkKind::OtlpHttp) {
         specs.extend(TLS_CLIENT);
     }
     specs
@@ -378,60 +420,7 @@ pub(crate) fn validate(
                 format!("option '{name}' is given twice"),
             ));
         }
-        let at = entry.value.span();
-        let bad = |expected: &str| {
-            Located::at(
-                at,
-                format!("option '{name}' expects {expected}, found {}", entry.value),
-            )
-        };
-        let value = match (spec.ty, literal(&entry.value)) {
-            (Str, Some(Literal::Str(s))) => OptionValue::Str(s),
-            (Str, _) => return Err(bad("a 'string'")),
-            (Count, Some(Literal::Number(n))) => {
-                let count: u64 = n.parse().map_err(|_| bad("a non-negative integer"))?;
-                let (low, high) = count_range(&name);
-                if !(low..=high).contains(&count) {
-                    return Err(bad(&format!("a count from {low} to {high}")));
-                }
-                OptionValue::Count(count)
-            }
-            (Count, _) => return Err(bad("a non-negative integer")),
-            (Duration, Some(Literal::Str(s))) => {
-                let duration = parse_duration(&s).ok_or_else(|| {
-                    bad("a duration such as '500ms', '10s' or '2m' (at most 30 days)")
-                })?;
-                if duration.is_zero() {
-                    return Err(bad("a duration greater than zero"));
-                }
-                OptionValue::Duration(duration)
-            }
-            (Duration, _) => {
-                return Err(bad(
-                    "a duration such as '500ms', '10s' or '2m' (at most 30 days)",
-                ));
-            }
-            (Bool, Some(Literal::Bool(b))) => OptionValue::Bool(b),
-            (Bool, _) => return Err(bad("true or false")),
-            (Choice(choices), Some(Literal::Str(s))) => {
-                let lower = s.to_lowercase();
-                if !choices.contains(&lower.as_str()) {
-                    return Err(bad(&quoted_choices(choices)));
-                }
-                OptionValue::Str(lower)
-            }
-            (Choice(choices), _) => return Err(bad(&quoted_choices(choices))),
-            (Endpoint, Some(Literal::Str(s))) => {
-                check_endpoint(&s).map_err(|why| {
-                    Located::at(
-                        at,
-                        format!("option '{name}' '{s}' is not an endpoint: {why}"),
-                    )
-                })?;
-                OptionValue::Str(s)
-            }
-            (Endpoint, _) => return Err(bad("a 'http://host:port' or 'https://host:port'")),
-        };
+        let value = value(spec.ty, &name, &entry.value)?;
         options.insert(name, value);
     }
     if let Some(missing) = specs
@@ -449,24 +438,124 @@ pub(crate) fn validate(
     Ok(Options(options))
 }
 
+/// The value of option `name` of type `ty` from its literal; errors point at the literal.
+fn value(ty: OptionType, name: &str, expr: &Expr) -> Result<OptionValue, Located> {
+    let at = expr.span();
+    let bad = |expected: &str| {
+        Located::at(
+            at,
+            format!("option '{name}' expects {expected}, found {expr}"),
+        )
+    };
+    let refused =
+        |what: &str, why: String| Located::at(at, format!("option '{name}' {what}: {why}"));
+    Ok(match (ty, literal(expr)) {
+        (Str, Some(Literal::Str(s))) => OptionValue::Str(s),
+        (Str, _) => return Err(bad("a 'string'")),
+        (Count, Some(Literal::Number(n))) => {
+            let count: u64 = n.parse().map_err(|_| bad("a non-negative integer"))?;
+            let (low, high) = count_range(name);
+            if !(low..=high).contains(&count) {
+                return Err(bad(&format!("a count from {low} to {high}")));
+            }
+            OptionValue::Count(count)
+        }
+        (Count, _) => return Err(bad("a non-negative integer")),
+        (Duration, Some(Literal::Str(s))) => {
+            let duration = parse_duration(&s).ok_or_else(|| {
+                bad("a duration such as '500ms', '10s' or '2m' (at most 30 days)")
+            })?;
+            if duration.is_zero() {
+                return Err(bad("a duration greater than zero"));
+            }
+            OptionValue::Duration(duration)
+        }
+        (Duration, _) => {
+            return Err(bad(
+                "a duration such as '500ms', '10s' or '2m' (at most 30 days)",
+            ));
+        }
+        (Bool, Some(Literal::Bool(b))) => OptionValue::Bool(b),
+        (Bool, _) => return Err(bad("true or false")),
+        (Choice(choices), Some(Literal::Str(s))) => {
+            let lower = s.to_lowercase();
+            if !choices.contains(&lower.as_str()) {
+                return Err(bad(&quoted_choices(choices)));
+            }
+            OptionValue::Str(lower)
+        }
+        (Choice(choices), _) => return Err(bad(&quoted_choices(choices))),
+        (Endpoint, Some(Literal::Str(s))) => {
+            check_endpoint(&s).map_err(|why| refused(&format!("'{s}' is not an endpoint"), why))?;
+            OptionValue::Str(s)
+        }
+        (Endpoint, _) => return Err(bad("a 'http://host:port' or 'https://host:port'")),
+        (BaseUrl, Some(Literal::Str(s))) => {
+            check_base_url(&s)
+                .map_err(|why| refused(&format!("'{s}' is not an OTLP/HTTP base URL"), why))?;
+            OptionValue::Str(s)
+        }
+        (BaseUrl, _) => return Err(bad("a 'http://host:port' or 'https://host:port' URL")),
+        (Headers, Some(Literal::Str(s))) => {
+            parse_headers(&s).map_err(|why| refused("('name=value,name=value')", why))?;
+            OptionValue::Str(s)
+        }
+        (Headers, _) => return Err(bad("a 'name=value,name=value' string")),
+    })
+}
+
 /// Checks a gRPC endpoint: scheme `http` or `https`, a host, an optional port from 1 to
 /// 65535 (80 or 443 without one), and no path, query or credentials.
 pub fn check_endpoint(url: &str) -> Result<(), String> {
+    let (authority, rest) = split_url(url)?;
+    if !rest.is_empty() && rest != "/" {
+        return Err("a gRPC endpoint has no path or query: give only scheme://host:port".into());
+    }
+    check_authority(authority)
+}
+
+/// The paths an OTLP/HTTP sink appends to its base URL.
+const SIGNAL_PATHS: [&str; 3] = ["/v1/logs", "/v1/traces", "/v1/metrics"];
+
+/// Checks an OTLP/HTTP base URL: a gRPC endpoint's scheme, host and port, then an optional
+/// path prefix (no query or fragment) that does not already end in a signal's path.
+pub fn check_base_url(url: &str) -> Result<(), String> {
+    let (authority, path) = split_url(url)?;
+    check_authority(authority)?;
+    if path.contains(['?', '#']) {
+        return Err("a base URL has no query or fragment".into());
+    }
+    let allowed = |c: char| c.is_ascii_alphanumeric() || "/-._~%!$&'()*+,;=:@".contains(c);
+    if let Some(c) = path.chars().find(|c| !allowed(*c)) {
+        return Err(format!("'{c}' is not allowed in a URL path"));
+    }
+    let trimmed = path.trim_end_matches('/');
+    if let Some(signal) = SIGNAL_PATHS.iter().find(|p| trimmed.ends_with(*p)) {
+        let base = &url[..url.len() - path.len() + trimmed.len() - signal.len()];
+        return Err(format!(
+            "the sink appends {signal} (and the other signals' paths) itself: write '{base}'"
+        ));
+    }
+    Ok(())
+}
+
+/// Splits `scheme://authority/rest` into the authority and the rest (from its first `/`,
+/// `?` or `#`); the scheme must be `http` or `https`.
+fn split_url(url: &str) -> Result<(&str, &str), String> {
     let (scheme, rest) = url.split_once("://").ok_or_else(|| {
         format!("it has no scheme; write 'http://{url}' (or 'https://{url}' for TLS)")
     })?;
     if scheme != "http" && scheme != "https" {
         return Err(format!("the scheme must be http or https, not '{scheme}'"));
     }
-    let authority = match rest.split_once(['/', '?', '#']) {
-        None => rest,
-        Some((authority, "")) if rest.ends_with('/') => authority,
-        Some(_) => {
-            return Err(
-                "a gRPC endpoint has no path or query: give only scheme://host:port".into(),
-            );
-        }
-    };
+    Ok(match rest.find(['/', '?', '#']) {
+        None => (rest, ""),
+        Some(at) => rest.split_at(at),
+    })
+}
+
+/// Checks a URL's `host[:port]`: a host, an optional port from 1 to 65535, no credentials.
+fn check_authority(authority: &str) -> Result<(), String> {
     if authority.contains('@') {
         return Err("credentials do not go in the endpoint: use the auth_token option".into());
     }
@@ -513,6 +602,70 @@ pub fn check_endpoint(url: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Headers an OTLP/HTTP sink sets itself, which the `headers` option may not set.
+const RESERVED_HEADERS: [&str; 9] = [
+    "content-type",
+    "content-encoding",
+    "content-length",
+    "transfer-encoding",
+    "host",
+    "connection",
+    "keep-alive",
+    "te",
+    "upgrade",
+];
+
+/// Parses a `headers` option: comma-separated `name=value` pairs, as in
+/// `OTEL_EXPORTER_OTLP_HEADERS` (spaces around names and values are trimmed, values are
+/// percent-decoded, so `%2C` is a comma). Names are HTTP tokens, returned in lower case, and
+/// may not be headers the sink sets itself; values are printable ASCII. `''` is no headers.
+pub fn parse_headers(text: &str) -> Result<Vec<(String, String)>, String> {
+    let mut headers = Vec::new();
+    if text.trim().is_empty() {
+        return Ok(headers);
+    }
+    for entry in text.split(',') {
+        let (name, value) = entry
+            .split_once('=')
+            .ok_or_else(|| format!("'{}' has no '=' between name and value", entry.trim()))?;
+        let name = name.trim().to_ascii_lowercase();
+        let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+        if name.is_empty() || !name.chars().all(token) {
+            return Err(format!("'{name}' is not a header name"));
+        }
+        if RESERVED_HEADERS.contains(&name.as_str()) {
+            return Err(format!("the sink sets '{name}' itself"));
+        }
+        let value = percent_decode(value.trim()).ok_or_else(|| {
+            format!(
+                "the value of '{name}' has a '%' not followed by two hex digits or is not UTF-8"
+            )
+        })?;
+        if !value.chars().all(|c| c == '\t' || (' '..='~').contains(&c)) {
+            return Err(format!("the value of '{name}' is not printable ASCII"));
+        }
+        headers.push((name, value));
+    }
+    Ok(headers)
+}
+
+/// Decodes `%XX` escapes; `None` for a malformed escape or bytes that are not UTF-8.
+fn percent_decode(text: &str) -> Option<String> {
+    let mut bytes = Vec::with_capacity(text.len());
+    let mut rest = text.as_bytes();
+    while let Some((&b, tail)) = rest.split_first() {
+        if b == b'%' {
+            let hex = std::str::from_utf8(tail.get(..2)?).ok()?;
+            bytes.push(u8::from_str_radix(hex, 16).ok()?);
+            rest = &tail[2..];
+        } else {
+            bytes.push(b);
+            rest = tail;
+        }
+    }
+    String::from_utf8(bytes).ok()
+}
+
 fn quoted_choices(choices: &[&str]) -> String {
     let quoted: Vec<String> = choices.iter().map(|c| format!("'{c}'")).collect();
     format!("one of {}", quoted.join(", "))
@@ -520,20 +673,28 @@ fn quoted_choices(choices: &[&str]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::check_endpoint;
+    use super::{check_base_url, check_endpoint, parse_headers};
+
+    /// Asserts `check` accepts each of `good` and refuses each of `bad`.
+    fn sorts(check: fn(&str) -> Result<(), String>, good: &[&str], bad: &[&str]) {
+        for url in good {
+            assert_eq!(check(url), Ok(()), "{url}");
+        }
+        for url in bad {
+            assert!(check(url).is_err(), "{url} was accepted");
+        }
+    }
 
     #[test]
     fn endpoints_need_a_scheme_a_host_and_a_valid_port() {
-        for good in [
+        let good = [
             "http://127.0.0.1:4317",
             "https://collector.example.com:443",
             "https://collector.example.com",
             "http://[::1]:4317",
             "http://localhost:4317/",
-        ] {
-            assert_eq!(check_endpoint(good), Ok(()), "{good}");
-        }
-        for bad in [
+        ];
+        let bad = [
             "127.0.0.1:4317",
             "localhost",
             "grpc://h:1",
@@ -546,8 +707,59 @@ mod tests {
             "http://user:pw@h:4317",
             "http://[::1:4317",
             "http://h h:1",
+        ];
+        sorts(check_endpoint, &good, &bad);
+    }
+
+    #[test]
+    fn base_urls_take_a_path_prefix_but_no_signal_path() {
+        let good = [
+            "http://127.0.0.1:4318",
+            "https://otlp.example.com",
+            "https://otlp.example.com:443/",
+            "https://gateway.example.com/otlp",
+            "https://gateway.example.com/tenant-1/otlp/",
+        ];
+        let bad = [
+            "127.0.0.1:4318",
+            "ftp://h:1",
+            "http://:4318",
+            "http://h:4318?x=1",
+            "http://h:4318/a b",
+            "http://user@h:4318",
+        ];
+        sorts(check_base_url, &good, &bad);
+        assert_eq!(
+            check_base_url("https://h:4318/otlp/v1/traces/"),
+            Err(
+                "the sink appends /v1/traces (and the other signals' paths) itself: \
+                 write 'https://h:4318/otlp'"
+                    .into()
+            )
+        );
+    }
+
+    #[test]
+    fn headers_are_name_value_pairs_with_percent_decoded_values() {
+        assert_eq!(
+            parse_headers(" X-Api-Key = abc%2C123= , tenant=a b").unwrap(),
+            vec![
+                ("x-api-key".to_string(), "abc,123=".to_string()),
+                ("tenant".to_string(), "a b".to_string())
+            ]
+        );
+        assert_eq!(parse_headers("").unwrap(), vec![]);
+        for (bad, why) in [
+            ("a=1,,b=2", "has no '='"),
+            ("novalue", "has no '='"),
+            ("=v", "is not a header name"),
+            ("a b=1", "is not a header name"),
+            ("Content-Type=text/plain", "sets 'content-type' itself"),
+            ("a=%zz", "two hex digits"),
+            ("a=%0a", "not printable ASCII"),
         ] {
-            assert!(check_endpoint(bad).is_err(), "{bad} was accepted");
+            let error = parse_headers(bad).unwrap_err();
+            assert!(error.contains(why), "{bad}: {error}");
         }
     }
 }

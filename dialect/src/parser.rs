@@ -1,10 +1,14 @@
 //! The parser: Penstock's statements are parsed here, expressions and queries by sqlparser
 //! (over the same token stream, so every location is exact).
+//!
+//! A statement that does not parse is reported and skipped: parsing resumes at the next
+//! statement (the next `;` or `END` in a pipeline's body, the next `CREATE` outside one), so
+//! one pass finds the syntax errors of every statement.
 
 use sqlparser::ast::Ident;
 use sqlparser::dialect::GenericDialect;
-use sqlparser::parser::Parser;
-use sqlparser::tokenizer::{Token, TokenWithSpan};
+use sqlparser::parser::{Parser, ParserError};
+use sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 
 use crate::ast::*;
 use crate::error::{Located, Location};
@@ -15,20 +19,52 @@ type Result<T> = std::result::Result<T, Located>;
 /// Deepest expression nesting accepted.
 const RECURSION_LIMIT: usize = 64;
 
-/// Parses the text of a pipeline file.
-pub(crate) fn parse(sql: &str) -> Result<File> {
-    let dialect = GenericDialect {};
-    let parser = Parser::new(&dialect)
-        .with_recursion_limit(RECURSION_LIMIT)
-        .try_with_sql(sql)?;
+/// The dialect expressions and queries are parsed in.
+static DIALECT: GenericDialect = GenericDialect {};
+
+/// Parses the text of a pipeline file: the statements that parse, and an error for each that
+/// does not (in order).
+pub(crate) fn parse(sql: &str) -> (File, Vec<Located>) {
     let eof = end_of(sql);
-    let mut p = FileParser { p: parser, eof };
-    p.file().map_err(|mut e| {
+    let tokens = match Tokenizer::new(&DIALECT, sql).tokenize_with_location() {
+        Ok(tokens) => tokens,
+        Err(e) => {
+            let mut error = Located::from(ParserError::from(e));
+            if error.location.line == 0 {
+                error.location = eof;
+            }
+            return (
+                File {
+                    statements: Vec::new(),
+                },
+                vec![error],
+            );
+        }
+    };
+    let mut p = FileParser {
+        p: parser(tokens.clone()),
+        tokens,
+        offset: 0,
+        limit: None,
+        eof,
+        unclosed: false,
+        errors: Vec::new(),
+    };
+    let file = p.file();
+    let mut errors = p.errors;
+    for e in &mut errors {
         if e.location.line == 0 {
             e.location = eof;
         }
-        e
-    })
+    }
+    (file, errors)
+}
+
+/// A sqlparser parser over `tokens`.
+fn parser(tokens: Vec<TokenWithSpan>) -> Parser<'static> {
+    Parser::new(&DIALECT)
+        .with_recursion_limit(RECURSION_LIMIT)
+        .with_tokens_with_locations(tokens)
 }
 
 /// The position just after the last non-blank character (where "end of file" is reported).
@@ -42,9 +78,20 @@ fn end_of(sql: &str) -> Location {
     }
 }
 
-struct FileParser<'a> {
-    p: Parser<'a>,
+struct FileParser {
+    /// The parser, over `tokens[offset..]` (or one statement of them, see
+    /// [`FileParser::bound`]).
+    p: Parser<'static>,
+    /// Every token of the file.
+    tokens: Vec<TokenWithSpan>,
+    offset: usize,
+    /// The `CREATE` the parser stops before, when it is bounded to one statement.
+    limit: Option<TokenWithSpan>,
     eof: Location,
+    /// Whether the pipeline just parsed lacks its END.
+    unclosed: bool,
+    /// The errors found so far.
+    errors: Vec<Located>,
 }
 
 fn is_word(token: &Token, word: &str) -> bool {
@@ -58,7 +105,7 @@ fn describe(token: &TokenWithSpan) -> String {
     }
 }
 
-impl FileParser<'_> {
+impl FileParser {
     fn peek(&self) -> TokenWithSpan {
         self.p.peek_token()
     }
@@ -76,7 +123,10 @@ impl FileParser<'_> {
     }
 
     fn expected<T>(&self, what: &str) -> Result<T> {
-        let found = self.peek();
+        let mut found = self.peek();
+        if let (Token::EOF, Some(limit)) = (&found.token, &self.limit) {
+            found = limit.clone();
+        }
         let location = match found.token {
             Token::EOF => self.eof,
             _ => Location::of(found.span),
@@ -129,18 +179,169 @@ impl FileParser<'_> {
         matches!(self.peek().token, Token::EOF)
     }
 
-    fn file(&mut self) -> Result<File> {
+    /// The absolute index (in `tokens`) of the parser's next token.
+    fn position(&self) -> usize {
+        self.offset + self.p.index()
+    }
+
+    /// Moves the parser to the absolute token index `index`: forward by reading tokens (so
+    /// parsing a file reads each token once), back by parsing anew from there (after an error
+    /// that read past where parsing resumes).
+    fn seek(&mut self, index: usize) {
+        let index = index.min(self.tokens.len());
+        if index < self.position() {
+            self.p = parser(self.tokens[index..].to_vec());
+            self.offset = index;
+            return;
+        }
+        while self.next_significant(self.position()) < index {
+            self.p.next_token();
+        }
+    }
+
+    /// The index of the first token from `from` that is not whitespace (or the end).
+    fn next_significant(&self, from: usize) -> usize {
+        self.tokens
+            .iter()
+            .enumerate()
+            .skip(from)
+            .find(|(_, t)| !matches!(t.token, Token::Whitespace(_)))
+            .map_or(self.tokens.len(), |(i, _)| i)
+    }
+
+    /// Gives the parser the statement from token `start` to token `stop` (see
+    /// [`Self::end_of_statement`] and [`Self::next_create`]) as the rest of the file, up to the
+    /// `;` or `END` that ends it; a `CREATE` there is left out (sqlparser would read it as an
+    /// alias or a name). Returns the parser of the file and its offset, for
+    /// [`Self::unbound`].
+    fn bound(&mut self, start: usize, stop: usize) -> (Parser<'static>, usize) {
+        let limit = self
+            .tokens
+            .get(stop)
+            .filter(|t| is_word(&t.token, "CREATE"))
+            .cloned();
+        let end = match (&limit, stop < self.tokens.len()) {
+            (None, true) => stop + 1,
+            _ => stop,
+        };
+        self.limit = limit;
+        let file = std::mem::replace(&mut self.p, parser(self.tokens[start..end].to_vec()));
+        (file, std::mem::replace(&mut self.offset, start))
+    }
+
+    /// Gives the parser of the file (from [`Self::bound`]) back.
+    fn unbound(&mut self, (file, offset): (Parser<'static>, usize)) {
+        self.p = file;
+        self.offset = offset;
+        self.limit = None;
+    }
+
+    /// `e`, from sqlparser at the end of a bounded statement (see [`Self::bound`]), put where
+    /// the `CREATE` after it is.
+    fn at_limit(&self, mut e: Located) -> Located {
+        if let Some(limit) = &self.limit
+            && e.location.line == 0
+        {
+            e.location = Location::of(limit.span);
+            e.message = e.message.replace("found EOF", "found CREATE");
+        }
+        e
+    }
+
+    /// The index of the first unquoted `CREATE` after the first token from `from` (or the end):
+    /// where the next top-level statement starts.
+    fn next_create(&self, from: usize) -> usize {
+        let first = self.next_significant(from);
+        self.tokens
+            .iter()
+            .enumerate()
+            .skip(first + 1)
+            .find(|(_, t)| is_word(&t.token, "CREATE"))
+            .map_or(self.tokens.len(), |(i, _)| i)
+    }
+
+    /// The index of the first token from `from` that ends a statement of a pipeline's body:
+    /// `;`, an `END` that closes no `CASE`, a `CREATE` (the body lacks its `END`), or the end.
+    fn end_of_statement(&self, from: usize) -> usize {
+        let mut cases = 0usize;
+        for (i, t) in self.tokens.iter().enumerate().skip(from) {
+            match &t.token {
+                Token::SemiColon => return i,
+                token if is_word(token, "CREATE") => return i,
+                token if is_word(token, "CASE") => cases += 1,
+                token if is_word(token, "END") => match cases.checked_sub(1) {
+                    Some(open) => cases = open,
+                    None => return i,
+                },
+                _ => {}
+            }
+        }
+        self.tokens.len()
+    }
+
+    fn file(&mut self) -> File {
         let mut statements = Vec::new();
         loop {
             while self.p.consume_token(&Token::SemiColon) {}
             if self.at_end() {
-                return Ok(File { statements });
+                return File { statements };
             }
-            statements.push(self.statement()?);
-            if !self.at_end() {
-                self.expect_token(&Token::SemiColon, "';' after the statement")?;
+            let start = self.position();
+            let stop = self.next_create(start);
+            // A pipeline's body is bounded statement by statement.
+            let file = (!self.starts_pipeline(start)).then(|| self.bound(start, stop));
+            let parsed = self.statement();
+            let resume = self.keep(parsed, &mut statements, stop, |p| p.after_definition(stop));
+            if let Some(file) = file {
+                self.unbound(file);
+            }
+            self.seek(resume);
+        }
+    }
+
+    /// Keeps a statement that parsed (in `statements`) and returns where parsing resumes after
+    /// it (`after`); reports one that did not and returns `stop`, where the next statement
+    /// starts.
+    fn keep<T>(
+        &mut self,
+        parsed: Result<T>,
+        statements: &mut Vec<T>,
+        stop: usize,
+        after: impl FnOnce(&mut Self) -> usize,
+    ) -> usize {
+        match parsed {
+            Ok(statement) => {
+                statements.push(statement);
+                after(self)
+            }
+            Err(e) => {
+                let e = self.at_limit(e);
+                self.errors.push(e);
+                stop
             }
         }
+    }
+
+    /// Whether the statement at token `start` is `CREATE PIPELINE`.
+    fn starts_pipeline(&self, start: usize) -> bool {
+        let create = self.next_significant(start);
+        let next = self.next_significant(create + 1);
+        let word = |i: usize, w: &str| self.tokens.get(i).is_some_and(|t| is_word(&t.token, w));
+        word(create, "CREATE") && word(next, "PIPELINE")
+    }
+
+    /// Where parsing resumes after a top-level statement, whose next statement starts at
+    /// `stop`: after its `;`, or at `stop` (a missing `;` is reported, unless the statement is
+    /// a pipeline reported for its missing END).
+    fn after_definition(&mut self, stop: usize) -> usize {
+        let unclosed = std::mem::take(&mut self.unclosed);
+        let at_end = self.at_end() && self.limit.is_none();
+        if unclosed || at_end || self.p.consume_token(&Token::SemiColon) {
+            return self.position().min(stop);
+        }
+        let missing = self.expected::<()>("';' after the statement");
+        self.errors.extend(missing.err());
+        stop
     }
 
     fn statement(&mut self) -> Result<Statement> {
@@ -193,7 +394,7 @@ impl FileParser<'_> {
             .into_iter()
             .find(|k| self.peek_word(k.keyword()))
         else {
-            return self.expected("a sink kind: OTAP, OTLP, FILE or CONSOLE");
+            return self.expected("a sink kind: OTAP, OTLP, OTLP_HTTP, FILE or CONSOLE");
         };
         self.p.next_token();
         let options = self.options()?;
@@ -230,26 +431,60 @@ impl FileParser<'_> {
         let source = self.identifier("a source name after FROM")?;
         self.expect_word("AS", "AS BEGIN after the source name")?;
         self.expect_word("BEGIN", "BEGIN after AS")?;
-        let mut body = Vec::new();
-        loop {
-            while self.p.consume_token(&Token::SemiColon) {}
-            if self.eat_word("END") {
-                break;
-            }
-            if self.at_end() {
-                return self.expected("END to close the pipeline");
-            }
-            body.push(self.pipeline_statement()?);
-            if !self.peek_word("END") {
-                self.expect_token(&Token::SemiColon, "';' after the statement")?;
-            }
-        }
+        let body = self.body(&name, location);
         Ok(CreatePipeline {
             location,
             name,
             source,
             body,
         })
+    }
+
+    /// The statements of pipeline `name` (begun at `location`) up to its `END`: a statement
+    /// that does not parse is reported and skipped; a `CREATE` or the end of the file where a
+    /// statement or `END` should be ends the body with an error.
+    fn body(&mut self, name: &Ident, location: Location) -> Vec<PipelineStatement> {
+        let mut body = Vec::new();
+        loop {
+            while self.p.consume_token(&Token::SemiColon) {}
+            if self.eat_word("END") {
+                return body;
+            }
+            if self.at_end() || self.peek_word("CREATE") {
+                let missing = self.expected::<()>("END").err().map(|e| Located {
+                    message: format!(
+                        "missing END for pipeline '{}' begun at line {}",
+                        name.value, location.line
+                    ),
+                    ..e
+                });
+                self.errors.extend(missing);
+                self.unclosed = true;
+                return body;
+            }
+            let start = self.position();
+            let stop = self.end_of_statement(start);
+            let file = self.bound(start, stop);
+            let parsed = self.pipeline_statement();
+            let resume = self.keep(parsed, &mut body, stop, |p| p.after_statement(stop));
+            self.unbound(file);
+            self.seek(resume);
+        }
+    }
+
+    /// Where parsing resumes after a statement of a pipeline's body that ends before `stop`:
+    /// `stop` when the statement ends there (at its `;`, `END`, or the end), else the next
+    /// statement keyword after the missing `;` (reported), or `stop`.
+    fn after_statement(&mut self, stop: usize) -> usize {
+        if self.at_end() || self.peek_word("END") || self.p.consume_token(&Token::SemiColon) {
+            return stop;
+        }
+        let missing = self.expected::<()>("';' after the statement");
+        self.errors.extend(missing.err());
+        let next = ["ALTER", "UPDATE", "DELETE", "INSERT"]
+            .into_iter()
+            .any(|word| self.peek_word(word));
+        if next { self.position() } else { stop }
     }
 
     fn pipeline_statement(&mut self) -> Result<PipelineStatement> {

@@ -13,6 +13,7 @@ CREATE SOURCE sample FROM FILE WITH (path = 'examples/data/logs.jsonl');
 
 CREATE SINK backend TO OTAP WITH (endpoint = 'http://127.0.0.1:5317', compression = 'zstd');
 CREATE SINK errors  TO OTLP WITH (endpoint = 'http://127.0.0.1:6317');
+CREATE SINK saas    TO OTLP_HTTP WITH (endpoint = 'https://otlp.example.com:4318');
 CREATE SINK local   TO FILE WITH (path = 'out/logs.jsonl');
 CREATE SINK screen  TO CONSOLE;
 
@@ -33,7 +34,7 @@ END;
 fn product_example_checks() {
     let program = check_source("example.sql", EXAMPLE).expect("checks");
     assert_eq!(program.sources.len(), 4);
-    assert_eq!(program.sinks.len(), 4);
+    assert_eq!(program.sinks.len(), 5);
     let steps = &program.pipelines[0].steps;
     let kinds: Vec<&str> = steps.iter().map(|s| s.kind.name()).collect();
     assert_eq!(
@@ -43,7 +44,7 @@ fn product_example_checks() {
         ]
     );
     assert_eq!(steps[7].table, Table::Spans);
-    assert_eq!(steps[1].origin.location.line, 15);
+    assert_eq!(steps[1].origin.location.line, 16);
     assert_eq!(steps[1].origin.location.column, 3);
     let StepKind::Update {
         assignments,

@@ -7,7 +7,8 @@ use std::time::SystemTime;
 use arrow::datatypes::{DataType, TimeUnit};
 use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::{
-    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+    ColumnarValue, Documentation, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
+    Volatility, scalar_doc_sections,
 };
 
 /// `now()`: the current time, UTC, in nanoseconds.
@@ -15,6 +16,7 @@ use datafusion::logical_expr::{
 pub(crate) struct BatchClock {
     signature: Signature,
     aliases: Vec<String>,
+    documentation: Documentation,
 }
 
 impl BatchClock {
@@ -23,6 +25,13 @@ impl BatchClock {
         ScalarUDF::new_from_impl(BatchClock {
             signature: Signature::nullary(Volatility::Volatile),
             aliases: vec!["current_timestamp".to_string()],
+            documentation: Documentation::builder(
+                scalar_doc_sections::DOC_SECTION_DATETIME,
+                "Returns the current time (UTC, nanoseconds) when each batch is processed: \
+                 a pipeline reads it again for every batch, not once when it is planned.",
+                "now()",
+            )
+            .build(),
         })
     }
 }
@@ -55,5 +64,9 @@ impl ScalarUDFImpl for BatchClock {
 
     fn aliases(&self) -> &[String] {
         &self.aliases
+    }
+
+    fn documentation(&self) -> Option<&Documentation> {
+        Some(&self.documentation)
     }
 }

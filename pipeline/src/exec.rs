@@ -33,8 +33,10 @@ pub struct StepStats {
 pub struct RunOutput {
     /// Batches for sinks, in statement order (sink name, batch).
     pub routed: Vec<(String, OtapBatch)>,
-    /// Rows no statement routed anywhere (dropped).
+    /// Rows no statement sent to a sink or aggregated (dropped).
     pub unrouted_rows: u64,
+    /// Rows aggregated (into derived metrics) and sent to no sink as they are.
+    pub aggregated_rows: u64,
     /// Aggregation windows to send now rather than when they close, because they grew past
     /// [`crate::MAX_OPEN_STATE`].
     pub closed: Vec<Windows>,
@@ -52,6 +54,7 @@ pub struct Pipeline {
     source: String,
     steps: Vec<CompiledStep>,
     unrouted: u64,
+    aggregated: u64,
     /// Whether a statement aggregates.
     aggregates: bool,
 }
@@ -73,26 +76,7 @@ impl Pipeline {
             .iter()
             .find(|p| p.name == name)
             .ok_or_else(|| PipelineError::Execute(format!("no pipeline named {name}")))?;
-        let state = session();
-        let mut steps = pipeline
-            .steps
-            .iter()
-            .map(|step| {
-                Ok(CompiledStep {
-                    op: compile_step(&state, step, &pipeline.name)?,
-                    step: step.clone(),
-                    stats: StepStats::default(),
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let aggregates = steps.iter_mut().any(|s| s.op.aggregation().is_some());
-        Ok(Pipeline {
-            name: pipeline.name.clone(),
-            source: pipeline.source.clone(),
-            steps,
-            unrouted: 0,
-            aggregates,
-        })
+        Pipeline::compile_steps(pipeline).map_err(|mut errors| errors.swap_remove(0))
     }
 
     /// Compiles every pipeline of `program`.
@@ -100,8 +84,62 @@ impl Pipeline {
         program
             .pipelines
             .iter()
-            .map(|p| Pipeline::compile(program, &p.name))
+            .map(|p| Pipeline::compile_steps(p).map_err(|mut errors| errors.swap_remove(0)))
             .collect()
+    }
+
+    /// Compiles every pipeline of `program`, planning every statement even after one fails:
+    /// the pipelines, or the error of each statement that does not plan (in the order of the
+    /// pipelines and their statements, each a [`PipelineError::Plan`]).
+    pub fn compile_every(
+        program: &Program,
+    ) -> std::result::Result<Vec<Pipeline>, Vec<PipelineError>> {
+        let mut pipelines = Vec::new();
+        let mut errors = Vec::new();
+        for pipeline in &program.pipelines {
+            match Pipeline::compile_steps(pipeline) {
+                Ok(p) => pipelines.push(p),
+                Err(e) => errors.extend(e),
+            }
+        }
+        if errors.is_empty() {
+            Ok(pipelines)
+        } else {
+            Err(errors)
+        }
+    }
+
+    /// Compiles the steps of `pipeline`: the pipeline, or the error of each step that does not
+    /// compile (never none).
+    fn compile_steps(
+        pipeline: &penstock_dialect::Pipeline,
+    ) -> std::result::Result<Pipeline, Vec<PipelineError>> {
+        let state = session();
+        let mut steps = Vec::new();
+        let mut errors = Vec::new();
+        for step in &pipeline.steps {
+            match compile_step(&state, step, &pipeline.name) {
+                Ok(op) => steps.push(CompiledStep {
+                    op,
+                    step: step.clone(),
+                    stats: StepStats::default(),
+                }),
+                Err(e @ PipelineError::Plan { .. }) => errors.push(e),
+                Err(other) => errors.push(PipelineError::plan(&step.origin, other.to_string())),
+            }
+        }
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        let aggregates = steps.iter_mut().any(|s| s.op.aggregation().is_some());
+        Ok(Pipeline {
+            name: pipeline.name.clone(),
+            source: pipeline.source.clone(),
+            steps,
+            unrouted: 0,
+            aggregated: 0,
+            aggregates,
+        })
     }
 
     /// The pipeline's name.
@@ -119,9 +157,14 @@ impl Pipeline {
         self.steps.iter().map(|s| (&s.step, s.stats))
     }
 
-    /// Rows dropped because no statement routed them.
+    /// Rows dropped because no statement sent them to a sink or aggregated them.
     pub fn unrouted_rows(&self) -> u64 {
         self.unrouted
+    }
+
+    /// Rows aggregated (into derived metrics) and sent to no sink as they are.
+    pub fn aggregated_rows(&self) -> u64 {
+        self.aggregated
     }
 
     /// Whether it aggregates (keeps windows open from batch to batch).
@@ -204,12 +247,14 @@ impl Pipeline {
             })
             .map(|(_, t)| t.num_rows() as u64)
             .sum();
+        out.aggregated_rows = routing.aggregated_only_rows();
         out.unrouted_rows = if routing.any {
-            total - routing.routed_rows().min(total)
+            total.saturating_sub(routing.routed_rows() + out.aggregated_rows)
         } else {
             total
         };
         self.unrouted += out.unrouted_rows;
+        self.aggregated += out.aggregated_rows;
         Ok(out)
     }
 

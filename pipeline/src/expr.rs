@@ -1,5 +1,6 @@
 //! Expressions compiled once into DataFusion physical expressions over the columns they read.
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray};
@@ -10,14 +11,15 @@ use datafusion::logical_expr::simplify::SimplifyContext;
 use datafusion::logical_expr::{Cast, Expr, ExprSchemable};
 use datafusion::optimizer::simplify_expressions::ExprSimplifier;
 use datafusion::physical_expr::PhysicalExpr;
-use datafusion::sql::sqlparser::ast::Spanned;
-use datafusion::sql::sqlparser::ast::{Expr as SqlExpr, ExprWithAlias};
-use penstock_dialect::ResolvedExpr;
+use datafusion::sql::sqlparser::ast::{Expr as SqlExpr, ExprWithAlias, Spanned, Visit, Visitor};
+use datafusion::sql::sqlparser::tokenizer::Span;
 use penstock_dialect::model::ColumnRef;
+use penstock_dialect::{Origin, ResolvedExpr};
 
 use crate::error::{PipelineError, Result};
+use crate::names;
 use crate::rows::Rows;
-use crate::typecheck;
+use crate::typecheck::{self, Refusal};
 use crate::view::{assemble, schema_of};
 
 /// An expression ready to evaluate on the rows of a batch.
@@ -32,11 +34,40 @@ pub(crate) struct CompiledExpr {
     pub(crate) data_type: DataType,
 }
 
-/// Plans `expr` (`origin`: where the statement is, for errors).
+/// Why an expression cannot be planned: what, and where in it when a part of it is at fault
+/// (an unknown function's name, a literal).
+pub(crate) struct PlanFailure {
+    /// What is wrong.
+    pub(crate) message: String,
+    /// The part at fault.
+    pub(crate) at: Option<Span>,
+}
+
+impl From<String> for PlanFailure {
+    fn from(message: String) -> Self {
+        PlanFailure { message, at: None }
+    }
+}
+
+impl PlanFailure {
+    /// The error of `expr` (as written) of the statement at `origin`: at the part at fault,
+    /// or where `expr` starts.
+    pub(crate) fn into_error(
+        self,
+        origin: &Origin,
+        expr: &SqlExpr,
+        context: &str,
+    ) -> PipelineError {
+        let at = self.at.unwrap_or_else(|| expr.span());
+        PipelineError::plan_at(origin, at, format!("{context}: {}", self.message))
+    }
+}
+
+/// Plans `expr` of the statement at `origin`.
 pub(crate) fn compile(
     state: &SessionState,
     expr: &ResolvedExpr,
-    origin: &str,
+    origin: &Origin,
 ) -> Result<CompiledExpr> {
     compile_into(state, expr, origin, None)
 }
@@ -47,16 +78,14 @@ pub(crate) fn compile(
 pub(crate) fn compile_into(
     state: &SessionState,
     expr: &ResolvedExpr,
-    origin: &str,
+    origin: &Origin,
     target: Option<(&DataType, &str)>,
 ) -> Result<CompiledExpr> {
-    let plan_error = |message: String| PipelineError::Plan {
-        origin: at_expression(origin, &expr.original),
-        message: format!("in `{}`: {message}", expr.original),
-    };
     let schema = schema_of(&expr.columns);
     let (physical, data_type) =
-        plan_into(state, &expr.expr, &schema, target).map_err(plan_error)?;
+        plan_into(state, &expr.expr, &schema, target).map_err(|failure| {
+            failure.into_error(origin, &expr.original, &format!("in `{}`", expr.original))
+        })?;
     Ok(CompiledExpr {
         sql: expr.original.to_string(),
         columns: expr.columns.clone(),
@@ -66,24 +95,54 @@ pub(crate) fn compile_into(
     })
 }
 
-/// `origin` (`file:line:column` of a statement) moved to where `expr` starts, when known.
-fn at_expression(origin: &str, expr: &SqlExpr) -> String {
-    let start = expr.span().start;
-    let file = origin.rsplitn(3, ':').nth(2);
-    match file {
-        Some(file) if start.line > 0 => format!("{file}:{}:{}", start.line, start.column),
-        _ => origin.to_string(),
-    }
-}
-
 /// Plans the SQL expression `expr` over the columns of `schema`: its physical form and the
 /// type of its result, or the reason why not.
 pub(crate) fn plan(
     state: &SessionState,
     expr: &SqlExpr,
     schema: &SchemaRef,
-) -> std::result::Result<(Arc<dyn PhysicalExpr>, DataType), String> {
+) -> std::result::Result<(Arc<dyn PhysicalExpr>, DataType), PlanFailure> {
     plan_into(state, expr, schema, None)
+}
+
+/// The first call in `expr` of a function the session does not know, at its name.
+pub(crate) fn check_functions(
+    state: &SessionState,
+    expr: &SqlExpr,
+) -> std::result::Result<(), PlanFailure> {
+    match names::unknown_function(state, expr) {
+        Some(unknown) => Err(PlanFailure {
+            message: unknown.message,
+            at: Some(unknown.span),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// A refusal of the type checks, at the literal it names when `expr` has it.
+fn refused(expr: &SqlExpr, refusal: Refusal) -> PlanFailure {
+    PlanFailure {
+        at: refusal.literal.and_then(|text| literal_span(expr, &text)),
+        message: refusal.message,
+    }
+}
+
+/// Where the first literal of `expr` that reads `text` (as SQL) is.
+fn literal_span(expr: &SqlExpr, text: &str) -> Option<Span> {
+    struct Finder<'a>(&'a str);
+    impl Visitor for Finder<'_> {
+        type Break = Span;
+        fn pre_visit_expr(&mut self, expr: &SqlExpr) -> ControlFlow<Span> {
+            match expr {
+                SqlExpr::Value(v) if v.value.to_string() == self.0 => ControlFlow::Break(v.span),
+                _ => ControlFlow::Continue(()),
+            }
+        }
+    }
+    match expr.visit(&mut Finder(text)) {
+        ControlFlow::Break(span) => Some(span),
+        ControlFlow::Continue(()) => None,
+    }
 }
 
 /// Plans as the session plans a query's expressions (type coercion, then simplification),
@@ -94,7 +153,9 @@ pub(crate) fn plan_into(
     expr: &SqlExpr,
     schema: &SchemaRef,
     target: Option<(&DataType, &str)>,
-) -> std::result::Result<(Arc<dyn PhysicalExpr>, DataType), String> {
+) -> std::result::Result<(Arc<dyn PhysicalExpr>, DataType), PlanFailure> {
+    check_functions(state, expr)?;
+    let refused = |refusal| refused(expr, refusal);
     let df_schema = DFSchema::try_from(Arc::clone(schema)).map_err(|e| clean(&e))?;
     let mut logical: Expr = state
         .create_logical_expr_from_sql_expr(
@@ -105,10 +166,10 @@ pub(crate) fn plan_into(
             &df_schema,
         )
         .map_err(|e| clean(&e))?;
-    typecheck::check_comparisons(&logical, &df_schema)?;
-    typecheck::check_sizes(state, &logical)?;
+    typecheck::check_comparisons(&logical, &df_schema).map_err(refused)?;
+    typecheck::check_sizes(state, &logical).map_err(refused)?;
     if let Some((target, column)) = target {
-        typecheck::check_assignment(&logical, &df_schema, target, column)?;
+        typecheck::check_assignment(&logical, &df_schema, target, column).map_err(refused)?;
         if logical.get_type(&df_schema).ok().as_ref() != Some(target) {
             logical = Expr::Cast(Cast::new(Box::new(logical), target.clone()));
         }

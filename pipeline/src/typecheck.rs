@@ -17,6 +17,33 @@ use datafusion::logical_expr::{
     Between, BinaryExpr, Cast, ColumnarValue, Expr, ExprSchemable, Operator,
 };
 
+/// Why a check refuses an expression, and the literal at fault when there is one.
+pub(crate) struct Refusal {
+    /// What is wrong.
+    pub(crate) message: String,
+    /// The literal, as SQL (`'ERROR'`, `100000`).
+    pub(crate) literal: Option<String>,
+}
+
+impl From<String> for Refusal {
+    fn from(message: String) -> Self {
+        Refusal {
+            message,
+            literal: None,
+        }
+    }
+}
+
+impl Refusal {
+    /// A refusal that points at the text literal `text`.
+    fn at_text(message: String, text: &str) -> Self {
+        Refusal {
+            message,
+            literal: Some(format!("'{}'", text.replace('\'', "''"))),
+        }
+    }
+}
+
 /// Casts that fail rather than produce null.
 const STRICT: CastOptions<'static> = CastOptions {
     safe: false,
@@ -146,7 +173,7 @@ fn hint(column: &str, text: &str) -> String {
 }
 
 /// Checks one pair of operands that are compared (or listed together, or bound a range).
-fn check_pair(left: &Expr, right: &Expr, schema: &DFSchema) -> Result<(), String> {
+fn check_pair(left: &Expr, right: &Expr, schema: &DFSchema) -> Result<(), Refusal> {
     let (Ok(left_ty), Ok(right_ty)) = (left.get_type(schema), right.get_type(schema)) else {
         // DataFusion's planning reports what is wrong with the operands themselves.
         return Ok(());
@@ -161,11 +188,12 @@ fn check_pair(left: &Expr, right: &Expr, schema: &DFSchema) -> Result<(), String
         if let Some(text) = text_literal(text_side) {
             if !reads_as(text, other_ty) {
                 let name = describe(other);
-                return Err(format!(
+                let message = format!(
                     "{name} is {other_ty}; '{text}' is text that does not read as {}{}",
                     sql_name(other_ty),
                     hint(&name, text)
-                ));
+                );
+                return Err(Refusal::at_text(message, text));
             }
             continue;
         }
@@ -183,16 +211,14 @@ fn check_pair(left: &Expr, right: &Expr, schema: &DFSchema) -> Result<(), String
                 sql_name(other_ty)
             )
         };
-        return Err(format!(
-            "{name} is text and {other_name} is {other_ty}: {advice}"
-        ));
+        return Err(format!("{name} is text and {other_name} is {other_ty}: {advice}").into());
     }
     Ok(())
 }
 
 /// Checks every comparison, IN list and BETWEEN of a logical expression (before type
 /// coercion) for text meeting a number, boolean or time.
-pub(crate) fn check_comparisons(expr: &Expr, schema: &DFSchema) -> Result<(), String> {
+pub(crate) fn check_comparisons(expr: &Expr, schema: &DFSchema) -> Result<(), Refusal> {
     let mut found = Ok(());
     let _ = expr.apply(|e| {
         let checked = match e {
@@ -209,8 +235,8 @@ pub(crate) fn check_comparisons(expr: &Expr, schema: &DFSchema) -> Result<(), St
         };
         match checked {
             Ok(()) => Ok(TreeNodeRecursion::Continue),
-            Err(message) => {
-                found = Err(message);
+            Err(refusal) => {
+                found = Err(refusal);
                 Ok(TreeNodeRecursion::Stop)
             }
         }
@@ -323,7 +349,7 @@ pub(crate) fn check_assignment(
     schema: &DFSchema,
     target: &DataType,
     column: &str,
-) -> Result<(), String> {
+) -> Result<(), Refusal> {
     let Ok(ty) = expr.get_type(schema) else {
         return Ok(());
     };
@@ -332,10 +358,7 @@ pub(crate) fn check_assignment(
     }
     if is_text(target) {
         return match is_bytes(&ty) && !is_constant(expr) {
-            true => Err(format!(
-                "{column} is text; {}",
-                bytes_as_text(&describe(expr))
-            )),
+            true => Err(format!("{column} is text; {}", bytes_as_text(&describe(expr))).into()),
             false => Ok(()),
         };
     }
@@ -344,7 +367,8 @@ pub(crate) fn check_assignment(
         return Err(format!(
             "{column} is {target}; {name} is {ty}, which would lose its fraction or its meaning: write CAST({name} AS {}) (or round() first) to convert it on purpose",
             sql_name(target)
-        ));
+        )
+        .into());
     }
     if ty.is_numeric() && target.is_numeric() {
         // Integers convert strictly: a value out of the column's range fails the batch,
@@ -356,18 +380,20 @@ pub(crate) fn check_assignment(
             if reads_as(text, target) {
                 return Ok(());
             }
-            return Err(format!(
+            let message = format!(
                 "{column} is {target}; '{text}' is text that does not read as {}{}",
                 sql_name(target),
                 hint(column, text)
-            ));
+            );
+            return Err(Refusal::at_text(message, text));
         }
         let name = describe(expr);
         return Err(format!(
             "{column} is {target}; {name} is text: write TRY_CAST({name} AS {}) (NULL where it is not one) or CAST({name} AS {})",
             sql_name(target),
             sql_name(target)
-        ));
+        )
+        .into());
     }
     if arrow::compute::can_cast_types(&ty, target) {
         return Ok(());
@@ -375,7 +401,8 @@ pub(crate) fn check_assignment(
     Err(format!(
         "{column} is {target} and cannot take {} ({ty})",
         describe(expr)
-    ))
+    )
+    .into())
 }
 
 /// Functions whose output grows with the value of an argument (by position): that argument
@@ -398,7 +425,7 @@ const MAX_CONSTANT_SIZE: i64 = 4096;
 
 /// Checks that functions whose output is as large as an argument's value get a constant,
 /// bounded size there.
-pub(crate) fn check_sizes(state: &SessionState, expr: &Expr) -> Result<(), String> {
+pub(crate) fn check_sizes(state: &SessionState, expr: &Expr) -> Result<(), Refusal> {
     let mut found = Ok(());
     let _ = expr.apply(|e| {
         let Expr::ScalarFunction(call) = e else {
@@ -419,7 +446,7 @@ pub(crate) fn check_sizes(state: &SessionState, expr: &Expr) -> Result<(), Strin
                 )
             };
             if !is_constant(arg) {
-                found = Err(too_large(describe(arg)));
+                found = Err(too_large(describe(arg)).into());
                 return Ok(TreeNodeRecursion::Stop);
             }
             let size = evaluate_constant(state, arg)
@@ -430,7 +457,11 @@ pub(crate) fn check_sizes(state: &SessionState, expr: &Expr) -> Result<(), Strin
                     _ => None,
                 });
             if size.is_some_and(|n| n.unsigned_abs() > MAX_CONSTANT_SIZE as u64) {
-                found = Err(too_large(describe(arg)));
+                let written = describe(arg);
+                found = Err(Refusal {
+                    message: too_large(written.clone()),
+                    literal: Some(written),
+                });
                 return Ok(TreeNodeRecursion::Stop);
             }
         }

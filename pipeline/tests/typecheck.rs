@@ -55,8 +55,9 @@ fn rejected(statement: &str) -> String {
 
 #[test]
 fn comparing_a_number_with_text_is_an_error_with_a_hint() {
+    // The error points at the literal.
     let e = rejected("DELETE FROM logs WHERE severity_number = 'ERROR';");
-    assert!(e.starts_with("p.sql:4:26: "), "{e}");
+    assert!(e.starts_with("p.sql:4:44: "), "{e}");
     assert!(
         e.contains("severity_number is Int32; 'ERROR' is text"),
         "{e}"
@@ -67,6 +68,7 @@ fn comparing_a_number_with_text_is_an_error_with_a_hint() {
     assert!(e.contains("TRY_CAST(body AS BIGINT)"), "{e}");
     let e = rejected("DELETE FROM spans WHERE status.code IN (1, 'error');");
     assert!(e.contains("status.code is a number"), "{e}");
+    assert!(e.starts_with("p.sql:4:46: "), "{e}");
     let e = rejected("DELETE FROM logs WHERE time_unix_nano > 'yesterday';");
     assert!(e.contains("RFC 3339"), "{e}");
     // Text that is a number, and explicit conversions, are fine.
@@ -140,6 +142,32 @@ fn functions_the_planner_rewrites_run() {
             pipeline.run(batch.clone()).unwrap();
         }
     }
+}
+
+#[test]
+fn an_unknown_function_is_reported_at_its_name_with_the_same_suggestion_every_time() {
+    let statement = "UPDATE logs SET body = upper(lowr(body));";
+    let e = rejected(statement);
+    assert!(
+        e.starts_with(
+            "p.sql:4:32: in `upper(lowr(body))`: unknown function 'lowr' — did you mean lower?"
+        ),
+        "{e}"
+    );
+    // Each compile has a session of its own (its functions in hash maps of their own order).
+    for _ in 0..10 {
+        assert_eq!(rejected(statement), e);
+    }
+    // An aggregation's output: not taken for a key missing from GROUP BY.
+    let e =
+        rejected("INSERT INTO out SELECT severity_text AS s, cuont(*) AS n FROM logs GROUP BY s;");
+    assert!(
+        e.starts_with("p.sql:4:46: in `cuont(*)`: unknown function 'cuont' — did you mean count?"),
+        "{e}"
+    );
+    // No suggestion when no name is near.
+    let e = rejected("DELETE FROM logs WHERE frobnicate(body);");
+    assert!(e.ends_with("unknown function 'frobnicate'"), "{e}");
 }
 
 #[test]

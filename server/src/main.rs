@@ -6,6 +6,7 @@
 //! gateway's query service and `penstock top` shows it full-screen. This file parses the arguments and
 //! dispatches to `penstock_server`, which does the work.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -19,6 +20,9 @@ use penstock_server::{cli, gateway};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// How often `run` reports progress.
+const PROGRESS_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Penstock: a telemetry gateway whose transforms are SQL.
 #[derive(Parser)]
 #[command(name = "penstock", version)]
@@ -29,7 +33,7 @@ struct Args {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Parse and validate pipeline files; non-zero exit on error.
+    /// Parse, validate and plan pipeline files: every error, in file order; non-zero exit on error.
     Check {
         /// Pipeline files (checked together: a pipeline may use a source or sink of another file).
         #[arg(required = true)]
@@ -38,17 +42,35 @@ enum Command {
         #[arg(long)]
         explain: bool,
     },
-    /// Run pipelines offline over OTLP JSON input and write their sinks' output.
+    /// Run the pipelines of a file offline over OTLP JSON input, whatever its sources' kinds,
+    /// and write or check what each sink would be sent.
     Replay {
         /// The pipeline file.
         file: PathBuf,
-        /// OTLP JSON lines read by every FILE source (default: each source's `path`).
-        #[arg(long)]
-        input: Option<PathBuf>,
+        /// OTLP JSON lines for the file's one source (`DATA.jsonl`) or for a named one
+        /// (`SOURCE=DATA.jsonl`); repeatable. FILE sources without one read their `path`.
+        #[arg(long = "input", value_name = "[SOURCE=]DATA.jsonl")]
+        inputs: Vec<String>,
         /// Write every sink's output to DIR/SINK.jsonl (default: FILE sinks to their `path`,
-        /// CONSOLE sinks to standard output).
-        #[arg(long)]
+        /// CONSOLE sinks to standard output, network sinks nowhere).
+        #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
+        /// Compare every sink's records with DIR/SINK.jsonl, in any order; exit non-zero
+        /// with the differences when they differ.
+        #[arg(long, value_name = "DIR")]
+        expect: Option<PathBuf>,
+        /// With --expect: write the outputs to DIR instead of comparing.
+        #[arg(long, requires = "expect")]
+        bless: bool,
+    },
+    /// Run every golden case in a folder: NAME.sql with NAME.test/ beside it (input.jsonl,
+    /// input/SOURCE.jsonl or an `inputs` list, and expected/SINK.jsonl).
+    Test {
+        /// The folder of cases (searched recursively).
+        dir: PathBuf,
+        /// Write each case's outputs as its expected outputs.
+        #[arg(long)]
+        bless: bool,
     },
     /// Run the gateway: sources, pipelines and sinks of the files, until the finite sources
     /// are done or SIGTERM.
@@ -57,15 +79,20 @@ enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
         /// Worker threads (default: the number of cores).
-        #[arg(long)]
-        workers: Option<usize>,
+        #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+        workers: Option<u16>,
+        /// Report records/s per source and sink and failures every INTERVAL (default 10s;
+        /// reported every 10 s without the option when standard output is a terminal).
+        #[arg(long, value_name = "INTERVAL", num_args = 0..=1, default_missing_value = "10s",
+              value_parser = parse_duration_arg)]
+        progress: Option<std::time::Duration>,
         /// Serve /metrics, /healthz and /pipelines on this address.
         #[arg(long)]
         admin_listen: Option<std::net::SocketAddr>,
         /// After SIGTERM or Ctrl-C, how long to drain in-flight batches (e.g. 30s, 2m) before
         /// exiting anyway; a second signal exits at once. Batches cut short are not
         /// acknowledged.
-        #[arg(long, default_value = "30s", value_parser = parse_drain_timeout)]
+        #[arg(long, default_value = "30s", value_parser = parse_duration_arg)]
         drain_timeout: std::time::Duration,
         /// How to write what the gateway reports while it runs, on standard output: `text`
         /// or `json` lines (RUST_LOG picks the events; default `info`).
@@ -85,7 +112,7 @@ enum Command {
         query_max: usize,
         /// The longest a live query may read (its own time comes from the x-penstock-for
         /// call header, default 10s).
-        #[arg(long, default_value = "5m", value_parser = parse_drain_timeout)]
+        #[arg(long, default_value = "5m", value_parser = parse_duration_arg)]
         query_max_for: std::time::Duration,
         /// A token every query call must carry (`authorization: Bearer TOKEN`).
         #[arg(long)]
@@ -103,7 +130,7 @@ enum Command {
         #[arg(long, default_value = "http://127.0.0.1:4320")]
         endpoint: String,
         /// How long a live query reads (e.g. 30s; default: the gateway's, 10s).
-        #[arg(long = "for", value_parser = parse_drain_timeout)]
+        #[arg(long = "for", value_parser = parse_duration_arg)]
         duration: Option<std::time::Duration>,
         /// How to print the rows.
         #[arg(long, value_enum, default_value_t = cli::query::Format::Table)]
@@ -184,8 +211,8 @@ fn parse_load(protocol: &str, signal: &str) -> anyhow::Result<(bool, penstock_en
     Ok((otap, signal))
 }
 
-/// A drain timeout: a duration such as `30s`, `500ms` or `2m`.
-fn parse_drain_timeout(text: &str) -> Result<std::time::Duration, String> {
+/// A duration such as `30s`, `500ms` or `2m` (a drain timeout, a progress interval).
+fn parse_duration_arg(text: &str) -> Result<std::time::Duration, String> {
     penstock_dialect::options::parse_duration(text)
         .ok_or_else(|| format!("'{text}' is not a duration such as 30s, 500ms or 2m"))
 }
@@ -194,12 +221,25 @@ fn main() -> ExitCode {
     let args = Args::parse();
     let result = match args.command {
         Command::Check { files, explain } => cli::check::run(&files, explain),
-        Command::Replay { file, input, out } => {
-            cli::replay::run(&file, input.as_deref(), out.as_deref())
-        }
+        Command::Replay {
+            file,
+            inputs,
+            out,
+            expect,
+            bless,
+        } => cli::replay::run(&cli::replay::Replay {
+            file,
+            inputs,
+            out,
+            expect,
+            bless,
+            quiet: false,
+        }),
+        Command::Test { dir, bless } => cli::suite::run(&dir, bless),
         Command::Run {
             files,
             workers,
+            progress,
             admin_listen,
             drain_timeout,
             log_format,
@@ -223,12 +263,14 @@ fn main() -> ExitCode {
             });
             let options = gateway::RunOptions {
                 files,
-                workers: workers.unwrap_or_else(|| {
-                    std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
-                }),
+                workers: workers.map_or_else(
+                    || std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
+                    usize::from,
+                ),
                 admin_listen,
                 drain_timeout,
                 query,
+                progress: progress.or(std::io::stdout().is_terminal().then_some(PROGRESS_INTERVAL)),
             };
             Ok(gateway::run(options)?)
         }),

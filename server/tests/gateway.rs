@@ -505,7 +505,7 @@ fn sighup_swaps_in_valid_pipelines_and_keeps_the_old_ones_on_errors() {
     gateway.hang_up();
     let failed = gateway.wait_for_line("reload failed");
     assert!(
-        failed.contains(":4:26:") && failed.contains("did you mean severity_text?"),
+        failed.contains(":4:44:") && failed.contains("did you mean severity_text?"),
         "{failed}"
     );
     let moved = header.replace("received.jsonl", "elsewhere.jsonl");
@@ -531,6 +531,25 @@ fn sighup_swaps_in_valid_pipelines_and_keeps_the_old_ones_on_errors() {
         gateway.metric("penstock_reloads_total{result=\"refused\"}"),
         3.0
     );
+    // The summary gives each generation's statements their own counts.
+    let pid = gateway.child.id().to_string();
+    std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    for (prefix, counts) in [
+        (
+            "pipeline p (generation 0, until a reload) statement 1 (route logs",
+            "300 in, 300 out",
+        ),
+        (
+            "pipeline p (generation 1, until the end) statement 1 (rename logs",
+            "600 in, 600 out",
+        ),
+    ] {
+        let found = gateway.wait_for_summary(prefix);
+        assert!(found.contains(counts), "{found}");
+    }
 }
 
 #[test]

@@ -12,6 +12,7 @@
 //	otap-interop send -signal logs|traces|metrics -addr HOST:PORT [-compression zstdarrow1] [-token T -token-in metadata|headers]
 //	otap-interop serve [-listen 127.0.0.1:0]
 //	otap-interop serve-otlp [-listen 127.0.0.1:0] [-warning TEXT]
+//	otap-interop serve-otlp-http [-listen 127.0.0.1:0] [-warning TEXT] [-rejected N] [-fail-first N -fail-status 503 -retry-after 1]
 //	otap-interop selftest
 package main
 
@@ -56,6 +57,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdServe(rest, stdin, stdout, stderr)
 	case "serve-otlp":
 		err = cmdServeOTLP(rest, stdin, stdout, stderr)
+	case "serve-otlp-http":
+		err = cmdServeOTLPHTTP(rest, stdin, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		usage(stdout)
 		return exitOK
@@ -99,6 +102,15 @@ func usage(w io.Writer) {
       Export: a signal byte (0 logs, 1 traces, 2 metrics) + the Export*ServiceRequest;
       stderr at exit: the exports and items accepted per signal. -warning: every response
       carries a partial success rejecting nothing, with TEXT as its message
+  otap-interop serve-otlp-http [-listen 127.0.0.1:0] [-warning TEXT] [-rejected N]
+                    [-fail-first N] [-fail-status 503] [-retry-after S | -retry-after-date D]
+                    [-compress-responses] [-tls-cert FILE -tls-key FILE]
+      serves OTLP/HTTP (POST /v1/logs, /v1/traces, /v1/metrics; protobuf or JSON; gzip,
+      zstd or none) until stdin closes; stdout as serve-otlp; stderr: one JSON line per
+      request (path, proto, content_type, content_encoding, status, items, unix_ms,
+      headers),
+      then the summary. -fail-first: refuse the first N requests with -fail-status and
+      the Retry-After given; -rejected: report N records rejected in every response
   otap-interop selftest
       round-trips built-in sample data through produce and consume
 

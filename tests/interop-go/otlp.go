@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -39,6 +40,8 @@ type otlpCount struct {
 // otlpReceiver writes every accepted Export as a frame (signal byte + the request's protobuf)
 // and counts them per signal.
 type otlpReceiver struct {
+	// name starts the summary line (the subcommand).
+	name string
 	// warning, when set, goes back in every response as a partial success rejecting
 	// nothing (an OTLP warning), which makes the response message non-empty.
 	warning string
@@ -64,6 +67,16 @@ func (r *otlpReceiver) accept(tag byte, marshal func() ([]byte, error), items in
 	return nil
 }
 
+// announce prints the "listening ADDR" line that precedes the frames.
+func (r *otlpReceiver) announce(addr net.Addr) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, err := fmt.Fprintf(r.out.w, "listening %s\n", addr); err != nil {
+		return err
+	}
+	return r.out.w.Flush()
+}
+
 // snapshot returns the counts so far.
 func (r *otlpReceiver) snapshot() [3]otlpCount {
 	r.mu.Lock()
@@ -74,8 +87,8 @@ func (r *otlpReceiver) snapshot() [3]otlpCount {
 // summary is the line serve-otlp prints on stderr when it stops.
 func (r *otlpReceiver) summary() string {
 	c := r.snapshot()
-	return fmt.Sprintf("serve-otlp: logs %d exports, %d %s; traces %d exports, %d %s; metrics %d exports, %d %s",
-		c[tagLogs].exports, c[tagLogs].items, logsSignal.unit,
+	return fmt.Sprintf("%s: logs %d exports, %d %s; traces %d exports, %d %s; metrics %d exports, %d %s",
+		r.name, c[tagLogs].exports, c[tagLogs].items, logsSignal.unit,
 		c[tagTraces].exports, c[tagTraces].items, tracesSignal.unit,
 		c[tagMetrics].exports, c[tagMetrics].items, metricsSignal.unit)
 }
@@ -144,31 +157,35 @@ func cmdServeOTLP(args []string, stdin io.Reader, stdout, stderr io.Writer) erro
 	fs := newFlagSet("serve-otlp", stderr)
 	listen := fs.String("listen", "127.0.0.1:0", "address to listen on")
 	warning := fs.String("warning", "", "answer every Export with a partial success that rejects nothing and carries this message")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	lis, err := net.Listen("tcp", *listen)
+	lis, err := parseAndListen(fs, args, listen)
 	if err != nil {
 		return err
 	}
-	r := &otlpReceiver{warning: *warning, out: newFrameWriter(stdout)}
+	r := &otlpReceiver{name: "serve-otlp", warning: *warning, out: newFrameWriter(stdout)}
 	server := newOTLPServer(r)
-	r.mu.Lock()
-	_, err = fmt.Fprintf(r.out.w, "listening %s\n", lis.Addr())
-	if err == nil {
-		err = r.out.w.Flush()
+	err = r.serveUntilClosed(stdin, lis, func() error { return server.Serve(lis) }, server.Stop)
+	fmt.Fprintln(stderr, r.summary())
+	return err
+}
+
+// parseAndListen parses args into fs and listens on the address of its -listen flag.
+func parseAndListen(fs *flag.FlagSet, args []string, listen *string) (net.Listener, error) {
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
 	}
-	r.mu.Unlock()
-	if err != nil {
+	return net.Listen("tcp", *listen)
+}
+
+// serveUntilClosed announces lis, then serves on it (serve) until stdin closes, which calls
+// stop to end serve.
+func (r *otlpReceiver) serveUntilClosed(stdin io.Reader, lis net.Listener, serve func() error, stop func()) error {
+	if err := r.announce(lis.Addr()); err != nil {
 		lis.Close()
 		return err
 	}
-	// Serves until stdin closes.
 	go func() {
 		_, _ = io.Copy(io.Discard, stdin)
-		server.Stop()
+		stop()
 	}()
-	err = server.Serve(lis)
-	fmt.Fprintln(stderr, r.summary())
-	return err
+	return serve()
 }

@@ -1,5 +1,5 @@
--- A golden replay test: `penstock replay` of this file over input.jsonl must write exactly
--- the files in expected/ (cargo test -p penstock-server --test cli checks it).
+-- A golden test: the sinks of this file, replayed over input.jsonl, must get exactly the
+-- records in pipeline.test/expected/ (`penstock test examples`, run by the tests).
 CREATE SOURCE sample FROM FILE WITH (path = 'input.jsonl');
 CREATE SINK errors  TO FILE WITH (path = 'errors.jsonl');
 CREATE SINK routine TO FILE WITH (path = 'routine.jsonl');

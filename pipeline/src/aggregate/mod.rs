@@ -26,12 +26,12 @@ use arrow::row::{RowConverter, SortField};
 use datafusion::common::ScalarValue;
 use datafusion::execution::context::SessionState;
 use datafusion::sql::sqlparser::ast::{
-    DuplicateTreatment, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Value,
+    DuplicateTreatment, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Spanned, Value,
 };
-use penstock_dialect::{Having, ResolvedExpr};
+use penstock_dialect::{Having, Origin, ResolvedExpr};
 
 use crate::error::{PipelineError, Result};
-use crate::expr::{CompiledExpr, compile, plan};
+use crate::expr::{CompiledExpr, PlanFailure, check_functions, compile, plan};
 use crate::rows::Rows;
 use crate::typecheck::evaluate_on_one_row;
 use functions::{AggregateFunction, PlannedAggregate};
@@ -150,7 +150,7 @@ pub(crate) struct Statement<'a> {
     pub(crate) pipeline: &'a str,
     pub(crate) sql: &'a str,
     pub(crate) sink: &'a str,
-    pub(crate) origin: &'a str,
+    pub(crate) origin: &'a Origin,
 }
 
 impl Aggregation {
@@ -175,8 +175,12 @@ impl Aggregation {
                     || has_distinct(&e.expr)
                     || is_other_aggregate(state, &e.expr) =>
                 {
+                    check_functions(state, &e.original).map_err(|f| {
+                        f.into_error(origin, &e.original, &format!("in `{}`", e.original))
+                    })?;
                     return Err(plan_error(
                         origin,
+                        &e.original,
                         format!(
                             "`{}` is not an aggregate Penstock computes: {} (count, min and max also take DISTINCT)",
                             e.original,
@@ -203,7 +207,7 @@ impl Aggregation {
             matches!(o, Output::Aggregate { hidden: false, planned, .. } if !is_text(&planned.output_type))
         });
         if !sends_a_metric {
-            return Err(plan_error(
+            return Err(PipelineError::plan(
                 origin,
                 format!(
                     "an aggregation needs at least one aggregate with a number value ({})",
@@ -406,12 +410,9 @@ impl BatchGroups {
     }
 }
 
-/// A plan error at `origin`.
-fn plan_error(origin: &str, message: String) -> PipelineError {
-    PipelineError::Plan {
-        origin: origin.to_string(),
-        message,
-    }
+/// A plan error about `expr` (as written) of the statement at `origin`, where `expr` starts.
+fn plan_error(origin: &Origin, expr: &Expr, message: String) -> PipelineError {
+    PipelineError::plan_at(origin, expr.span(), message)
 }
 
 /// Compiles one aggregate output.
@@ -421,12 +422,13 @@ fn compile_aggregate(
     e: &ResolvedExpr,
     call: Call,
     hidden: bool,
-    origin: &str,
+    origin: &Origin,
 ) -> Result<Output> {
     let function = call.function;
     if call.distinct && !function.distinct {
         return Err(plan_error(
             origin,
+            &e.original,
             format!(
                 "`{}`: {} does not take DISTINCT",
                 e.original, function.names[0]
@@ -455,14 +457,16 @@ fn compile_aggregate(
     {
         return Err(plan_error(
             origin,
+            &e.original,
             format!(
                 "`{}` needs numbers or times, and `{}` is {}: write TRY_CAST({} AS DOUBLE) to read it as a number (NULL where it is not)",
                 e.original, arg.sql, arg.data_type, arg.sql
             ),
         ));
     }
-    let planned = PlannedAggregate::plan(state, function, call.distinct, &arg_type, name)
-        .map_err(|message| plan_error(origin, format!("`{}`: {message}", e.original)))?;
+    let planned = PlannedAggregate::plan(state, function, call.distinct, &arg_type, name).map_err(
+        |message| plan_error(origin, &e.original, format!("`{}`: {message}", e.original)),
+    )?;
     Ok(Output::Aggregate {
         name: name.to_string(),
         planned: Arc::new(planned),
@@ -478,8 +482,11 @@ fn compile_key(
     e: &ResolvedExpr,
     group_by: &[ResolvedExpr],
     position: usize,
-    origin: &str,
+    origin: &Origin,
 ) -> Result<CompiledExpr> {
+    // An unknown function is reported as such, not as a key missing from GROUP BY.
+    check_functions(state, &e.original)
+        .map_err(|f| f.into_error(origin, &e.original, &format!("in `{}`", e.original)))?;
     let text = e.original.to_string();
     let grouped = group_by.iter().any(|g| {
         let g_text = g.original.to_string();
@@ -488,6 +495,7 @@ fn compile_key(
     if !grouped {
         return Err(plan_error(
             origin,
+            &e.original,
             format!(
                 "`{text}` must be in GROUP BY or be one aggregate call ({})",
                 functions::names()
@@ -564,14 +572,10 @@ fn compile_having(
     state: &SessionState,
     having: &Having,
     outputs: &[Output],
-    origin: &str,
+    origin: &Origin,
 ) -> Result<HavingSpec> {
-    let having_error = |message: String| {
-        plan_error(
-            origin,
-            format!("in HAVING `{}`: {message}", having.original),
-        )
-    };
+    let context = format!("in HAVING `{}`", having.original);
+    let having_error = |f: PlanFailure| f.into_error(origin, &having.original, &context);
     let fields: Vec<Field> = outputs
         .iter()
         .map(|o| match o {
@@ -584,7 +588,9 @@ fn compile_having(
     let schema = Arc::new(Schema::new(fields));
     let (physical, data_type) = plan(state, &having.expr, &schema).map_err(having_error)?;
     if !matches!(data_type, DataType::Boolean | DataType::Null) {
-        return Err(having_error(format!("is {data_type}, not a boolean")));
+        return Err(having_error(
+            format!("is {data_type}, not a boolean").into(),
+        ));
     }
     Ok(HavingSpec {
         sql: having.original.to_string(),

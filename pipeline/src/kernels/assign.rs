@@ -185,12 +185,15 @@ fn upsert_column(table: &RecordBatch, name: &str, column: ArrayRef) -> Result<Re
         .map_err(arrow_err("adding a column"))
 }
 
-/// Sets a log body to text values where `mask` is true.
+/// Sets a log body to text values where `mask` is true. A map, list or bytes body reads as
+/// NULL, so a NULL value leaves such a body as it is (an expression over `body` must not erase
+/// what it could not read).
 fn set_body(table: &RecordBatch, mask: &BooleanArray, values: &ArrayRef) -> Result<RecordBatch> {
     let len = table.num_rows();
     let text = cast(values, &DataType::Utf8).map_err(arrow_err("converting a body"))?;
     let body = column_at(table, &["body"]);
     let body = body.as_ref().and_then(|b| b.as_struct_opt());
+    let mask = &keep_unreadable_bodies(body, mask, &text)?;
     let fields = penstock_engine::schema::any_value_fields();
     let mut columns = Vec::with_capacity(fields.len());
     for field in fields.iter() {
@@ -229,6 +232,29 @@ fn set_body(table: &RecordBatch, mask: &BooleanArray, values: &ArrayRef) -> Resu
     let updated =
         StructArray::try_new(fields, columns, nulls).map_err(arrow_err("updating bodies"))?;
     upsert_column(table, consts::BODY, Arc::new(updated))
+}
+
+/// `mask` without the rows whose body is a map, list or bytes and whose new value is NULL.
+fn keep_unreadable_bodies(
+    body: Option<&StructArray>,
+    mask: &BooleanArray,
+    text: &ArrayRef,
+) -> Result<BooleanArray> {
+    let Some(types) = body.and_then(|b| b.column_by_name(consts::TYPE)) else {
+        return Ok(mask.clone());
+    };
+    let types = cast(&plain(types)?, &DataType::UInt8).map_err(arrow_err("reading a body"))?;
+    let types = types.as_primitive::<arrow::datatypes::UInt8Type>();
+    Ok((0..mask.len())
+        .map(|i| {
+            let unreadable = types.is_valid(i)
+                && matches!(
+                    types.value(i),
+                    value_type::MAP | value_type::SLICE | value_type::BYTES
+                );
+            Some(mask.value(i) && mask.is_valid(i) && !(unreadable && text.is_null(i)))
+        })
+        .collect())
 }
 
 /// Gives every row of `space` an id (rows without children may have none), so attributes can

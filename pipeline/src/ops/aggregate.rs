@@ -45,7 +45,7 @@ impl AggregateOp {
                     pipeline,
                     sql: &step.sql,
                     sink,
-                    origin: &step.origin.to_string(),
+                    origin: &step.origin,
                 },
             )?,
         })
@@ -54,12 +54,12 @@ impl AggregateOp {
 
 impl Operator for AggregateOp {
     fn run(&mut self, batch: OtapBatch, cx: &mut RunContext<'_>) -> Result<OtapBatch> {
-        cx.routing.any = true;
         let mut used = 0u64;
         for space in spaces(&batch, cx.table) {
             let rows = Rows::new(&batch, space)?;
             let mask = selected(self.filter.as_ref(), &rows)?;
             used += mask.true_count() as u64;
+            cx.routing.mark_aggregated(space, rows.len(), &mask);
             if let Some(full) = self.aggregation.add(&rows, &mask, cx.now)? {
                 cx.out.closed.push(full);
             }

@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use arrow::array::BooleanArray;
 use arrow::buffer::BooleanBuffer;
 use datafusion::execution::context::SessionState;
+use datafusion::sql::sqlparser::ast::Spanned;
 use penstock_dialect::model::{AttrScope, Table};
 use penstock_dialect::{ResolvedExpr, Step, StepKind};
 use penstock_engine::OtapBatch;
@@ -58,41 +59,76 @@ pub(crate) struct RunContext<'a> {
     pub(crate) routing: &'a mut Routing,
 }
 
-/// Per row space, which rows were routed somewhere (sent to a sink or aggregated).
+/// Per row space, which rows were sent to a sink, and which were folded into an
+/// aggregation.
 #[derive(Default)]
 pub(crate) struct Routing {
     routed: HashMap<PayloadType, Vec<bool>>,
+    aggregated: HashMap<PayloadType, Vec<bool>>,
     /// Whether any statement routes: without one, every row counts as unrouted.
     pub(crate) any: bool,
 }
 
+/// Sets the flags of `space` in `map` where `mask` holds (`len`: rows in the space).
+fn set_flags(
+    map: &mut HashMap<PayloadType, Vec<bool>>,
+    space: PayloadType,
+    len: usize,
+    mask: &BooleanArray,
+) {
+    let flags = map.entry(space).or_insert_with(|| vec![false; len]);
+    for i in mask.values().set_indices() {
+        flags[i] = true;
+    }
+}
+
 impl Routing {
-    /// Marks the rows of `space` where `mask` holds as routed (`len`: rows in the space).
+    /// Marks the rows of `space` where `mask` holds as sent to a sink.
     pub(crate) fn mark(&mut self, space: PayloadType, len: usize, mask: &BooleanArray) {
         self.any = true;
-        let flags = self.routed.entry(space).or_insert_with(|| vec![false; len]);
-        for i in mask.values().set_indices() {
-            flags[i] = true;
-        }
+        set_flags(&mut self.routed, space, len, mask);
+    }
+
+    /// Marks the rows of `space` where `mask` holds as aggregated.
+    pub(crate) fn mark_aggregated(&mut self, space: PayloadType, len: usize, mask: &BooleanArray) {
+        self.any = true;
+        set_flags(&mut self.aggregated, space, len, mask);
     }
 
     /// Follows a filter of `space` that keeps the rows where `keep` holds.
     pub(crate) fn keep(&mut self, space: PayloadType, keep: &BooleanArray) {
-        if let Some(flags) = self.routed.get_mut(&space) {
-            *flags = flags
-                .iter()
-                .zip(keep.values().iter())
-                .filter(|(_, kept)| *kept)
-                .map(|(flag, _)| *flag)
-                .collect();
+        for map in [&mut self.routed, &mut self.aggregated] {
+            if let Some(flags) = map.get_mut(&space) {
+                *flags = flags
+                    .iter()
+                    .zip(keep.values().iter())
+                    .filter(|(_, kept)| *kept)
+                    .map(|(flag, _)| *flag)
+                    .collect();
+            }
         }
     }
 
-    /// Rows routed somewhere.
+    /// Rows sent to a sink.
     pub(crate) fn routed_rows(&self) -> u64 {
         self.routed
             .values()
             .map(|f| f.iter().filter(|r| **r).count() as u64)
+            .sum()
+    }
+
+    /// Rows aggregated and sent to no sink as they are.
+    pub(crate) fn aggregated_only_rows(&self) -> u64 {
+        self.aggregated
+            .iter()
+            .map(|(space, flags)| {
+                let routed = self.routed.get(space);
+                flags
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, a)| **a && routed.is_none_or(|r| r.get(*i) != Some(&true)))
+                    .count() as u64
+            })
             .sum()
     }
 }
@@ -128,10 +164,7 @@ pub(crate) fn compile_step(
 
 /// A plan-time check failed for `step`.
 pub(crate) fn plan_error(step: &Step, message: impl Into<String>) -> PipelineError {
-    PipelineError::Plan {
-        origin: step.origin.to_string(),
-        message: message.into(),
-    }
+    PipelineError::plan(&step.origin, message)
 }
 
 /// Plans a `WHERE` condition, which must be boolean.
@@ -141,13 +174,14 @@ pub(crate) fn compile_filter(
     e: &Option<ResolvedExpr>,
 ) -> Result<Option<CompiledExpr>> {
     let Some(e) = e else { return Ok(None) };
-    let compiled = compile(state, e, &step.origin.to_string())?;
+    let compiled = compile(state, e, &step.origin)?;
     if !matches!(
         compiled.data_type,
         arrow::datatypes::DataType::Boolean | arrow::datatypes::DataType::Null
     ) {
-        return Err(plan_error(
-            step,
+        return Err(PipelineError::plan_at(
+            &step.origin,
+            e.original.span(),
             format!(
                 "the condition `{}` is {}, not a boolean",
                 e.original, compiled.data_type

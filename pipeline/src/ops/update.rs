@@ -31,15 +31,15 @@ impl UpdateOp {
         filter: &Option<ResolvedExpr>,
     ) -> Result<UpdateOp> {
         let filter = compile_filter(state, step, filter)?;
-        let origin = step.origin.to_string();
+        let origin = &step.origin;
         let mut sets = Vec::new();
         for a in assignments {
             let value = match &a.target {
                 SetTarget::Field(field) => {
                     let target = crate::types::data_type(field.ty);
-                    compile_into(state, &a.value, &origin, Some((&target, field.name)))?
+                    compile_into(state, &a.value, origin, Some((&target, field.name)))?
                 }
-                SetTarget::Attr { .. } => compile(state, &a.value, &origin)?,
+                SetTarget::Attr { .. } => compile(state, &a.value, origin)?,
             };
             sets.push((a.target.clone(), value));
         }

@@ -96,10 +96,63 @@ fn pool(signal: Signal, batch: usize) -> Vec<Bytes> {
         .collect()
 }
 
+/// What the records of `signal` are called.
+fn records_name(signal: Signal) -> &'static str {
+    match signal {
+        Signal::Logs => "logs",
+        Signal::Traces => "spans",
+        Signal::Metrics => "metrics",
+    }
+}
+
+/// A bar on standard error (drawn only when it is a terminal) following the records
+/// acknowledged, until the returned sender is dropped.
+fn progress_bar(total: u64, results: &Arc<Mutex<Results>>) -> tokio::sync::oneshot::Sender<()> {
+    let bar = indicatif::ProgressBar::new(total);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{bar:40} {pos}/{len} records acknowledged, {per_sec}, {elapsed} {msg}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let (done, mut finished) = tokio::sync::oneshot::channel::<()>();
+    let results = Arc::clone(results);
+    tokio::spawn(async move {
+        loop {
+            let stop = tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(200)) => false,
+                _ = &mut finished => true,
+            };
+            if let Ok(r) = results.lock() {
+                bar.set_position(r.records);
+                if r.errors > 0 {
+                    bar.set_message(format!("{} errors", r.errors));
+                }
+            }
+            if stop {
+                bar.finish_and_clear();
+                return;
+            }
+        }
+    });
+    done
+}
+
 async fn load(options: LoadOptions) -> anyhow::Result<()> {
     let requests = Arc::new(pool(options.signal, options.batch));
     let total_requests = options.records.div_ceil(options.batch as u64);
+    let sending = total_requests * options.batch as u64;
+    if sending != options.records {
+        println!(
+            "sending {sending} {}: --records {} rounded up to {total_requests} whole {} of {}",
+            records_name(options.signal),
+            options.records,
+            if options.otap { "batches" } else { "requests" },
+            options.batch
+        );
+    }
     let results = Arc::new(Mutex::new(Results::default()));
+    let bar = progress_bar(sending, &results);
     let cpu_before = options.measure_pid.map(cpu_seconds).transpose()?;
     let started = Instant::now();
     let mut tasks = JoinSet::new();
@@ -127,6 +180,7 @@ async fn load(options: LoadOptions) -> anyhow::Result<()> {
     while let Some(done) = tasks.join_next().await {
         done??;
     }
+    drop(bar);
     let elapsed = started.elapsed();
     let cpu = match (options.measure_pid, cpu_before) {
         (Some(pid), Some(before)) => Some(cpu_seconds(pid)? - before),
@@ -145,9 +199,9 @@ async fn load(options: LoadOptions) -> anyhow::Result<()> {
     };
     let rate = results.records as f64 / elapsed.as_secs_f64();
     println!(
-        "{} {} records acknowledged in {:.2} s: {:.0} records/s; {} refusals sent again; {} errors",
+        "{} {} acknowledged in {:.2} s: {:.0} records/s; {} refusals sent again; {} errors",
         results.records,
-        options.signal.name(),
+        records_name(options.signal),
         elapsed.as_secs_f64(),
         rate,
         results.refusals,

@@ -4,8 +4,10 @@
 //! use the gateway; the gateway never uses them.
 
 pub mod check;
+pub mod golden;
 pub mod loadgen;
 pub mod logging;
 pub mod query;
 pub mod replay;
+pub mod suite;
 pub mod top;

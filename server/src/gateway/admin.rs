@@ -76,6 +76,7 @@ impl Admin {
                 json!({
                     "name": p.name, "source": p.source, "at": p.origin.to_string(),
                     "steps": steps, "unrouted_rows": Telemetry::unrouted(counters),
+                    "aggregated_rows": Telemetry::aggregated(counters),
                 })
             })
             .collect();

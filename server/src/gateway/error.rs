@@ -18,9 +18,10 @@ pub enum GatewayError {
         /// Why.
         source: std::io::Error,
     },
-    /// The pipeline files do not check (the error names the file, line and column).
+    /// The pipeline files do not check: every error found, one per line, each naming its
+    /// file, line and column.
     #[error(transparent)]
-    Check(#[from] penstock_dialect::DialectError),
+    Check(#[from] penstock_dialect::DialectErrors),
     /// A pipeline does not compile (the error names the statement).
     #[error(transparent)]
     Compile(#[from] penstock_pipeline::PipelineError),
@@ -151,10 +152,26 @@ pub enum GatewayError {
         /// Why.
         source: rustls_pki_types::pem::Error,
     },
-    /// rustls refused the settings of a listening source.
+    /// `tls_ca` does not hold valid PEM certificates.
+    #[error("{owner}: tls_ca '{path}'")]
+    TlsCa {
+        /// `sink NAME`.
+        owner: String,
+        /// The option's value.
+        path: String,
+        /// Why.
+        source: rustls_pki_types::pem::Error,
+    },
+    /// A sink has no certificate to trust: `tls_ca` holds none, or the system has none.
+    #[error("{owner}: no trusted root certificates (tls_ca holds none, or the system has none)")]
+    NoTrustedRoots {
+        /// `sink NAME`.
+        owner: String,
+    },
+    /// rustls refused the TLS settings of a listening source or a sink.
     #[error("{owner}: {what}")]
     TlsConfig {
-        /// `source NAME`.
+        /// `source NAME` or `sink NAME`.
         owner: String,
         /// What was being set up.
         what: &'static str,
@@ -182,6 +199,24 @@ pub enum GatewayError {
         endpoint: String,
         /// Why.
         source: tonic::transport::Error,
+    },
+    /// An OTLP/HTTP sink's URL (its `endpoint` and a signal's path) is not a valid URI.
+    #[error("sink {sink_name}: bad URL '{url}'")]
+    SinkUrl {
+        /// The sink.
+        sink_name: String,
+        /// The URL.
+        url: String,
+        /// Why.
+        source: http::uri::InvalidUri,
+    },
+    /// An OTLP/HTTP sink's `headers` cannot be sent.
+    #[error("sink {sink_name}: headers: {message}")]
+    SinkHeaders {
+        /// The sink.
+        sink_name: String,
+        /// What is wrong.
+        message: String,
     },
     /// A sink's TLS settings were refused.
     #[error("sink {sink_name}: TLS")]

@@ -14,6 +14,7 @@ pub mod delivery;
 pub mod drain;
 pub mod error;
 pub mod program;
+pub mod progress;
 pub mod reload;
 pub mod report;
 mod run;

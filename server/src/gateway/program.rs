@@ -3,15 +3,25 @@
 
 use std::path::{Path, PathBuf};
 
-use penstock_dialect::{Program, check_sources};
-use penstock_pipeline::Pipeline;
+use penstock_dialect::Program;
+use penstock_pipeline::{Pipeline, compile_sources};
 
 use super::error::GatewayError;
 
 /// Reads, checks and compiles pipeline files (checked together: a pipeline may use a source
-/// or sink of another file).
+/// or sink of another file). The error of files that do not check holds every error found.
 pub fn load(files: &[PathBuf]) -> Result<(Program, Vec<Pipeline>), GatewayError> {
-    let texts = files
+    let texts = read(files)?;
+    let named: Vec<(&str, &str)> = texts
+        .iter()
+        .map(|(file, text)| (file.as_str(), text.as_str()))
+        .collect();
+    Ok(compile_sources(&named)?)
+}
+
+/// The text of each pipeline file, with its name as errors give it.
+pub fn read(files: &[PathBuf]) -> Result<Vec<(String, String)>, GatewayError> {
+    files
         .iter()
         .map(|path| {
             std::fs::read_to_string(path)
@@ -21,14 +31,7 @@ pub fn load(files: &[PathBuf]) -> Result<(Program, Vec<Pipeline>), GatewayError>
                     source,
                 })
         })
-        .collect::<Result<Vec<_>, _>>()?;
-    let named: Vec<(&str, &str)> = texts
-        .iter()
-        .map(|(file, text)| (file.as_str(), text.as_str()))
-        .collect();
-    let program = check_sources(&named)?;
-    let pipelines = Pipeline::compile_all(&program)?;
-    Ok((program, pipelines))
+        .collect()
 }
 
 /// `path` relative to the directory of `base` (a pipeline file) when it is relative and not

@@ -52,6 +52,9 @@ impl Reloader {
                     "reload: generation {generation}: {pipelines} pipelines from {files} now run"
                 );
                 self.telemetry.reloads[0].fetch_add(1, Relaxed);
+                if let Ok(mut retired) = self.telemetry.retired.lock() {
+                    retired.push(current);
+                }
                 let _ = self.publish.send(next);
             }
             Err(e) => {

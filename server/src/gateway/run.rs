@@ -32,6 +32,8 @@ pub struct RunOptions {
     pub drain_timeout: std::time::Duration,
     /// The query service, if it runs.
     pub query: Option<QueryOptions>,
+    /// How often to report progress (None: never).
+    pub progress: Option<std::time::Duration>,
 }
 
 /// Runs the gateway until its finite sources are done (when it has only GENERATOR sources
@@ -127,6 +129,13 @@ async fn serve(
             running: running.clone(),
         };
         crate::query::start(query, sources, shutdown.clone()).await?;
+    }
+    if let Some(interval) = options.progress {
+        tokio::spawn(super::progress::report(
+            Arc::clone(&telemetry),
+            interval,
+            shutdown.clone(),
+        ));
     }
     let reloader = reload::Reloader {
         files: options.files.clone(),

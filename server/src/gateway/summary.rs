@@ -3,18 +3,42 @@
 
 use std::sync::atomic::Ordering::Relaxed;
 
-use super::telemetry::{Running, Telemetry};
+use super::telemetry::{Flow, Running, Telemetry};
 
 /// Prints the summary of a run.
 pub fn print(telemetry: &Telemetry, running: &Running) {
-    for (name, flow) in &telemetry.sources {
+    print_flows("source", &telemetry.sources, "refused");
+    let retired = telemetry
+        .retired
+        .lock()
+        .map(|r| r.clone())
+        .unwrap_or_default();
+    for generation in &retired {
+        print_statements(generation, Some("until a reload"));
+    }
+    print_statements(running, (!retired.is_empty()).then_some("until the end"));
+    print_flows("sink", &telemetry.sinks, "failed");
+}
+
+/// A line per source or sink (`what`): records, batches, and failures (`failed`).
+fn print_flows(what: &str, flows: &std::collections::BTreeMap<String, Flow>, failed: &str) {
+    for (name, flow) in flows {
         println!(
-            "source {name}: {} records in {} batches, {} refused",
+            "{what} {name}: {} records in {} batches, {} {failed}",
             flow.records.load(Relaxed),
             flow.batches.load(Relaxed),
             flow.failures.load(Relaxed)
         );
     }
+}
+
+/// The counters of every statement of `running`'s pipelines (labelled with their generation
+/// and `when` it ran, after reloads).
+fn print_statements(running: &Running, when: Option<&str>) {
+    let generation = match when {
+        Some(when) => format!(" (generation {}, {when})", running.generation),
+        None => String::new(),
+    };
     for p in &running.pipelines {
         for (i, step) in p.steps.iter().enumerate() {
             let [rows_in, rows_out, dropped, errors] = Telemetry::step_totals(step);
@@ -23,24 +47,17 @@ pub fn print(telemetry: &Telemetry, running: &Running) {
                 n => format!(", failed on {n} batch(es)"),
             };
             println!(
-                "pipeline {} statement {} ({}): {rows_in} in, {rows_out} out, {dropped} dropped{failed}",
+                "pipeline {}{generation} statement {} ({}): {rows_in} in, {rows_out} out, {dropped} dropped{failed}",
                 p.name,
                 i + 1,
                 step.label
             );
         }
         println!(
-            "pipeline {}: {} rows routed nowhere",
+            "pipeline {}{generation}: {} rows routed nowhere, {} only aggregated",
             p.name,
-            Telemetry::unrouted(p)
-        );
-    }
-    for (name, flow) in &telemetry.sinks {
-        println!(
-            "sink {name}: {} records in {} batches, {} failed",
-            flow.records.load(Relaxed),
-            flow.batches.load(Relaxed),
-            flow.failures.load(Relaxed)
+            Telemetry::unrouted(p),
+            Telemetry::aggregated(p)
         );
     }
 }

@@ -87,6 +87,9 @@ pub struct StepCounters {
     per_worker: Vec<[AtomicU64; 4]>,
 }
 
+/// A count of one pipeline's rows, over all workers.
+type PipelineCount = fn(&PipelineCounters) -> u64;
+
 /// Counters of one pipeline.
 #[derive(Debug)]
 pub struct PipelineCounters {
@@ -95,6 +98,7 @@ pub struct PipelineCounters {
     /// One per statement.
     pub steps: Vec<StepCounters>,
     unrouted: Vec<AtomicU64>,
+    aggregated: Vec<AtomicU64>,
 }
 
 impl PipelineCounters {
@@ -110,6 +114,9 @@ impl PipelineCounters {
         }
         if let Some(cell) = self.unrouted.get(worker) {
             cell.store(pipeline.unrouted_rows(), Relaxed);
+        }
+        if let Some(cell) = self.aggregated.get(worker) {
+            cell.store(pipeline.aggregated_rows(), Relaxed);
         }
     }
 }
@@ -151,6 +158,7 @@ impl Running {
                     })
                     .collect(),
                 unrouted: (0..workers).map(|_| AtomicU64::new(0)).collect(),
+                aggregated: (0..workers).map(|_| AtomicU64::new(0)).collect(),
             })
             .collect();
         Running {
@@ -193,6 +201,8 @@ pub struct Telemetry {
     pub receiving_requests: AtomicU64,
     /// Reloads of the pipeline files: accepted, refused.
     pub reloads: [AtomicU64; 2],
+    /// The pipelines replaced by reloads, oldest first, with their counters as they were.
+    pub retired: std::sync::Mutex<Vec<Arc<Running>>>,
     /// Where queries see the batches going through.
     pub taps: Arc<Taps>,
 }
@@ -222,6 +232,7 @@ impl Telemetry {
             connections: AtomicU64::new(0),
             receiving_requests: AtomicU64::new(0),
             reloads: Default::default(),
+            retired: Default::default(),
             stream_state_bytes: AtomicU64::new(0),
             otap_streams: AtomicU64::new(0),
         }
@@ -253,6 +264,11 @@ impl Telemetry {
     /// Rows of a pipeline no statement routed anywhere, over all workers.
     pub fn unrouted(pipeline: &PipelineCounters) -> u64 {
         pipeline.unrouted.iter().map(|c| c.load(Relaxed)).sum()
+    }
+
+    /// Rows of a pipeline only aggregated (sent to no sink as they are), over all workers.
+    pub fn aggregated(pipeline: &PipelineCounters) -> u64 {
+        pipeline.aggregated.iter().map(|c| c.load(Relaxed)).sum()
     }
 
     /// The Prometheus text exposition of every counter.
@@ -338,17 +354,23 @@ impl Telemetry {
                 }
             }
         }
-        let _ = writeln!(
-            out,
-            "# HELP penstock_pipeline_unrouted_rows_total rows no statement routed\n# TYPE penstock_pipeline_unrouted_rows_total counter"
-        );
-        for p in &running.pipelines {
-            let _ = writeln!(
-                out,
-                "penstock_pipeline_unrouted_rows_total{{pipeline=\"{}\"}} {}",
-                p.name,
-                Self::unrouted(p)
-            );
+        let per_pipeline: [(&str, &str, PipelineCount); 2] = [
+            (
+                "penstock_pipeline_unrouted_rows_total",
+                "rows no statement routed",
+                Self::unrouted,
+            ),
+            (
+                "penstock_pipeline_aggregated_rows_total",
+                "rows only aggregated into derived metrics",
+                Self::aggregated,
+            ),
+        ];
+        for (name, help, value) in per_pipeline {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+            for p in &running.pipelines {
+                let _ = writeln!(out, "{name}{{pipeline=\"{}\"}} {}", p.name, value(p));
+            }
         }
     }
 

@@ -3,7 +3,7 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
-use std::process::{ChildStdout, Command};
+use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::OnceLock;
 use std::sync::mpsc;
 
@@ -57,4 +57,14 @@ pub fn tagged_frames(stdout: ChildStdout) -> (String, mpsc::Receiver<(u8, Vec<u8
         }
     });
     (addr, frames)
+}
+
+/// Starts `command` with its standard input, output and error piped.
+pub fn spawn_piped(command: &mut Command) -> Child {
+    command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
 }

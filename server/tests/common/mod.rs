@@ -5,6 +5,7 @@
 pub mod backend;
 pub mod flight;
 pub mod go;
+pub mod otlp_go;
 
 use std::future::Future;
 use std::io::{BufRead, BufReader};
@@ -141,8 +142,8 @@ impl Gateway {
         gateway
     }
 
-    /// The value of an unlabelled metric on the admin endpoint.
-    pub fn metric(&self, name: &str) -> f64 {
+    /// The admin endpoint's `/metrics` text.
+    pub fn metrics_text(&self) -> String {
         use std::io::{Read, Write};
         let mut stream = std::net::TcpStream::connect(self.admin.as_deref().unwrap()).unwrap();
         stream
@@ -150,6 +151,12 @@ impl Gateway {
             .unwrap();
         let mut text = String::new();
         stream.read_to_string(&mut text).unwrap();
+        text
+    }
+
+    /// The value of an unlabelled metric on the admin endpoint.
+    pub fn metric(&self, name: &str) -> f64 {
+        let text = self.metrics_text();
         let prefix = format!("{name} ");
         let line = text.lines().find(|l| l.starts_with(&prefix));
         let line = line.unwrap_or_else(|| panic!("no metric {name}"));

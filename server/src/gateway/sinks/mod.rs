@@ -1,16 +1,21 @@
 //! Sinks: each is a task reading a bounded queue of [`Delivery`]s and acknowledging each one
 //! once its backend accepted the batch (or it gave up). Files and the console are shared by
-//! all workers; gRPC sinks run one per worker, with their own connections.
+//! all workers; network sinks (OTAP, OTLP, OTLP_HTTP) run one per worker, with their own
+//! connections.
 
+mod compress;
 pub mod console;
+mod export;
 mod file;
 mod otap;
 mod otlp;
+mod otlp_http;
 mod retry;
 mod unary;
 
+pub use export::ExportResponse;
 pub use otap::stream_path as otap_stream_path;
-pub use otlp::{ExportResponse, export_path as otlp_export_path};
+pub use otlp::export_path as otlp_export_path;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -61,13 +66,13 @@ pub fn start_shared(
             let limit = sink.options.count("limit").unwrap_or(10) as usize;
             tokio::task::spawn_blocking(move || console::run(name, limit, deliveries, telemetry))
         }
-        SinkKind::Otap | SinkKind::Otlp => return Ok(None),
+        SinkKind::Otap | SinkKind::Otlp | SinkKind::OtlpHttp => return Ok(None),
     };
     Ok(Some(SinkTask { queue, task }))
 }
 
-/// Starts a worker's own instance of a network sink (OTAP, OTLP) on the current runtime;
-/// `None` for shared sinks. Once `draining` is true, the sink no longer lingers.
+/// Starts a worker's own instance of a network sink (OTAP, OTLP, OTLP_HTTP) on the current
+/// runtime; `None` for shared sinks. Once `draining` is true, the sink no longer lingers.
 pub fn start_per_worker(
     sink: &Sink,
     base: &Path,
@@ -79,8 +84,12 @@ pub fn start_per_worker(
     let telemetry = Arc::clone(telemetry);
     let task = match sink.kind {
         SinkKind::Otlp => {
-            let config = otlp::Config::from_sink(sink, base)?;
-            tokio::spawn(otlp::run(config, deliveries, telemetry, draining))
+            let (settings, grpc) = otlp::config(sink, base)?;
+            tokio::spawn(export::run(settings, grpc, deliveries, telemetry, draining))
+        }
+        SinkKind::OtlpHttp => {
+            let (settings, http) = otlp_http::config(sink, base)?;
+            tokio::spawn(export::run(settings, http, deliveries, telemetry, draining))
         }
         SinkKind::Otap => {
             let config = otap::Config::from_sink(sink, base)?;

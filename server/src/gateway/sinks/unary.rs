@@ -11,82 +11,21 @@ use tonic::{Code, Status};
 use tower_service::Service;
 
 use super::Upstream;
+use super::compress::{self, Compression};
 use crate::gateway::status::from_http;
 
 /// Largest response accepted (an export response is a few bytes).
 const MAX_RESPONSE_BYTES: usize = 4 << 20;
 
-/// How a request's message is compressed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Compression {
-    /// Sent as it is.
-    None,
-    /// gzip, fastest level.
-    Gzip,
-    /// zstd, level 1.
-    Zstd,
-}
-
-impl Compression {
-    fn header(self) -> Option<&'static str> {
-        match self {
-            Compression::None => None,
-            Compression::Gzip => Some("gzip"),
-            Compression::Zstd => Some("zstd"),
-        }
-    }
-}
-
 /// The gRPC frame of `message`: flag, length, then the (compressed) bytes.
 fn frame(message: &[u8], compression: Compression) -> Result<Bytes, Status> {
-    let mut out = BytesMut::with_capacity(5 + message.len() / 2);
-    out.put_u8(u8::from(compression != Compression::None));
-    out.put_u32(0);
-    let failed = |e: std::io::Error| Status::internal(format!("compressing the request: {e}"));
-    let mut writer = out.writer();
-    match compression {
-        Compression::None => std::io::Write::write_all(&mut writer, message).map_err(failed)?,
-        Compression::Gzip => {
-            let mut gzip = flate2::write::GzEncoder::new(&mut writer, flate2::Compression::fast());
-            std::io::Write::write_all(&mut gzip, message).map_err(failed)?;
-            gzip.finish().map_err(failed)?;
-        }
-        Compression::Zstd => {
-            let out = writer.into_inner();
-            return zstd_frame(message, out).map_err(failed);
-        }
-    }
-    let mut out = writer.into_inner();
+    let mut out = Vec::with_capacity(5 + message.len() / 2);
+    out.push(u8::from(compression != Compression::None));
+    out.extend_from_slice(&[0; 4]);
+    let mut out = compress::append(out, message, compression)
+        .map_err(|e| Status::internal(format!("compressing the request: {e}")))?;
     let length = u32::try_from(out.len() - 5)
         .map_err(|_| Status::internal("the request is larger than 4 GiB"))?;
-    out[1..5].copy_from_slice(&length.to_be_bytes());
-    Ok(out.freeze())
-}
-
-thread_local! {
-    /// A worker's zstd context, reused from one request to the next.
-    static ZSTD: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> =
-        const { std::cell::RefCell::new(None) };
-}
-
-/// Completes a zstd frame whose 5 header bytes are in `out`: the message is compressed in one
-/// call, straight after them.
-fn zstd_frame(message: &[u8], out: BytesMut) -> std::io::Result<Bytes> {
-    let mut out = Vec::from(out);
-    out.reserve(zstd::zstd_safe::compress_bound(message.len()));
-    let mut cursor = std::io::Cursor::new(out);
-    cursor.set_position(5);
-    ZSTD.with(|cell| {
-        let mut cell = cell.borrow_mut();
-        let compressor = match cell.as_mut() {
-            Some(c) => c,
-            None => cell.insert(zstd::bulk::Compressor::new(1)?),
-        };
-        compressor.compress_to_buffer(message, &mut cursor)
-    })?;
-    let mut out = cursor.into_inner();
-    let length = u32::try_from(out.len() - 5)
-        .map_err(|_| std::io::Error::other("the request is larger than 4 GiB"))?;
     out[1..5].copy_from_slice(&length.to_be_bytes());
     Ok(Bytes::from(out))
 }
@@ -226,25 +165,14 @@ fn message(data: &Bytes, encoding: Option<&str>) -> Result<Bytes, String> {
     }
     match (flag, encoding.unwrap_or("identity")) {
         (0, _) => Ok(data.slice(5..5 + length)),
-        (1, "gzip") => inflate(flate2::read::GzDecoder::new(payload)),
-        (1, "zstd") => {
-            inflate(zstd::stream::read::Decoder::new(payload).map_err(|e| format!("zstd: {e}"))?)
-        }
+        (1, "gzip") => compress::inflate(flate2::read::GzDecoder::new(payload), MAX_RESPONSE_BYTES),
+        (1, "zstd") => compress::inflate(
+            zstd::stream::read::Decoder::new(payload).map_err(|e| format!("zstd: {e}"))?,
+            MAX_RESPONSE_BYTES,
+        ),
         (1, other) => Err(format!("a message compressed with '{other}'")),
         (flag, _) => Err(format!("a frame with flag {flag}")),
     }
-}
-
-/// Reads a decompressing reader to its end, up to [`MAX_RESPONSE_BYTES`].
-fn inflate(reader: impl std::io::Read) -> Result<Bytes, String> {
-    let mut out = Vec::new();
-    let limit = MAX_RESPONSE_BYTES as u64 + 1;
-    std::io::Read::read_to_end(&mut std::io::Read::take(reader, limit), &mut out)
-        .map_err(|e| format!("decompressing: {e}"))?;
-    if out.len() > MAX_RESPONSE_BYTES {
-        return Err(format!("a message over {MAX_RESPONSE_BYTES} bytes"));
-    }
-    Ok(Bytes::from(out))
 }
 
 #[cfg(test)]

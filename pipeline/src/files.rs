@@ -1,0 +1,37 @@
+//! Pipeline files checked and compiled in one pass that finds every error: each statement is
+//! parsed, checked and planned even after another fails.
+
+use penstock_dialect::{DialectError, DialectErrors, Location, Program};
+
+use crate::error::PipelineError;
+use crate::exec::Pipeline;
+
+/// Checks pipeline files (name, text) as one program and compiles its pipelines: the program
+/// and the pipelines, or every error of the files (syntax, names, options, types), in the order
+/// of the files, then by position. A statement that does not parse or check is not planned, so
+/// each statement has one error at most.
+pub fn compile_sources(files: &[(&str, &str)]) -> Result<(Program, Vec<Pipeline>), DialectErrors> {
+    let partial = penstock_dialect::check_partial(files);
+    let mut errors = partial.errors;
+    let pipelines = match Pipeline::compile_every(&partial.program) {
+        Ok(pipelines) => pipelines,
+        Err(plan) => {
+            errors.extend(plan.iter().map(file_error));
+            Vec::new()
+        }
+    };
+    let names: Vec<&str> = files.iter().map(|(file, _)| *file).collect();
+    match DialectErrors::sorted(errors, &names) {
+        Some(errors) => Err(errors),
+        None => Ok((partial.program, pipelines)),
+    }
+}
+
+/// A planning error as an error of its file (errors of no statement come last).
+fn file_error(e: &PipelineError) -> DialectError {
+    e.as_file_error().unwrap_or_else(|| DialectError {
+        file: String::new(),
+        location: Location::default(),
+        message: e.to_string(),
+    })
+}

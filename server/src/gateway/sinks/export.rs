@@ -1,0 +1,314 @@
+//! What the OTLP sinks share, whatever carries their requests (gRPC for OTLP, HTTP for
+//! OTLP_HTTP): batches become export requests (several small batches of one signal are merged
+//! into one request, up to `batch` records and `max_request_bytes`, by concatenating their
+//! protobuf encodings, which protobuf defines as merging the repeated resource lists; with
+//! `linger`, a request waits that long after its first batch for more), sent by a
+//! [`Transport`] with bounded retries and backoff (longer when the backend asks for it); each
+//! batch is acknowledged with its request's outcome. Partial successes and unreadable
+//! responses are reported and counted here.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use penstock_dialect::Sink;
+use penstock_engine::Signal;
+use penstock_engine::otlp::encode;
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+
+use super::retry::Policy;
+use crate::gateway::delivery::{Ack, Delivery, DeliveryError, complete};
+use crate::gateway::report;
+use crate::gateway::telemetry::Telemetry;
+
+/// Requests in flight at once per worker.
+const CONCURRENT_REQUESTS: usize = 4;
+
+/// The default largest request body: the default most a gRPC server (the Collector's among
+/// them) receives.
+const DEFAULT_MAX_REQUEST_BYTES: usize = 4 << 20;
+
+/// The response of every OTLP export (logs, traces, metrics): only the partial success.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ExportResponse {
+    /// Set when the backend rejected some records.
+    #[prost(message, optional, tag = "1")]
+    pub partial_success: Option<PartialSuccess>,
+}
+
+/// Records the backend rejected.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PartialSuccess {
+    /// How many.
+    #[prost(int64, tag = "1")]
+    pub rejected: i64,
+    /// Why.
+    #[prost(string, tag = "2")]
+    pub error_message: String,
+}
+
+/// What the backend answered to a request it accepted.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Accepted {
+    /// Its export response.
+    Response(ExportResponse),
+    /// The backend said OK but its response could not be read (why): the records count as
+    /// delivered (never retried, so never duplicated), and the response is only reported.
+    Unreadable(String),
+}
+
+/// Why one attempt at a request failed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failure {
+    /// What went wrong.
+    pub message: String,
+    /// Whether sending the request again may succeed.
+    pub retryable: bool,
+    /// How long the backend asked to wait before the next attempt.
+    pub retry_after: Option<Duration>,
+}
+
+/// How an OTLP sink's requests travel.
+pub trait Transport: Send + Sync + 'static {
+    /// A request as it is sent (and sent again when retried).
+    type Request: Send + Sync + 'static;
+
+    /// Makes the request for the protobuf bytes of an export request of `signal`; an error
+    /// fails its batches without sending.
+    fn prepare(&self, signal: Signal, protobuf: Vec<u8>) -> Result<Self::Request, String>;
+
+    /// Sends a request once.
+    fn send(
+        &self,
+        signal: Signal,
+        request: &Self::Request,
+    ) -> impl Future<Output = Result<Accepted, Failure>> + Send;
+}
+
+/// How an OTLP sink merges batches into requests and retries them.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    name: String,
+    policy: Policy,
+    target_records: usize,
+    max_request_bytes: usize,
+    linger: Duration,
+}
+
+impl Settings {
+    /// From the sink's `retries`, `batch`, `max_request_bytes` and `linger` options.
+    pub fn from_sink(sink: &Sink) -> Settings {
+        Settings {
+            name: sink.name.clone(),
+            policy: Policy::from_sink(sink),
+            target_records: sink.options.count("batch").unwrap_or(8192) as usize,
+            max_request_bytes: sink
+                .options
+                .count("max_request_bytes")
+                .map_or(DEFAULT_MAX_REQUEST_BYTES, |n| n as usize),
+            linger: sink.options.duration("linger").unwrap_or(Duration::ZERO),
+        }
+    }
+}
+
+/// A sink's `timeout` option: the deadline of one attempt (default 10 s).
+pub fn timeout(sink: &Sink) -> Duration {
+    sink.options
+        .duration("timeout")
+        .unwrap_or(Duration::from_secs(10))
+}
+
+/// A delivery with its batch encoded as an export request.
+struct Encoded {
+    delivery: Delivery,
+    body: Vec<u8>,
+}
+
+/// Fails `acks` with a sink error that retrying will not help, and counts the failure.
+fn refuse(settings: &Settings, telemetry: &Telemetry, acks: Vec<Ack>, message: String) {
+    if let Some(flow) = telemetry.sinks.get(&settings.name) {
+        flow.fail();
+    }
+    let error = DeliveryError::Sink {
+        sink: settings.name.clone(),
+        message,
+        retryable: false,
+    };
+    for ack in acks {
+        complete(ack, Err(error.clone()));
+    }
+}
+
+/// Encodes a delivery's batch; a batch that does not encode fails on its own.
+fn encoded(settings: &Settings, telemetry: &Telemetry, delivery: Delivery) -> Option<Encoded> {
+    match encode::encode(&delivery.batch) {
+        Ok(body) => Some(Encoded { delivery, body }),
+        Err(e) => {
+            let message = format!("encoding OTLP: {e}");
+            refuse(settings, telemetry, vec![delivery.ack], message);
+            None
+        }
+    }
+}
+
+/// Sends every delivered batch through `transport`; stops lingering once `draining` is true.
+pub async fn run<T: Transport>(
+    settings: Settings,
+    transport: T,
+    mut deliveries: mpsc::Receiver<Delivery>,
+    telemetry: Arc<Telemetry>,
+    mut draining: tokio::sync::watch::Receiver<bool>,
+) {
+    let settings = Arc::new(settings);
+    let transport = Arc::new(transport);
+    let mut requests = JoinSet::new();
+    let mut held: Option<Encoded> = None;
+    loop {
+        let first = match held.take() {
+            Some(e) => e,
+            None => match deliveries.recv().await {
+                Some(d) => match encoded(&settings, &telemetry, d) {
+                    Some(e) => e,
+                    None => continue,
+                },
+                None => break,
+            },
+        };
+        let signal = first.delivery.batch.signal();
+        let mut records = first.delivery.batch.num_items();
+        let mut body = first.body;
+        let mut acks: Vec<Ack> = vec![first.delivery.ack];
+        // Merge what is already queued, and what comes within `linger` of the first batch, up
+        // to the target size and the largest request.
+        let deadline = tokio::time::Instant::now() + settings.linger;
+        while records < settings.target_records {
+            let next = match deliveries.try_recv() {
+                Ok(next) => next,
+                Err(mpsc::error::TryRecvError::Empty) if !settings.linger.is_zero() => {
+                    tokio::select! {
+                        next = tokio::time::timeout_at(deadline, deliveries.recv()) => match next {
+                            Ok(Some(next)) => next,
+                            // The linger is over, or the sink is closing: send what there is.
+                            Ok(None) | Err(_) => break,
+                        },
+                        _ = draining.wait_for(|d| *d) => break,
+                    }
+                }
+                Err(_) => break,
+            };
+            let Some(next) = encoded(&settings, &telemetry, next) else {
+                continue;
+            };
+            let fits = body.len() + next.body.len() <= settings.max_request_bytes;
+            if next.delivery.batch.signal() != signal || !fits {
+                held = Some(next);
+                break;
+            }
+            records += next.delivery.batch.num_items();
+            body.extend_from_slice(&next.body);
+            acks.push(next.delivery.ack);
+        }
+        while requests.len() >= CONCURRENT_REQUESTS {
+            requests.join_next().await;
+        }
+        let bytes = body.len();
+        let request = match transport.prepare(signal, body) {
+            Ok(request) => request,
+            Err(why) => {
+                refuse(&settings, &telemetry, acks, why);
+                continue;
+            }
+        };
+        let settings = Arc::clone(&settings);
+        let transport = Arc::clone(&transport);
+        let telemetry = Arc::clone(&telemetry);
+        requests.spawn(async move {
+            let outcome = export(&settings, &*transport, &telemetry, signal, &request).await;
+            if let Some(flow) = telemetry.sinks.get(&settings.name) {
+                match &outcome {
+                    Ok(rejected) => {
+                        flow.add(records, bytes);
+                        flow.rejected.fetch_add(*rejected, Relaxed);
+                        flow.sink_delivered(&settings.name);
+                    }
+                    Err(e) => flow.sink_failed(&settings.name, e),
+                }
+            }
+            let outcome = outcome.map(|_| ());
+            for ack in acks {
+                complete(ack, outcome.clone());
+            }
+        });
+    }
+    while requests.join_next().await.is_some() {}
+}
+
+/// One export, retried on retryable failures; returns the records the backend rejected.
+async fn export<T: Transport>(
+    settings: &Settings,
+    transport: &T,
+    telemetry: &Telemetry,
+    signal: Signal,
+    request: &T::Request,
+) -> Result<u64, DeliveryError> {
+    let mut attempt = 0;
+    loop {
+        let failure = match transport.send(signal, request).await {
+            Ok(accepted) => return Ok(rejected(settings, telemetry, accepted)),
+            Err(failure) => failure,
+        };
+        if !failure.retryable || attempt >= settings.policy.retries {
+            return Err(DeliveryError::Sink {
+                sink: settings.name.clone(),
+                message: format!(
+                    "export failed after {} attempt(s): {}",
+                    attempt + 1,
+                    failure.message
+                ),
+                retryable: failure.retryable,
+            });
+        }
+        attempt += 1;
+        tokio::time::sleep(settings.policy.wait(attempt, failure.retry_after)).await;
+    }
+}
+
+/// The records an accepted request's response says were rejected (reported); a response
+/// that could not be read is counted and reported, and rejects nothing.
+fn rejected(settings: &Settings, telemetry: &Telemetry, accepted: Accepted) -> u64 {
+    let response = match accepted {
+        Accepted::Response(response) => response,
+        Accepted::Unreadable(why) => {
+            if let Some(flow) = telemetry.sinks.get(&settings.name) {
+                flow.unreadable.fetch_add(1, Relaxed);
+            }
+            report::throttled(
+                tracing::Level::WARN,
+                &format!("sink {}", settings.name),
+                "unreadable",
+                format_args!(
+                    "the backend accepted a request but its response is unreadable: {why}"
+                ),
+            );
+            return 0;
+        }
+    };
+    // A partial success must not be retried (OTLP): the request is done either way.
+    match response.partial_success.filter(|p| p.rejected > 0) {
+        Some(p) => {
+            report::throttled(
+                tracing::Level::WARN,
+                &format!("sink {}", settings.name),
+                "rejected",
+                format_args!(
+                    "the backend rejected {} records: {}",
+                    p.rejected, p.error_message
+                ),
+            );
+            p.rejected as u64
+        }
+        None => 0,
+    }
+}
