@@ -4,7 +4,7 @@
 # with no query attached, then with 4 live queries attached (three readers and one client that
 # never reads). Reports the front gateway's CPU-seconds per million records for each.
 #
-# usage: [PENSTOCK_BIN=path] benches/e2e/queries.sh [RECORDS] [WORKERS]
+# usage: [PENSTOCK_BIN=path] [QUERY_COUNTS="0 4"] benches/e2e/queries.sh [RECORDS] [WORKERS]
 #        (defaults 2000000 2)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -27,7 +27,7 @@ wait_for() { # FILE TEXT: waits for TEXT in FILE
 }
 
 sed "s/@PROTOCOL@/OTLP/" benches/e2e/front.sql.in > "$work/front.sql"
-for queries in 0 4; do
+for queries in ${QUERY_COUNTS:-0 4}; do
   "$bin" run --workers "$workers" benches/e2e/back.sql > "$work/back.log" 2>&1 & pids+=($!)
   wait_for "$work/back.log" "gRPC on"
   "$bin" run --workers "$workers" --query-listen 127.0.0.1:4320 "$work/front.sql" \

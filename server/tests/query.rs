@@ -37,15 +37,7 @@ fn gateway(extra: &[&str]) -> (Gateway, String) {
 
 /// The query service's endpoint, from the gateway's log.
 fn query_endpoint(gateway: &Gateway) -> String {
-    let line = gateway.wait_for_line("query: Flight SQL on ");
-    let message = common::log_message(&line);
-    let address = message
-        .split("Flight SQL on ")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap()
-        .to_string();
-    format!("http://{address}")
+    format!("http://{}", common::flight::flight_address(gateway))
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -421,4 +413,29 @@ fn the_service_can_ask_for_a_token_and_serve_tls() {
         let plain = query(&format!("http://127.0.0.1:{port}"), 1, "SELECT 1 FROM logs").await;
         assert!(plain.is_err());
     });
+}
+
+#[test]
+fn penstock_query_prints_a_table_or_csv_with_a_header_even_without_rows() {
+    let (_gateway, endpoint) = gateway(&[]);
+    let penstock = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_penstock"))
+            .args(["query", "--endpoint", &endpoint])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let none = "SELECT severity_text, body FROM recent.logs WHERE severity_number > 1000";
+    assert_eq!(penstock(&["--format", "csv", none]), "severity_text,body\n");
+    let table = penstock(&[none]);
+    assert!(
+        table.starts_with("severity_text | body\n") && table.contains("(0 rows, "),
+        "{table}"
+    );
+    let some = penstock(&["--for", "3s", "SELECT severity_text FROM live.logs LIMIT 2"]);
+    let lines: Vec<&str> = some.lines().collect();
+    assert_eq!(lines.len(), 5, "header, rule, two rows, count: {some}");
+    assert!(lines[4].starts_with("(2 rows, "), "{some}");
 }

@@ -82,7 +82,8 @@ async fn query(args: QueryArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let mut batches = Vec::new();
     let skipped = each_batch(&mut client, &args.sql, |batch| {
-        if batch.num_rows() == 0 {
+        // The first (empty) batch gives the columns, for a header even without rows.
+        if batch.num_rows() == 0 && !batches.is_empty() {
             return Ok(());
         }
         if args.format != Format::Table {
@@ -156,8 +157,9 @@ pub async fn fetch(
     Ok(batches)
 }
 
-/// Runs `sql`, hands each batch to `on_batch` as it arrives, and returns how many
-/// batches the query skipped (see [`SKIPPED_METADATA`]).
+/// Runs `sql`, hands each batch to `on_batch` as it arrives (first an empty one with the
+/// result's columns), and returns how many batches the query skipped (see
+/// [`SKIPPED_METADATA`]).
 async fn each_batch(
     client: &mut FlightSqlServiceClient<tonic::transport::Channel>,
     sql: &str,
@@ -177,8 +179,11 @@ async fn each_batch(
         while let Some(message) = messages.next().await {
             let message = message.map_err(failed)?;
             skipped += skipped_of(&message.inner.app_metadata);
-            if let DecodedPayload::RecordBatch(batch) = message.payload {
-                on_batch(batch)?;
+            match message.payload {
+                // The columns, even of a result without rows.
+                DecodedPayload::Schema(schema) => on_batch(RecordBatch::new_empty(schema))?,
+                DecodedPayload::RecordBatch(batch) => on_batch(batch)?,
+                DecodedPayload::None => {}
             }
         }
     }

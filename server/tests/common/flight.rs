@@ -22,15 +22,20 @@ pub fn flight_gateway(name: &str, extra: &[&str]) -> (Gateway, String) {
     let mut args = vec!["--query-listen", "127.0.0.1:0", "--workers", "1"];
     args.extend_from_slice(extra);
     let gateway = Gateway::start_with(&dir, "flight", PIPELINE, &args);
+    let address = flight_address(&gateway);
+    (gateway, address)
+}
+
+/// The `host:port` of a gateway's query service, from its log.
+pub fn flight_address(gateway: &Gateway) -> String {
     let line = gateway.wait_for_line("query: Flight SQL on ");
     let message = log_message(&line);
-    let address = message
+    message
         .split("Flight SQL on ")
         .nth(1)
         .and_then(|rest| rest.split_whitespace().next())
         .unwrap()
-        .to_string();
-    (gateway, address)
+        .to_string()
 }
 
 /// Runs a client program that prints one JSON object per line (other lines are ignored), and
