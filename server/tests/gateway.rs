@@ -262,6 +262,42 @@ fn malformed_otlp_is_rejected_and_the_gateway_keeps_serving() {
     assert!(ok);
 }
 
+#[test]
+fn an_otap_message_that_is_not_protobuf_ends_its_stream_with_invalid_argument() {
+    let dir = temp_dir("bad-otap");
+    let back = back(&dir);
+    let status = block_on(async {
+        let mut grpc = connect(&back.url()).await.unwrap();
+        let path = PathAndQuery::from_static(
+            "/opentelemetry.proto.experimental.arrow.v1.ArrowLogsService/ArrowLogs",
+        );
+        // Field 1 as a length-delimited value running past the end: not a BatchArrowRecords.
+        let garbage = vec![0x0a, 0xff, 0xff, 0xff, 0x0f, 0x01];
+        let outgoing = futures::stream::iter([garbage]);
+        let mut statuses = grpc
+            .streaming(tonic::Request::new(outgoing), path, RawCodec)
+            .await
+            .unwrap()
+            .into_inner();
+        loop {
+            match statuses.message().await {
+                Ok(Some(())) => continue,
+                Ok(None) => panic!("the stream ended without a status"),
+                Err(status) => break status,
+            }
+        }
+    });
+    assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+    assert!(
+        status.message().contains("not a valid BatchArrowRecords"),
+        "{status:?}"
+    );
+    // The gateway goes on serving.
+    block_on(export_otlp(&back.url(), DataGen::new(4).logs(5))).unwrap();
+    let (ok, _) = back.terminate();
+    assert!(ok);
+}
+
 /// Sends raw bytes, expects an empty response.
 #[derive(Default)]
 struct RawCodec;
@@ -379,6 +415,14 @@ fn compression_bombs_and_unknown_payloads_are_refused_and_serving_goes_on() {
         tonic::codec::CompressionEncoding::Gzip,
     ))
     .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+    // Uncompressed and over max_message_bytes: RESOURCE_EXHAUSTED too (not OUT_OF_RANGE).
+    let mut request = DataGen::new(6).logs(1);
+    request.resource_logs[0].scope_logs[0].log_records[0].body =
+        Some(opentelemetry_proto::tonic::common::v1::AnyValue {
+            value: Some(Value::StringValue("b".repeat(2 << 20))),
+        });
+    let status = block_on(export_otlp(&gateway.url(), request)).unwrap_err();
     assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
     // An OTAP batch with a payload type no signal has: refused, never acknowledged.
     let message = BatchArrowRecords {

@@ -121,6 +121,28 @@ async fn admit_or_refuse(
     }
 }
 
+/// The status that ends a stream whose next message could not be read: INVALID_ARGUMENT for
+/// bytes that are not a `BatchArrowRecords`, RESOURCE_EXHAUSTED for one over
+/// `max_message_bytes`; None when the sender went away.
+fn unreadable_message(status: &Status, signal: Signal) -> Option<Status> {
+    let what = format!("OTAP {} stream", signal.name());
+    match status.code() {
+        tonic::Code::Internal if status.message().contains("decode") => {
+            Some(Fault::Malformed.to_status(format!(
+                "{what}: a message is not a valid BatchArrowRecords: {}",
+                status.message()
+            )))
+        }
+        tonic::Code::OutOfRange | tonic::Code::ResourceExhausted => {
+            Some(Fault::TooLarge.to_status(format!(
+                "{what}: a message is larger than max_message_bytes: {}",
+                status.message()
+            )))
+        }
+        _ => None,
+    }
+}
+
 async fn serve_stream(
     signal: Signal,
     authenticated: bool,
@@ -147,7 +169,17 @@ async fn serve_stream(
             Ok(Some(records)) => records,
             // Half-closed: the statuses of what was sent still go out below.
             Ok(None) => break,
-            Err(_) => break,
+            // A message that cannot be read ends the stream with a status saying why; a
+            // sender that went away gets nothing.
+            Err(status) => {
+                if let Some(refusal) = unreadable_message(&status, signal) {
+                    if let Some(flow) = flow {
+                        flow.fail();
+                    }
+                    let _ = statuses.send(Err(refusal)).await;
+                }
+                break;
+            }
         };
         let id = records.batch_id;
         let token = context.limits.auth_token.as_deref();

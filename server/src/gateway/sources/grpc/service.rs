@@ -81,6 +81,23 @@ fn authorized(request: &Request<Incoming>, token: Option<&str>) -> bool {
     bearer_matches(given, token)
 }
 
+/// tonic refuses a request over `max_message_bytes` with OUT_OF_RANGE; OTLP senders treat
+/// RESOURCE_EXHAUSTED as "too large" (and the docs promise it), so the answer says that.
+fn too_large_is_resource_exhausted<B>(mut response: Response<B>) -> Response<B> {
+    let out_of_range = (tonic::Code::OutOfRange as i32).to_string();
+    if response
+        .headers()
+        .get("grpc-status")
+        .is_some_and(|v| v.as_bytes() == out_of_range.as_bytes())
+    {
+        let exhausted = (tonic::Code::ResourceExhausted as i32).to_string();
+        if let Ok(value) = HeaderValue::from_str(&exhausted) {
+            response.headers_mut().insert("grpc-status", value);
+        }
+    }
+    response
+}
+
 impl hyper::service::Service<Request<Incoming>> for GrpcService {
     type Response = Response<Body>;
     type Error = Infallible;
@@ -121,7 +138,9 @@ impl hyper::service::Service<Request<Incoming>> for GrpcService {
                     receiving: Some(receiving),
                 };
                 let request = request.map(|body| Deadline::new(body, RECEIVE_TIMEOUT));
-                Ok(grpc.unary(export, request).await)
+                Ok(too_large_is_resource_exhausted(
+                    grpc.unary(export, request).await,
+                ))
             }),
             Some(Route::Otap(signal)) => Box::pin(async move {
                 let codec = tonic_prost::ProstCodec::<
