@@ -89,6 +89,13 @@ pub enum Error {
     /// A message exceeds a configured or structural limit.
     #[error("limit exceeded: {0}")]
     LimitExceeded(String),
+    /// An OTAP payload's compressed buffers declare more decompressed bytes than the decoder
+    /// accepts (a compression bomb): refused before anything is inflated.
+    #[error("payload declares more than {limit} decompressed bytes")]
+    DecompressedTooLarge {
+        /// The decoder's limit.
+        limit: u64,
+    },
 }
 
 impl Error {

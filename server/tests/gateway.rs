@@ -424,6 +424,45 @@ fn compression_bombs_and_unknown_payloads_are_refused_and_serving_goes_on() {
         });
     let status = block_on(export_otlp(&gateway.url(), request)).unwrap_err();
     assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+    // An OTAP payload whose zstd buffers declare 9.6 MB of zeros (over 8 × max_message_bytes,
+    // in fewer rows than a table may have): refused for its size.
+    let column = || {
+        std::sync::Arc::new(arrow::array::Int64Array::from(vec![0i64; 600_000]))
+            as arrow::array::ArrayRef
+    };
+    let field = |name| arrow::datatypes::Field::new(name, arrow::datatypes::DataType::Int64, false);
+    let zeros = arrow::array::RecordBatch::try_new(
+        std::sync::Arc::new(arrow::datatypes::Schema::new(vec![field("a"), field("b")])),
+        vec![column(), column()],
+    )
+    .unwrap();
+    let options = arrow::ipc::writer::IpcWriteOptions::default()
+        .try_with_compression(Some(arrow::ipc::CompressionType::ZSTD))
+        .unwrap();
+    let mut encoder =
+        arrow::ipc::writer::StreamEncoder::try_new_with_options(&zeros.schema(), options).unwrap();
+    let bomb: Vec<u8> = encoder
+        .encode(&zeros)
+        .unwrap()
+        .iter()
+        .flat_map(|b| b.as_slice().to_vec())
+        .collect();
+    assert!(bomb.len() < 1 << 20, "a small message: {}", bomb.len());
+    let message = BatchArrowRecords {
+        batch_id: 3,
+        arrow_payloads: vec![penstock_engine::proto::ArrowPayload {
+            schema_id: "0".into(),
+            r#type: penstock_engine::PayloadType::Logs as i32,
+            record: bomb.into(),
+        }],
+        headers: Default::default(),
+    };
+    let statuses = block_on(otap_statuses(&gateway.url(), vec![message]));
+    assert_eq!(
+        statuses.first().map(|s| s.status_code),
+        Some(penstock_engine::proto::StatusCode::ResourceExhausted as i32),
+        "{statuses:?}"
+    );
     // An OTAP batch with a payload type no signal has: refused, never acknowledged.
     let message = BatchArrowRecords {
         batch_id: 0,

@@ -138,7 +138,10 @@ impl OtapDecoder {
         };
         if let Err(e) = prescan(&payload.record, &self.limits) {
             self.streams.remove(&table);
-            return Err(bad(e.to_string()));
+            return Err(match e {
+                too_large @ Error::DecompressedTooLarge { .. } => too_large,
+                other => bad(other.to_string()),
+            });
         }
         let stream = match self.streams.get_mut(&table) {
             Some(s) if s.schema_id == payload.schema_id => s,

@@ -91,9 +91,9 @@ pub(crate) fn prescan(payload: &[u8], limits: &DecodeLimits) -> Result<()> {
             declared = declared.saturating_add(check_record_batch(&rb, body, limits.max_rows)?);
         }
         if declared > max_decompressed {
-            return Err(bad(format!(
-                "payload declares more than {max_decompressed} decompressed bytes"
-            )));
+            return Err(Error::DecompressedTooLarge {
+                limit: max_decompressed,
+            });
         }
         pos = body_end;
     }

@@ -204,9 +204,12 @@ async fn serve_stream(
                     flow.fail();
                 }
                 let message = format!("cannot decode OTAP {} batch: {e}", signal.name());
-                let _ = statuses
-                    .send(Ok(refusal(id, Fault::Malformed, message)))
-                    .await;
+                // A compression bomb is refused for its size, like an oversized message.
+                let fault = match e {
+                    penstock_engine::Error::DecompressedTooLarge { .. } => Fault::TooLarge,
+                    _ => Fault::Malformed,
+                };
+                let _ = statuses.send(Ok(refusal(id, fault, message))).await;
                 break;
             }
         };
