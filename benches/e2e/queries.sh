@@ -26,6 +26,7 @@ wait_for() { # FILE TEXT: waits for TEXT in FILE
   echo "gateway did not start: $(cat "$1")" >&2; return 1
 }
 
+. benches/e2e/live_queries.sh
 sed "s/@PROTOCOL@/OTLP/" benches/e2e/front.sql.in > "$work/front.sql"
 for queries in ${QUERY_COUNTS:-0 4}; do
   "$bin" run --workers "$workers" benches/e2e/back.sql > "$work/back.log" 2>&1 & pids+=($!)
@@ -34,17 +35,7 @@ for queries in ${QUERY_COUNTS:-0 4}; do
     > "$work/front.log" 2>&1 & front=$!; pids+=($front)
   wait_for "$work/front.log" "Flight SQL on"
   if [ "$queries" -gt 0 ]; then
-    q=(--endpoint http://127.0.0.1:4320 --for 10m)
-    "$bin" query "${q[@]}" "SELECT resource.attributes['service.name'] AS svc, count(*) FROM logs GROUP BY svc" \
-      > /dev/null & pids+=($!)
-    "$bin" query "${q[@]}" "SELECT severity_text, count(*) FROM live.errors.logs GROUP BY 1" \
-      > /dev/null & pids+=($!)
-    "$bin" query "${q[@]}" --format csv "SELECT body FROM logs WHERE attributes['http.status_code'] >= 500" \
-      > /dev/null & pids+=($!)
-    # A client that stops reading: its output goes into a pipe nobody drains.
-    mkfifo "$work/stalled"
-    "$bin" query "${q[@]}" --follow "SELECT * FROM logs" > "$work/stalled" & pids+=($!)
-    exec 3<>"$work/stalled"
+    attach_live_queries http://127.0.0.1:4320
     sleep 2
   fi
   echo "== OTLP in -> OTLP out, $records logs, batch 4096, $workers workers, $queries live queries"

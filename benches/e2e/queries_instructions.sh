@@ -27,6 +27,7 @@ wait_for() { # FILE TEXT: waits for TEXT in FILE
   echo "gateway did not start: $(cat "$1")" >&2; return 1
 }
 
+. benches/e2e/live_queries.sh
 sed "s/@PROTOCOL@/OTLP/" benches/e2e/front.sql.in > "$work/front.sql"
 declare -A counted
 for queries in 0 4; do
@@ -37,18 +38,8 @@ for queries in 0 4; do
     > "$work/front.log" 2>&1 & front=$!; pids+=($front)
   wait_for "$work/front.log" "Flight SQL on"
   if [ "$queries" -gt 0 ]; then
-    q=(--endpoint http://127.0.0.1:4320 --for 10m)
-    "$bin" query "${q[@]}" "SELECT resource.attributes['service.name'] AS svc, count(*) FROM logs GROUP BY svc" \
-      > /dev/null 2>&1 & pids+=($!)
-    "$bin" query "${q[@]}" "SELECT severity_text, count(*) FROM live.errors.logs GROUP BY 1" \
-      > /dev/null 2>&1 & pids+=($!)
-    "$bin" query "${q[@]}" --format csv "SELECT body FROM logs WHERE attributes['http.status_code'] >= 500" \
-      > /dev/null 2>&1 & pids+=($!)
-    mkfifo "$work/stalled"
-    "$bin" query "${q[@]}" --follow "SELECT * FROM logs" > "$work/stalled" 2>/dev/null & pids+=($!)
-    exec 3<>"$work/stalled"
+    attach_live_queries http://127.0.0.1:4320
     # The queries are planned and attached before the counters are zeroed.
-    wait_for "$work/front.log" "Flight SQL on"
     for _ in $(seq 1 100); do
       attached=$("$bin" query --endpoint http://127.0.0.1:4320 --format csv \
         "SELECT count(*) FROM system.queries WHERE sql NOT LIKE '%system.%'" | tail -1)

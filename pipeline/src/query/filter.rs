@@ -17,7 +17,7 @@ use datafusion::physical_plan::PhysicalExpr;
 use penstock_dialect::model::ColumnRef;
 
 use crate::rows::Rows;
-use crate::view::{assemble, schema_of};
+use crate::view::{assemble, column, schema_of};
 
 /// How a scan takes each of `filters`: inexactly (it drops rows that fail, and the plan keeps
 /// the filter too) when the filter is deterministic and reads only the table's own columns.
@@ -88,38 +88,44 @@ impl ScanFilter {
         }))
     }
 
-    /// Which of `rows` pass: None when every row does.
-    fn mask(&self, rows: &Rows<'_>) -> Result<Option<BooleanArray>> {
-        let read = if self.columns.is_empty() {
-            let options = RecordBatchOptions::new().with_row_count(Some(rows.len()));
-            RecordBatch::try_new_with_options(Arc::clone(&self.schema), Vec::new(), &options)?
-        } else {
-            assemble(rows, &self.columns, &self.schema).map_err(external)?
-        };
+    /// The columns the filter reads, assembled for `rows`, and which rows pass (None when
+    /// every row does).
+    fn mask(&self, rows: &Rows<'_>) -> Result<(RecordBatch, Option<BooleanArray>)> {
+        let read = assemble(rows, &self.columns, &self.schema).map_err(external)?;
         let passed = self.predicate.evaluate(&read)?.into_array(rows.len())?;
         let passed = passed
             .as_any()
             .downcast_ref::<BooleanArray>()
             .ok_or_else(|| DataFusionError::Execution("a filter is not a boolean".into()))?;
-        Ok((passed.true_count() < rows.len()).then(|| passed.clone()))
+        let mask = (passed.true_count() < rows.len()).then(|| passed.clone());
+        Ok((read, mask))
     }
 }
 
 /// The rows of `rows` with `columns` (in `schema`) that pass `filter`; None when none pass.
+/// Columns the filter read are taken from what it assembled, not assembled again.
 pub(crate) fn filtered_rows(
     rows: &Rows<'_>,
     columns: &[ColumnRef],
     schema: &SchemaRef,
     filter: Option<&ScanFilter>,
 ) -> Result<Option<RecordBatch>> {
-    let mask = match filter {
-        Some(f) => f.mask(rows)?,
-        None => None,
+    let Some(filter) = filter else {
+        return assemble(rows, columns, schema).map(Some).map_err(external);
     };
+    let (read, mask) = filter.mask(rows)?;
     if mask.as_ref().is_some_and(|m| m.true_count() == 0) {
         return Ok(None);
     }
-    let all = assemble(rows, columns, schema).map_err(external)?;
+    let arrays = columns
+        .iter()
+        .map(|c| match filter.columns.iter().position(|f| f == c) {
+            Some(at) => Ok(Arc::clone(read.column(at))),
+            None => column(rows, c).map_err(external),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let options = RecordBatchOptions::new().with_row_count(Some(rows.len()));
+    let all = RecordBatch::try_new_with_options(Arc::clone(schema), arrays, &options)?;
     Ok(Some(match mask {
         Some(mask) => filter_record_batch(&all, &mask)?,
         None => all,

@@ -84,16 +84,10 @@ fn authorized(request: &Request<Incoming>, token: Option<&str>) -> bool {
 /// tonic refuses a request over `max_message_bytes` with OUT_OF_RANGE; OTLP senders treat
 /// RESOURCE_EXHAUSTED as "too large" (and the docs promise it), so the answer says that.
 fn too_large_is_resource_exhausted<B>(mut response: Response<B>) -> Response<B> {
-    let out_of_range = (tonic::Code::OutOfRange as i32).to_string();
-    if response
-        .headers()
-        .get("grpc-status")
-        .is_some_and(|v| v.as_bytes() == out_of_range.as_bytes())
-    {
-        let exhausted = (tonic::Code::ResourceExhausted as i32).to_string();
-        if let Ok(value) = HeaderValue::from_str(&exhausted) {
-            response.headers_mut().insert("grpc-status", value);
-        }
+    // "11" is OUT_OF_RANGE, "8" RESOURCE_EXHAUSTED (gRPC status codes as header values).
+    let status = response.headers_mut().get_mut("grpc-status");
+    if let Some(code) = status.filter(|v| v.as_bytes() == b"11") {
+        *code = HeaderValue::from_static("8");
     }
     response
 }
