@@ -164,6 +164,26 @@ const CASES: &[(&str, &str)] = &[
         "OTLP_HTTP option of another kind",
         "CREATE SINK y TO OTLP_HTTP WITH (endpoint = 'http://h:4318', streams = 2);",
     ),
+    (
+        "disk buffer without a directory",
+        "CREATE SINK y TO OTAP WITH (endpoint = 'http://h:1', buffer = 'disk');",
+    ),
+    (
+        "buffer option without a disk buffer",
+        "CREATE SINK y TO OTLP WITH (endpoint = 'http://h:1', when_full = 'refuse');",
+    ),
+    (
+        "buffer size without a unit it knows",
+        "CREATE SINK y TO OTLP WITH (endpoint = 'http://h:1', buffer = 'disk', buffer_path = 'b', buffer_max_bytes = '10 parsecs');",
+    ),
+    (
+        "buffer size too small",
+        "CREATE SINK y TO OTLP WITH (endpoint = 'http://h:1', buffer = 'disk', buffer_path = 'b', buffer_max_bytes = '64KiB');",
+    ),
+    (
+        "disk buffer on a FILE sink",
+        "CREATE SINK y TO FILE WITH (path = 'o.jsonl', buffer = 'disk');",
+    ),
 ];
 
 #[test]

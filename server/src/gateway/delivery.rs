@@ -16,6 +16,14 @@ pub enum DeliveryError {
         /// Whether sending again may succeed.
         retryable: bool,
     },
+    /// A sink's disk buffer is full (or its disk is): sending again later may succeed.
+    #[error("sink {sink}: {message}")]
+    BufferFull {
+        /// The sink.
+        sink: String,
+        /// What is full.
+        message: String,
+    },
     /// A pipeline failed on the batch.
     #[error("pipeline {pipeline}: {message}")]
     Pipeline {

@@ -31,6 +31,16 @@ pub enum GatewayError {
          pipeline); restart the gateway to change them"
     )]
     EndpointsChanged,
+    /// A sink's disk buffer could not be opened.
+    #[error("sink {sink_name}: opening the disk buffer {}", path.display())]
+    Buffer {
+        /// The sink.
+        sink_name: String,
+        /// The buffer's directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
     /// A runtime or a thread could not be started.
     #[error("starting {what}")]
     Start {

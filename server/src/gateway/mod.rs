@@ -9,6 +9,7 @@
 //! [`GatewayError`]s; what it reports while it runs are `tracing` events.
 
 pub mod admin;
+pub mod buffer;
 pub mod codec;
 pub mod delivery;
 pub mod drain;

@@ -70,10 +70,11 @@ async fn serve(
     telemetry: Arc<Telemetry>,
 ) -> Result<(), GatewayError> {
     let base = options.files.first().cloned().unwrap_or_default();
+    let (stop, shutdown) = watch::channel(false);
     let mut shared = HashMap::new();
     let mut shared_tasks = Vec::new();
     for sink in &program.sinks {
-        if let Some(task) = sinks::start_shared(sink, &base, &telemetry)? {
+        if let Some(task) = sinks::start_shared(sink, &base, &telemetry, &shutdown)? {
             shared.insert(sink.name.clone(), task.queue);
             shared_tasks.push(task.task);
         }
@@ -89,7 +90,6 @@ async fn serve(
     // Listening for SIGTERM before any source says where it listens.
     let stopped = super::drain::terminated();
     let (publish, running) = watch::channel(running);
-    let (stop, shutdown) = watch::channel(false);
     let pool = worker::start_pool(
         workers,
         PoolSetup {

@@ -123,6 +123,7 @@ impl Refusal for DeliveryError {
                 retryable: true, ..
             }
             | DeliveryError::ShuttingDown => Fault::Unavailable,
+            DeliveryError::BufferFull { .. } => Fault::Busy,
             DeliveryError::Sink { .. } | DeliveryError::Pipeline { .. } => Fault::Internal,
         }
     }

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use penstock_dialect::Program;
 
+use super::buffer::metrics::BufferCounters;
 use super::report;
 use penstock_pipeline::Pipeline;
 use tracing::Level;
@@ -205,6 +206,8 @@ pub struct Telemetry {
     pub retired: std::sync::Mutex<Vec<Arc<Running>>>,
     /// Where queries see the batches going through.
     pub taps: Arc<Taps>,
+    /// The disk buffers, by sink.
+    pub buffers: BTreeMap<String, Arc<BufferCounters>>,
 }
 
 impl Telemetry {
@@ -213,6 +216,12 @@ impl Telemetry {
     pub fn new(program: &Program, taps: Arc<Taps>) -> Self {
         Telemetry {
             taps,
+            buffers: program
+                .sinks
+                .iter()
+                .filter(|s| super::buffer::is_disk(s))
+                .map(|s| (s.name.clone(), Arc::default()))
+                .collect(),
             sources: program
                 .sources
                 .iter()
@@ -279,6 +288,7 @@ impl Telemetry {
         self.write_latency(&mut out);
         self.write_gauges(&mut out);
         self.write_totals(&mut out);
+        super::buffer::metrics::write(&mut out, &self.buffers);
         out
     }
 

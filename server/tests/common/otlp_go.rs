@@ -62,6 +62,22 @@ impl OtlpReceiver {
         }
     }
 
+    /// The frames (signal byte, OTLP request) not read yet, in the order they were accepted.
+    pub fn frames(&self) -> &mpsc::Receiver<(u8, Vec<u8>)> {
+        &self.frames
+    }
+
+    /// Kills it (a backend going down) and returns the frames it wrote that were not read
+    /// yet, down to the last one.
+    pub fn kill(mut self) -> Vec<(u8, Vec<u8>)> {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        // The reader thread ends at the end of stdout, which the exit closed.
+        std::mem::replace(&mut self.frames, mpsc::channel().1)
+            .into_iter()
+            .collect()
+    }
+
     /// Waits until the received items of each signal (log records, spans, data points)
     /// number at least `want` and returns what arrived.
     pub fn wait_for(&self, want: [usize; 3]) -> Received {

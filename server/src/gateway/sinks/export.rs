@@ -23,7 +23,7 @@ use crate::gateway::delivery::{Ack, Delivery, DeliveryError, complete};
 use crate::gateway::report;
 use crate::gateway::telemetry::Telemetry;
 
-/// Requests in flight at once per worker.
+/// Requests in flight at once per worker (one for an [ordered](Settings::ordered) sink).
 const CONCURRENT_REQUESTS: usize = 4;
 
 /// The default largest request body: the default most a gRPC server (the Collector's among
@@ -95,9 +95,17 @@ pub struct Settings {
     target_records: usize,
     max_request_bytes: usize,
     linger: Duration,
+    concurrency: usize,
 }
 
 impl Settings {
+    /// One request at a time, so requests arrive in the order of their batches (the sink
+    /// behind a disk buffer, which promises the order).
+    pub fn ordered(mut self) -> Settings {
+        self.concurrency = 1;
+        self
+    }
+
     /// From the sink's `retries`, `batch`, `max_request_bytes` and `linger` options.
     pub fn from_sink(sink: &Sink) -> Settings {
         Settings {
@@ -109,6 +117,7 @@ impl Settings {
                 .count("max_request_bytes")
                 .map_or(DEFAULT_MAX_REQUEST_BYTES, |n| n as usize),
             linger: sink.options.duration("linger").unwrap_or(Duration::ZERO),
+            concurrency: CONCURRENT_REQUESTS,
         }
     }
 }
@@ -210,7 +219,7 @@ pub async fn run<T: Transport>(
             body.extend_from_slice(&next.body);
             acks.push(next.delivery.ack);
         }
-        while requests.len() >= CONCURRENT_REQUESTS {
+        while requests.len() >= settings.concurrency {
             requests.join_next().await;
         }
         let bytes = body.len();

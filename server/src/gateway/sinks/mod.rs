@@ -45,14 +45,19 @@ fn queue() -> (SinkQueue, mpsc::Receiver<Delivery>) {
     mpsc::channel(SINK_QUEUE)
 }
 
-/// Starts a sink shared by every worker (FILE, CONSOLE) on a blocking thread of the current
-/// runtime (its writes and syncs stall no runtime); `None` for the others. Relative file
-/// paths are resolved against `base` (the pipeline file).
+/// Starts a sink shared by every worker on a blocking thread of the current runtime (its
+/// writes and syncs stall no runtime): FILE, CONSOLE, and network sinks with a disk buffer
+/// (see [`crate::gateway::buffer`]); `None` for the others. Relative file paths are resolved
+/// against `base` (the pipeline file).
 pub fn start_shared(
     sink: &Sink,
     base: &Path,
     telemetry: &Arc<Telemetry>,
+    draining: &tokio::sync::watch::Receiver<bool>,
 ) -> Result<Option<SinkTask>, GatewayError> {
+    if crate::gateway::buffer::is_disk(sink) {
+        return crate::gateway::buffer::start(sink, base, telemetry, draining).map(Some);
+    }
     let (queue, deliveries) = queue();
     let name = sink.name.clone();
     let telemetry = Arc::clone(telemetry);
@@ -72,12 +77,29 @@ pub fn start_shared(
 }
 
 /// Starts a worker's own instance of a network sink (OTAP, OTLP, OTLP_HTTP) on the current
-/// runtime; `None` for shared sinks. Once `draining` is true, the sink no longer lingers.
+/// runtime; `None` for shared sinks (disk-buffered ones among them). Once `draining` is
+/// true, the sink no longer lingers.
 pub fn start_per_worker(
     sink: &Sink,
     base: &Path,
     telemetry: &Arc<Telemetry>,
     draining: &tokio::sync::watch::Receiver<bool>,
+) -> Result<Option<SinkTask>, GatewayError> {
+    if crate::gateway::buffer::is_disk(sink) {
+        return Ok(None);
+    }
+    start_network(sink, base, telemetry, draining, false)
+}
+
+/// Starts an instance of a network sink on the current runtime; `None` for FILE and
+/// CONSOLE. An `ordered` one delivers its batches in the order it is given them (one OTLP
+/// request in flight at a time, one OTAP stream).
+pub fn start_network(
+    sink: &Sink,
+    base: &Path,
+    telemetry: &Arc<Telemetry>,
+    draining: &tokio::sync::watch::Receiver<bool>,
+    ordered: bool,
 ) -> Result<Option<SinkTask>, GatewayError> {
     let draining = draining.clone();
     let (queue, deliveries) = queue();
@@ -85,14 +107,27 @@ pub fn start_per_worker(
     let task = match sink.kind {
         SinkKind::Otlp => {
             let (settings, grpc) = otlp::config(sink, base)?;
+            let settings = if ordered {
+                settings.ordered()
+            } else {
+                settings
+            };
             tokio::spawn(export::run(settings, grpc, deliveries, telemetry, draining))
         }
         SinkKind::OtlpHttp => {
             let (settings, http) = otlp_http::config(sink, base)?;
+            let settings = if ordered {
+                settings.ordered()
+            } else {
+                settings
+            };
             tokio::spawn(export::run(settings, http, deliveries, telemetry, draining))
         }
         SinkKind::Otap => {
-            let config = otap::Config::from_sink(sink, base)?;
+            let mut config = otap::Config::from_sink(sink, base)?;
+            if ordered {
+                config = config.ordered();
+            }
             tokio::spawn(otap::run(config, deliveries, telemetry, draining))
         }
         SinkKind::File | SinkKind::Console => return Ok(None),

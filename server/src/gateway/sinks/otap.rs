@@ -67,6 +67,12 @@ impl Config {
             linger: sink.options.duration("linger").unwrap_or(Duration::ZERO),
         })
     }
+
+    /// One stream per signal, so batches arrive in the order they are given.
+    pub fn ordered(mut self) -> Config {
+        self.streams = 1;
+        self
+    }
 }
 
 /// The streaming method of a signal.

@@ -10,6 +10,11 @@ use sqlparser::ast::{Expr, UnaryOperator, Value};
 use crate::ast::{OptionEntry, SinkKind, SourceKind};
 use crate::error::Located;
 
+mod buffer;
+mod size;
+
+pub use size::parse_size;
+
 /// What values an option takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OptionType {
@@ -31,6 +36,9 @@ pub enum OptionType {
     /// HTTP headers sent with every request: `'name=value,name=value'` (see
     /// [`parse_headers`]).
     Headers,
+    /// A size in bytes: a count, or a string with a unit such as `'512MiB'` or `'10GB'` (see
+    /// [`parse_size`]); read with [`Options::count`].
+    Size,
 }
 
 /// One option a source or sink kind accepts.
@@ -267,6 +275,7 @@ pub fn sink_options(kind: SinkKind) -> Vec<OptionSpec> {
     };
     if matches!(kind, SinkKind::Otap | SinkKind::Otlp | SinkKind::OtlpHttp) {
         specs.extend(TLS_CLIENT);
+        specs.extend(buffer::BUFFER);
     }
     specs
 }
@@ -368,6 +377,7 @@ fn count_range(name: &str) -> (u64, u64) {
         "batch" => (1, 1 << 20),
         "limit" => (0, 1_000_000),
         "rate" => (0, 1_000_000_000),
+        "buffer_max_bytes" => (1 << 20, 1 << 50),
         _ if name.ends_with("_bytes") => (1, 1 << 40),
         _ => (0, u64::MAX),
     }
@@ -435,6 +445,7 @@ pub(crate) fn validate(
             ),
         ));
     }
+    buffer::check(entries, &options, statement)?;
     Ok(Options(options))
 }
 
@@ -501,7 +512,24 @@ fn value(ty: OptionType, name: &str, expr: &Expr) -> Result<OptionValue, Located
             OptionValue::Str(s)
         }
         (Headers, _) => return Err(bad("a 'name=value,name=value' string")),
+        (Size, Some(Literal::Number(n))) => sized(name, n.parse().ok(), &bad)?,
+        (Size, Some(Literal::Str(s))) => sized(name, parse_size(&s), &bad)?,
+        (Size, _) => return Err(bad(size::EXPECTED)),
     })
+}
+
+/// A size option's value, within the range of its name.
+fn sized(
+    name: &str,
+    bytes: Option<u64>,
+    bad: &dyn Fn(&str) -> Located,
+) -> Result<OptionValue, Located> {
+    let bytes = bytes.ok_or_else(|| bad(size::EXPECTED))?;
+    let (low, high) = count_range(name);
+    if !(low..=high).contains(&bytes) {
+        return Err(bad(&format!("a size from {low} to {high} bytes")));
+    }
+    Ok(OptionValue::Count(bytes))
 }
 
 /// Checks a gRPC endpoint: scheme `http` or `https`, a host, an optional port from 1 to

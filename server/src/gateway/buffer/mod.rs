@@ -1,0 +1,300 @@
+//! Disk buffers: a network sink with `buffer = 'disk'` accepts a batch once it is written to
+//! its log and synced, then delivers it from there with the sink's retries, for as long as
+//! the backend refuses or cannot be reached; a restart (clean or after `kill -9`) replays
+//! what was not delivered. One buffer serves every worker.
+//!
+//! Three parts: the [`log`] on disk (segments with checksums, a cursor, crash recovery), a
+//! writer thread that takes the sink's queue and appends what arrives in groups (one sync per
+//! group, so throughput holds while each batch is acknowledged only once it is on disk), and
+//! the [`deliver`] loop that reads the log in order into a normal instance of the sink.
+
+mod codec;
+mod deliver;
+pub mod log;
+pub mod metrics;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use penstock_dialect::Sink;
+use tokio::sync::mpsc;
+
+use super::delivery::{Delivery, DeliveryError, complete};
+use super::error::GatewayError;
+use super::program::resolve_path;
+use super::sinks::{SINK_QUEUE, SinkTask};
+use super::telemetry::Telemetry;
+use log::{Log, Writer};
+use metrics::BufferCounters;
+
+/// The size of a buffer unless `buffer_max_bytes` says otherwise.
+pub const DEFAULT_MAX_BYTES: u64 = 1 << 30;
+/// The largest segment file.
+const MAX_SEGMENT_BYTES: u64 = 64 << 20;
+/// Most batches appended with one sync.
+const GROUP_BATCHES: usize = 256;
+/// How long a writer waiting for room waits before it looks again.
+const ROOM_PATIENCE: Duration = Duration::from_millis(200);
+
+/// Whether `sink` delivers through a disk buffer.
+pub fn is_disk(sink: &Sink) -> bool {
+    sink.options.str("buffer") == Some("disk")
+}
+
+/// What a full buffer does to the batches that do not fit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WhenFull {
+    Wait,
+    Refuse,
+}
+
+/// A disk buffer's settings.
+#[derive(Debug, Clone)]
+struct Config {
+    name: String,
+    dir: PathBuf,
+    max_bytes: u64,
+    when_full: WhenFull,
+}
+
+impl Config {
+    fn from_sink(sink: &Sink, base: &Path) -> Config {
+        Config {
+            name: sink.name.clone(),
+            dir: resolve_path(base, sink.options.str("buffer_path").unwrap_or_default()),
+            max_bytes: sink
+                .options
+                .count("buffer_max_bytes")
+                .unwrap_or(DEFAULT_MAX_BYTES),
+            when_full: match sink.options.str("when_full") {
+                Some("refuse") => WhenFull::Refuse,
+                _ => WhenFull::Wait,
+            },
+        }
+    }
+
+    /// Segments small enough that a buffer holds several.
+    fn segment_bytes(&self) -> u64 {
+        (self.max_bytes / 8).clamp(1 << 20, MAX_SEGMENT_BYTES)
+    }
+}
+
+/// Opens the buffer of `sink` (replaying what a previous run left) and starts its writer and
+/// its delivery, the latter on a thread of its own with its own instance of the sink.
+pub fn start(
+    sink: &Sink,
+    base: &Path,
+    telemetry: &Arc<Telemetry>,
+    draining: &tokio::sync::watch::Receiver<bool>,
+) -> Result<SinkTask, GatewayError> {
+    let config = Config::from_sink(sink, base);
+    let buffer_error = |source| GatewayError::Buffer {
+        sink_name: config.name.clone(),
+        path: config.dir.clone(),
+        source,
+    };
+    let (log, writer, recovery) =
+        Log::open(&config.dir, config.segment_bytes()).map_err(buffer_error)?;
+    let log = Arc::new(log);
+    let counters = telemetry
+        .buffers
+        .get(&config.name)
+        .cloned()
+        .unwrap_or_default();
+    deliver::report_recovery(&config.name, &config.dir, &recovery, &counters);
+    let (queue, deliveries) = mpsc::channel(SINK_QUEUE);
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let delivery = deliver::Delivery {
+        name: config.name.clone(),
+        log: Arc::clone(&log),
+        counters: Arc::clone(&counters),
+        telemetry: Arc::clone(telemetry),
+        replay: recovery.pending,
+    };
+    let name = sink.name.clone();
+    let (sink, base, draining) = (sink.clone(), base.to_path_buf(), draining.clone());
+    let writer_log = Arc::clone(&log);
+    let task = tokio::task::spawn_blocking(move || {
+        let runtime = match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(runtime) => runtime,
+            Err(source) => {
+                let what = format!("the delivery runtime of sink {}", sink.name);
+                let _ = ready_tx.send(Err(GatewayError::Start { what, source }));
+                return;
+            }
+        };
+        runtime.block_on(async move {
+            let inner = match super::sinks::start_network(
+                &sink,
+                &base,
+                &delivery.telemetry,
+                &draining,
+                true,
+            ) {
+                Ok(Some(inner)) => inner,
+                Ok(None) => return,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e));
+                    return;
+                }
+            };
+            let _ = ready_tx.send(Ok(()));
+            let written = std::thread::Builder::new()
+                .name(format!("penstock-buffer-{}", config.name))
+                .spawn(move || write(&config, &writer_log, writer, deliveries, &counters));
+            delivery.run(inner.queue).await;
+            let _ = inner.task.await;
+            if let Ok(written) = written {
+                let _ = written.join();
+            }
+        });
+    });
+    match ready_rx.recv() {
+        Ok(Ok(())) => Ok(SinkTask { queue, task }),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(GatewayError::Start {
+            what: format!("the delivery of sink {name}"),
+            source: std::io::Error::other("the thread ended during start-up"),
+        }),
+    }
+}
+
+/// The writer: appends what the sink's queue brings, a group at a time, acknowledging each
+/// batch once its group is synced; ends when the queue closes.
+fn write(
+    config: &Config,
+    log: &Log,
+    mut writer: Writer,
+    mut deliveries: mpsc::Receiver<Delivery>,
+    counters: &BufferCounters,
+) {
+    let mut group = Group::default();
+    while let Some(first) = deliveries.blocking_recv() {
+        let mut taken = vec![first];
+        while taken.len() < GROUP_BATCHES {
+            match deliveries.try_recv() {
+                Ok(delivery) => taken.push(delivery),
+                Err(_) => break,
+            }
+        }
+        for delivery in taken {
+            let payload = match codec::encode(&delivery.batch) {
+                Ok(payload) => payload,
+                Err(e) => {
+                    complete(delivery.ack, Err(unwritable(config, e.to_string(), false)));
+                    continue;
+                }
+            };
+            let size = (payload.len() + log::HEADER) as u64;
+            if !log.fits(group.bytes + size, config.max_bytes) {
+                // Room may come from delivering: put what is gathered on disk first.
+                group.append(config, log, &mut writer, counters);
+            }
+            if !admit(config, log, size) {
+                counters.refused.fetch_add(1, Relaxed);
+                complete(delivery.ack, Err(full(config)));
+                continue;
+            }
+            group.bytes += size;
+            group.payloads.push(payload);
+            group.acks.push(delivery.ack);
+        }
+        group.append(config, log, &mut writer, counters);
+    }
+    log.writer_done();
+}
+
+/// Batches gathered for one append.
+#[derive(Default)]
+struct Group {
+    payloads: Vec<Vec<u8>>,
+    acks: Vec<super::delivery::Ack>,
+    bytes: u64,
+}
+
+impl Group {
+    /// Appends and syncs the batches gathered, then acknowledges them with the outcome.
+    fn append(
+        &mut self,
+        config: &Config,
+        log: &Log,
+        writer: &mut Writer,
+        counters: &BufferCounters,
+    ) {
+        if self.payloads.is_empty() {
+            return;
+        }
+        let acks = std::mem::take(&mut self.acks);
+        let result = log.append(writer, &self.payloads);
+        let count = self.payloads.len() as u64;
+        self.payloads.clear();
+        self.bytes = 0;
+        let outcome = match result {
+            Ok(()) => {
+                counters.written.fetch_add(count, Relaxed);
+                counters.bytes.store(log.bytes(), Relaxed);
+                counters.batches.store(log.pending(), Relaxed);
+                Ok(())
+            }
+            Err(e) => {
+                counters.refused.fetch_add(count, Relaxed);
+                super::report::throttled(
+                    tracing::Level::ERROR,
+                    &format!("sink {}", config.name),
+                    "buffer write",
+                    format_args!("writing the disk buffer {}: {e}", config.dir.display()),
+                );
+                Err(match e.kind() {
+                    std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => {
+                        DeliveryError::BufferFull {
+                            sink: config.name.clone(),
+                            message: format!("the disk of the buffer is full: {e}"),
+                        }
+                    }
+                    _ => unwritable(config, e.to_string(), true),
+                })
+            }
+        };
+        for ack in acks {
+            complete(ack, outcome.clone());
+        }
+    }
+}
+
+/// Whether `bytes` more fit in the buffer, waiting for room when the sink waits.
+fn admit(config: &Config, log: &Log, bytes: u64) -> bool {
+    match config.when_full {
+        WhenFull::Refuse => log.fits(bytes, config.max_bytes),
+        WhenFull::Wait => {
+            // A batch larger than the whole buffer would wait forever.
+            if bytes > config.max_bytes {
+                return false;
+            }
+            while !log.wait_for_room(bytes, config.max_bytes, ROOM_PATIENCE) {}
+            true
+        }
+    }
+}
+
+fn full(config: &Config) -> DeliveryError {
+    DeliveryError::BufferFull {
+        sink: config.name.clone(),
+        message: format!(
+            "the disk buffer holds its most ({} bytes); try again later",
+            config.max_bytes
+        ),
+    }
+}
+
+fn unwritable(config: &Config, message: String, retryable: bool) -> DeliveryError {
+    DeliveryError::Sink {
+        sink: config.name.clone(),
+        message: format!("the disk buffer could not take the batch: {message}"),
+        retryable,
+    }
+}
