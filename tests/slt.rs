@@ -455,7 +455,11 @@ fn run_doc_slt(doc: &str, first: usize, text: &str) -> Outcome {
 
 /// The Markdown documents whose examples run, each with the fewest `sql` and `slt` examples it
 /// must have (so a fence typo cannot silently turn examples into text).
-const DOCS: &[(&str, usize, usize)] = &[("docs/dialect.md", 8, 6), ("docs/cookbook.md", 8, 11)];
+const DOCS: &[(&str, usize, usize)] = &[
+    ("docs/dialect.md", 8, 6),
+    ("docs/cookbook.md", 8, 11),
+    ("docs/gateway.md", 1, 0),
+];
 
 /// Checks the examples of the document `doc` (a path from the repository root `root`): `sql`
 /// blocks (see [`run_doc_sql`]) and `slt` worked examples, each one record of the outcome; the

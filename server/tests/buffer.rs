@@ -383,6 +383,23 @@ fn a_corrupt_buffer_tail_is_cut_off_reported_and_the_rest_replayed() {
     );
 }
 
+/// Posts a logs request to an OTLP/HTTP source; returns the response's status line.
+fn post_logs(addr: &str, request: &ExportLogsServiceRequest) -> String {
+    use std::io::{Read, Write};
+    let body = request.encode_to_vec();
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    let head = format!(
+        "POST /v1/logs HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/x-protobuf\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(&body).unwrap();
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    answer.lines().next().unwrap_or_default().to_string()
+}
+
 #[test]
 fn a_full_buffer_refuses_with_resource_exhausted_and_loses_nothing_acknowledged() {
     let Some(binary) = interop_binary() else {
@@ -390,14 +407,41 @@ fn a_full_buffer_refuses_with_resource_exhausted_and_loses_nothing_acknowledged(
     };
     let dir = temp_dir("buffer-full");
     let backend = format!("127.0.0.1:{}", unused_port());
-    let options = ", buffer_max_bytes = '1MiB', when_full = 'refuse'";
-    let gateway = gateway(&dir, "127.0.0.1:0", &backend, &dir.join("buffer"), options);
-    let load = Load::start(&gateway.url(), 2, Duration::ZERO);
+    let gateway = Gateway::start_with(
+        &dir,
+        "full",
+        &format!(
+            "CREATE SOURCE edge FROM GRPC WITH (listen = '127.0.0.1:0');
+             CREATE SOURCE web FROM HTTP WITH (listen = '127.0.0.1:0');
+             CREATE SINK out TO OTLP WITH (endpoint = 'http://{backend}', buffer = 'disk',
+               buffer_path = '{}', buffer_max_bytes = '1MiB', when_full = 'refuse');
+             CREATE PIPELINE p FROM edge AS BEGIN INSERT INTO out SELECT * FROM logs; END;
+             CREATE PIPELINE q FROM web AS BEGIN INSERT INTO out SELECT * FROM logs; END;",
+            dir.join("buffer").display()
+        ),
+        &["--admin-listen", "127.0.0.1:0"],
+    );
+    let load = Load::start(
+        &format!("http://{}", gateway.addr_of("edge")),
+        2,
+        Duration::ZERO,
+    );
     wait("a refusal", Duration::from_secs(120), || {
         !load.refusals.lock().unwrap().is_empty()
     });
     assert!(buffer_metric(&gateway, "refused_batches_total") > 0.0);
     assert!(buffer_metric(&gateway, "bytes") <= (1 << 20) as f64);
+    // Over OTLP/HTTP, the same refusal is a 429 (a large request, so it cannot fit).
+    let large = request(&mut DataGen::new(9), 9, 0);
+    let mut larger = large.clone();
+    for _ in 0..40 {
+        larger.resource_logs.extend(large.resource_logs.clone());
+    }
+    let status = post_logs(gateway.addr_of("web"), &larger);
+    assert!(
+        status.contains(" 429 "),
+        "the HTTP source answered {status}"
+    );
     let receiver = OtlpReceiver::start(&binary, "serve-otlp", &["-listen", &backend]);
     let (acked, refusals) = load.stop();
     let others: Vec<_> = refusals
