@@ -98,6 +98,12 @@ enum Command {
         /// or `json` lines (RUST_LOG picks the events; default `info`).
         #[arg(long, value_enum, default_value_t = LogFormat::Text)]
         log_format: LogFormat,
+        /// Bound what the whole process holds (e.g. 512MiB, 2GiB): request bytes in flight
+        /// across every source take at most 40% of it, and from 90% resident memory on the
+        /// sources admit nothing more (waiting or refusing, per their `admission`) until it is
+        /// back under 80%; live-query buffers are sized to fit.
+        #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
+        memory_limit: Option<u64>,
         /// Serve live SQL queries (Arrow Flight SQL) on this address.
         #[arg(long)]
         query_listen: Option<std::net::SocketAddr>,
@@ -217,6 +223,16 @@ fn parse_duration_arg(text: &str) -> Result<std::time::Duration, String> {
         .ok_or_else(|| format!("'{text}' is not a duration such as 30s, 500ms or 2m"))
 }
 
+fn parse_size_arg(text: &str) -> Result<u64, String> {
+    match penstock_dialect::options::parse_size(text) {
+        Some(bytes) if bytes >= 16 << 20 => Ok(bytes),
+        Some(_) => Err(format!("'{text}' is below the least memory limit, 16MiB")),
+        None => Err(format!(
+            "'{text}' is not a size such as 512MiB, 2GiB or 1073741824"
+        )),
+    }
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     let result = match args.command {
@@ -243,6 +259,7 @@ fn main() -> ExitCode {
             admin_listen,
             drain_timeout,
             log_format,
+            memory_limit,
             query_listen,
             recent_bytes,
             query_memory,
@@ -270,6 +287,7 @@ fn main() -> ExitCode {
                 admin_listen,
                 drain_timeout,
                 query,
+                memory_limit,
                 progress: progress.or(std::io::stdout().is_terminal().then_some(PROGRESS_INTERVAL)),
             };
             Ok(gateway::run(options)?)

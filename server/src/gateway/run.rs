@@ -34,13 +34,18 @@ pub struct RunOptions {
     pub query: Option<QueryOptions>,
     /// How often to report progress (None: never).
     pub progress: Option<std::time::Duration>,
+    /// The process's memory budget in bytes (see [`super::memory`]).
+    pub memory_limit: Option<u64>,
 }
 
 /// Runs the gateway until its finite sources are done (when it has only GENERATOR sources
 /// with a record count and FILE sources) or until SIGTERM / Ctrl-C; then drains: stops
 /// accepting, acknowledges or refuses everything in flight, and returns.
-pub fn run(options: RunOptions) -> Result<(), GatewayError> {
+pub fn run(mut options: RunOptions) -> Result<(), GatewayError> {
     let (program, pipelines) = load(&options.files)?;
+    if let (Some(limit), Some(query)) = (options.memory_limit, options.query.as_mut()) {
+        super::memory::fit_queries(limit, query);
+    }
     let workers = options.workers.max(1);
     let program = Arc::new(program);
     let running = Arc::new(Running::new(Arc::clone(&program), &pipelines, workers, 0));
@@ -48,7 +53,8 @@ pub fn run(options: RunOptions) -> Result<(), GatewayError> {
     let recent_bytes = options.query.as_ref().map_or(0, |q| q.recent_bytes);
     let sources = program.sources.iter().map(|s| s.name.clone()).collect();
     let taps = Arc::new(Taps::new(sources, recent_bytes));
-    let telemetry = Arc::new(Telemetry::new(&program, taps));
+    let memory = super::memory::Memory::new(options.memory_limit);
+    let telemetry = Arc::new(Telemetry::new(&program, taps, memory));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -130,6 +136,7 @@ async fn serve(
         };
         crate::query::start(query, sources, shutdown.clone()).await?;
     }
+    tokio::spawn(Arc::clone(&telemetry.memory).watch(shutdown.clone()));
     if let Some(interval) = options.progress {
         tokio::spawn(super::progress::report(
             Arc::clone(&telemetry),

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use penstock_dialect::Program;
 
 use super::buffer::metrics::BufferCounters;
+use super::memory::Memory;
 use super::report;
 use penstock_pipeline::Pipeline;
 use tracing::Level;
@@ -208,14 +209,17 @@ pub struct Telemetry {
     pub taps: Arc<Taps>,
     /// The disk buffers, by sink.
     pub buffers: BTreeMap<String, Arc<BufferCounters>>,
+    /// The process's memory budget.
+    pub memory: Arc<Memory>,
 }
 
 impl Telemetry {
     /// Counters for the sources and sinks of `program` (pipeline counters live in
     /// [`Running`], replaced on reload).
-    pub fn new(program: &Program, taps: Arc<Taps>) -> Self {
+    pub fn new(program: &Program, taps: Arc<Taps>, memory: Memory) -> Self {
         Telemetry {
             taps,
+            memory: Arc::new(memory),
             buffers: program
                 .sinks
                 .iter()
@@ -289,6 +293,7 @@ impl Telemetry {
         self.write_gauges(&mut out);
         self.write_totals(&mut out);
         super::buffer::metrics::write(&mut out, &self.buffers);
+        self.memory.write_metrics(&mut out);
         out
     }
 

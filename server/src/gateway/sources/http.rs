@@ -42,6 +42,8 @@ pub async fn serve(stream: std::net::TcpStream, context: Arc<SourceContext>) {
         .http2()
         .timer(TokioTimer::new())
         .max_concurrent_streams(64)
+        .initial_stream_window_size(1 << 20)
+        .initial_connection_window_size(1 << 20)
         .max_header_list_size(64 << 10)
         .keep_alive_interval(Duration::from_secs(30))
         .keep_alive_timeout(Duration::from_secs(20));

@@ -456,11 +456,17 @@ pub async fn admit(context: &SourceContext, bytes: usize) -> Result<Admitted, Ad
             .await
             .map_err(|_| AdmissionError::ShuttingDown)?
     };
+    let charge = context
+        .telemetry
+        .memory
+        .admit(bytes, context.limits.refuse_when_full)
+        .await?;
     context
         .telemetry
         .in_flight_bytes
         .fetch_add(u64::from(wanted), Relaxed);
     Ok(Admitted {
+        _charge: charge,
         _permit: permit,
         bytes: u64::from(wanted),
         telemetry: Arc::clone(&context.telemetry),
@@ -469,6 +475,7 @@ pub async fn admit(context: &SourceContext, bytes: usize) -> Result<Admitted, Ad
 
 /// Admitted request bytes, released when dropped.
 pub struct Admitted {
+    _charge: crate::gateway::memory::Charge,
     _permit: OwnedSemaphorePermit,
     bytes: u64,
     telemetry: Arc<Telemetry>,
