@@ -98,10 +98,10 @@ enum Command {
         /// or `json` lines (RUST_LOG picks the events; default `info`).
         #[arg(long, value_enum, default_value_t = LogFormat::Text)]
         log_format: LogFormat,
-        /// Bound what the whole process holds (e.g. 512MiB, 2GiB): request bytes in flight
-        /// across every source take at most 40% of it, and from 90% resident memory on the
-        /// sources admit nothing more (waiting or refusing, per their `admission`) until it is
-        /// back under 80%; live-query buffers are sized to fit.
+        /// Bound what the whole process holds (e.g. 512MiB, 2GiB): batches in flight across
+        /// every source are charged against a budget that fits under 80% of it, and from 80%
+        /// resident memory on the sources admit nothing more (waiting or refusing, per their
+        /// `admission`) until it is back under 70%; live-query buffers are sized to fit.
         #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
         memory_limit: Option<u64>,
         /// Serve live SQL queries (Arrow Flight SQL) on this address.

@@ -2,13 +2,21 @@
 //!
 //! Two mechanisms hold the process under the limit. Admission accounting: every request byte
 //! admitted by any source (OTLP bodies once inflated, OTAP batches for the larger of their
-//! message and their decoded size) also takes its share of a process-wide budget of
-//! [`ADMITTED_SHARE`] of the limit, and gives it back when the batch is acknowledged, so the
-//! batches in sources, worker queues, pipelines and sinks never add up to more than that.
-//! Resident memory: the process's RSS is sampled every [`SAMPLE`]; from [`HIGH_WATER`] of the
-//! limit on, the sources admit nothing more (waiting or refusing, as each source's
-//! `admission` says) until it is back under [`LOW_WATER`]. That covers what accounting does
-//! not see: OTAP stream state, aggregation windows, live-query buffers, allocator slack.
+//! message and their decoded size) is charged [`CHARGE_PER_BYTE`] bytes (a batch in flight
+//! exists as its request, its decoded Arrow tables, what the pipeline made of them and the
+//! sink's encoding) against a process-wide budget of [`ADMITTED_SHARE`] of the limit, given
+//! back when the batch is acknowledged. Requests being received before admission are bounded
+//! too: each worker receives at most [`RECEIVING_SHARE`] of the limit in largest messages at
+//! once. The budget follows the memory that is not batches in flight (the RSS less what is
+//! charged: allocator slack, stream state, windows): each sample resizes it to what fits
+//! beside that under [`HIGH_WATER`], down to [`FLOOR_SHARE`] of the limit. Resident memory:
+//! the process's RSS is sampled every [`SAMPLE`]; from [`HIGH_WATER`]
+//! of the limit on, the sources admit nothing more (waiting or refusing, as each source's
+//! `admission` says) until it is back under [`LOW_WATER`], except what keeps the gateway
+//! moving: while less than [`PROGRESS_SHARE`] of the budget is in flight, batches are still
+//! admitted (memory that is not batches in flight does not shrink by refusing more). That
+//! covers what accounting does not see: OTAP stream state, aggregation windows, live-query
+//! buffers, allocator slack.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -18,12 +26,21 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
 use super::sources::listener::AdmissionError;
 
-/// The part of the limit request bytes in flight may take.
-pub const ADMITTED_SHARE: f64 = 0.4;
+/// The part of the limit batches in flight may take (as charged).
+pub const ADMITTED_SHARE: f64 = 0.6;
+/// Memory charged per admitted request byte.
+pub const CHARGE_PER_BYTE: u64 = 4;
+/// The part of the limit the budget keeps however much other memory grows.
+pub const FLOOR_SHARE: f64 = 0.1;
+/// The part of the budget that is admitted even under pressure, so the gateway keeps moving.
+pub const PROGRESS_SHARE: f64 = 0.1;
+/// The part of the limit each worker's requests being received (not yet admitted) may take,
+/// counted in largest messages.
+pub const RECEIVING_SHARE: f64 = 0.05;
 /// RSS, as a part of the limit, from which nothing more is admitted.
-pub const HIGH_WATER: f64 = 0.9;
+pub const HIGH_WATER: f64 = 0.8;
 /// RSS, as a part of the limit, under which admission resumes.
-pub const LOW_WATER: f64 = 0.8;
+pub const LOW_WATER: f64 = 0.7;
 /// How often RSS is read.
 pub const SAMPLE: Duration = Duration::from_millis(50);
 
@@ -33,6 +50,9 @@ pub struct Memory {
     limit: Option<u64>,
     admitted: Arc<Semaphore>,
     share: u64,
+    /// Permits the budget holds now (in use or not): [`ADMITTED_SHARE`] of the limit at most,
+    /// less when memory other than batches in flight grows (see [`Memory::sample`]).
+    capacity: std::sync::Mutex<u64>,
     pressure: watch::Sender<bool>,
     /// The last RSS read, in bytes.
     pub rss: AtomicU64,
@@ -67,6 +87,7 @@ impl Memory {
             limit,
             admitted: Arc::new(Semaphore::new(permits)),
             share,
+            capacity: std::sync::Mutex::new(permits as u64),
             pressure: watch::channel(false).0,
             rss: AtomicU64::new(0),
             peak_rss: AtomicU64::new(0),
@@ -95,11 +116,11 @@ impl Memory {
         if self.limit.is_none() {
             return Ok(self.charge(None, 0));
         }
-        let wanted = (bytes as u64)
-            .clamp(1, self.share.max(1))
-            .min(u64::from(u32::MAX)) as u32;
+        let charged = (bytes as u64).saturating_mul(CHARGE_PER_BYTE);
+        // Never more than the least the budget shrinks to, so every request can get in.
+        let wanted = charged.clamp(1, self.floor()).min(u64::from(u32::MAX)) as u32;
         if refuse {
-            if self.under_pressure() {
+            if self.held_back() {
                 self.refusals.fetch_add(1, Relaxed);
                 return Err(AdmissionError::Full);
             }
@@ -111,16 +132,60 @@ impl Memory {
                 })?;
             return Ok(self.charge(Some(permit), u64::from(wanted)));
         }
-        if self.under_pressure() || self.admitted.available_permits() < wanted as usize {
+        if self.held_back() || self.admitted.available_permits() < wanted as usize {
             self.refusals.fetch_add(1, Relaxed);
         }
         let mut pressure = self.pressure.subscribe();
-        let _ = pressure.wait_for(|p| !*p).await;
+        while self.held_back() {
+            // Woken when the pressure clears, or every sample to see whether the batches in
+            // flight fell under the share that keeps the gateway moving.
+            let _ = tokio::time::timeout(SAMPLE, pressure.wait_for(|p| !*p)).await;
+        }
         let permit = Arc::clone(&self.admitted)
             .acquire_many_owned(wanted)
             .await
             .map_err(|_| AdmissionError::ShuttingDown)?;
         Ok(self.charge(Some(permit), u64::from(wanted)))
+    }
+
+    /// The least the budget holds, however much other memory grows.
+    fn floor(&self) -> u64 {
+        (self.limit.unwrap_or(0) as f64 * FLOOR_SHARE).max(1.0) as u64
+    }
+
+    /// Resizes the budget to what fits under the high water mark beside the memory that is
+    /// not batches in flight (the RSS less what is charged), between the floor and the
+    /// share.
+    fn resize(&self, rss: u64, limit: u64) {
+        let admitted = self.admitted_bytes.load(Relaxed);
+        let other = rss.saturating_sub(admitted);
+        let room = (limit as f64 * HIGH_WATER) as u64;
+        let desired = room
+            .saturating_sub(other)
+            .clamp(self.floor(), self.share.max(1));
+        let mut capacity = self.capacity.lock().unwrap_or_else(|e| e.into_inner());
+        if desired > *capacity {
+            self.admitted.add_permits((desired - *capacity) as usize);
+            *capacity = desired;
+        } else if desired < *capacity {
+            let forgotten = self.admitted.forget_permits((*capacity - desired) as usize);
+            *capacity -= forgotten as u64;
+        }
+    }
+
+    /// Whether admission waits or refuses for the RSS: under pressure, with more than the
+    /// share that keeps the gateway moving in flight.
+    fn held_back(&self) -> bool {
+        self.under_pressure()
+            && self.admitted_bytes.load(Relaxed) as f64 >= self.share as f64 * PROGRESS_SHARE
+    }
+
+    /// How many requests a worker of a source with `limits` may receive at once under the
+    /// limit (None: no limit); at least the usual minimum.
+    pub fn receiving_places(&self, limits: &super::sources::listener::Limits) -> Option<usize> {
+        let limit = self.limit?;
+        let room = (limit as f64 * RECEIVING_SHARE) as usize / limits.max_message_bytes.max(1);
+        Some(room.max(super::sources::listener::MIN_RECEIVING_REQUESTS))
     }
 
     fn charge(self: &Arc<Self>, permit: Option<OwnedSemaphorePermit>, bytes: u64) -> Charge {
@@ -142,6 +207,7 @@ impl Memory {
         let Some(limit) = self.limit else {
             return;
         };
+        self.resize(rss, limit);
         let pressed = self.under_pressure();
         if !pressed && rss as f64 >= limit as f64 * HIGH_WATER {
             self.pressure.send_replace(true);
@@ -258,23 +324,43 @@ mod tests {
 
     #[tokio::test]
     async fn the_budget_refuses_past_its_share_and_gives_back_what_is_acknowledged() {
-        let memory = Arc::new(Memory::new(Some(1000)));
-        let first = memory.admit(300, true).await.expect("fits");
-        let second = memory.admit(100, true).await.expect("fits");
-        assert_eq!(memory.admitted_bytes.load(Relaxed), 400);
-        assert!(memory.admit(1, true).await.is_err(), "the share is 400");
-        drop(first);
-        let third = memory.admit(250, true).await.expect("room again");
-        drop((second, third));
+        // A share of 6000 bytes, each request byte charged 4.
+        let memory = Arc::new(Memory::new(Some(10_000)));
+        let mut held = Vec::new();
+        for _ in 0..6 {
+            held.push(memory.admit(250, true).await.expect("fits"));
+        }
+        assert_eq!(memory.admitted_bytes.load(Relaxed), 6000);
+        assert!(memory.admit(1, true).await.is_err(), "the share is spent");
+        held.pop();
+        held.push(memory.admit(200, true).await.expect("room again"));
+        held.clear();
         assert_eq!(memory.admitted_bytes.load(Relaxed), 0);
         assert_eq!(memory.refusals.load(Relaxed), 1);
     }
 
     #[tokio::test]
+    async fn the_budget_shrinks_as_other_memory_grows_and_grows_back() {
+        let memory = Arc::new(Memory::new(Some(10_000)));
+        // 9000 bytes resident, none of them batches in flight: the budget falls to its floor.
+        memory.resize(9000, 10_000);
+        let held = memory.admit(250, true).await.expect("the floor is 1000");
+        assert!(memory.admit(1, true).await.is_err());
+        // Resident memory falls back: the whole share again.
+        memory.resize(1000, 10_000);
+        let more = memory.admit(1000, true).await.expect("fits");
+        drop((held, more));
+    }
+
+    #[tokio::test]
     async fn pressure_refuses_and_holds_waiters_until_it_clears() {
-        let memory = Arc::new(Memory::new(Some(1 << 40)));
+        // A budget of 644 MB; under pressure, batches are admitted up to 64 MB in flight.
+        let memory = Arc::new(Memory::new(Some(1 << 30)));
         memory.pressure.send_replace(true);
+        let moving = memory.admit(1 << 20, true).await.expect("admitted");
+        let big = memory.admit(100 << 20, false).await.expect("admitted");
         assert!(memory.admit(10, true).await.is_err());
+        drop(moving);
         let waiting = tokio::spawn({
             let memory = Arc::clone(&memory);
             async move { memory.admit(10, false).await.map(|_| ()) }
@@ -283,6 +369,7 @@ mod tests {
         assert!(!waiting.is_finished());
         memory.pressure.send_replace(false);
         assert!(waiting.await.expect("joins").is_ok());
+        drop(big);
     }
 
     #[test]

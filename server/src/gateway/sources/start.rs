@@ -95,7 +95,10 @@ async fn start_listener(
         source.name
     );
     let workers = setup.workers.len();
-    let limits = Limits::of(source, workers);
+    let mut limits = Limits::of(source, workers);
+    if let Some(places) = setup.telemetry.memory.receiving_places(&limits) {
+        limits.max_receiving_requests = limits.max_receiving_requests.min(places);
+    }
     let alpn: &[&[u8]] = match source.kind {
         SourceKind::Grpc => &[b"h2"],
         _ => &[b"h2", b"http/1.1"],
