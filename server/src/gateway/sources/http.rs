@@ -259,6 +259,16 @@ async fn export(request: Request<Incoming>, context: &SourceContext) -> Result<F
             }
         })?
         .to_bytes();
+    // A compressed body is admitted for its size while it is inflated (up to `max`), then
+    // for what it inflated to; the first share is given up before waiting for the second.
+    let compressed = match encoding {
+        Encoding::Identity => None,
+        _ => Some(
+            admit(context, body.len())
+                .await
+                .map_err(|e| refused_for(&e))?,
+        ),
+    };
     let body = encoding.decode(body, max).map_err(|e| match e {
         Inflate::TooLarge => too_large(),
         Inflate::Corrupt(e) => {
@@ -266,6 +276,7 @@ async fn export(request: Request<Incoming>, context: &SourceContext) -> Result<F
             refuse(Fault::Malformed, message)
         }
     })?;
+    drop(compressed);
     let _admitted = admit(context, body.len())
         .await
         .map_err(|e| refused_for(&e))?;

@@ -10,7 +10,7 @@ use penstock_engine::Signal;
 use tonic::{Request, Response, Status};
 
 use crate::gateway::sinks::ExportResponse;
-use crate::gateway::sources::listener::{Receiving, SourceContext, admit, export_otlp};
+use crate::gateway::sources::listener::{Admitted, Receiving, SourceContext, admit, export_otlp};
 use crate::gateway::status::Refusal;
 
 /// The Export method of one signal, for one request.
@@ -19,6 +19,8 @@ pub struct OtlpExport {
     pub(super) context: Arc<SourceContext>,
     /// The request's place among those being received, given up once it is admitted.
     pub(super) receiving: Option<Receiving>,
+    /// What the compressed message was admitted for, given up once it is inflated.
+    pub(super) compressed: Option<Admitted>,
 }
 
 impl tonic::server::UnaryService<Bytes> for OtlpExport {
@@ -29,8 +31,11 @@ impl tonic::server::UnaryService<Bytes> for OtlpExport {
         let context = Arc::clone(&self.context);
         let signal = self.signal;
         let receiving = self.receiving.take();
+        let compressed = self.compressed.take();
         Box::pin(async move {
             let bytes = request.into_inner();
+            // Inflated: the compressed share is given up before waiting for the inflated one.
+            drop(compressed);
             let _admitted = admit(&context, bytes.len())
                 .await
                 .map_err(|e| e.to_status())?;

@@ -15,7 +15,8 @@ use tonic::codec::CompressionEncoding;
 use super::otap::OtapStream;
 use super::otlp::OtlpExport;
 use crate::gateway::sources::listener::{
-    Deadline, RECEIVE_TIMEOUT, SourceContext, bearer_matches, discard_body, receive,
+    Admitted, Deadline, RECEIVE_TIMEOUT, SourceContext, admit, bearer_matches, discard_body,
+    receive,
 };
 use crate::gateway::status::{Fault, Refusal};
 
@@ -92,6 +93,37 @@ fn too_large_is_resource_exhausted<B>(mut response: Response<B>) -> Response<B> 
     response
 }
 
+/// Receives an OTLP call's body (its one length-prefixed gRPC message, up to the source's
+/// largest message) before tonic decodes it; a compressed message is admitted for its
+/// compressed size, held while it is inflated (up to the same limit).
+async fn receive_message(
+    context: &SourceContext,
+    body: Incoming,
+) -> Result<(bytes::Bytes, Option<Admitted>), tonic::Status> {
+    use http_body_util::BodyExt;
+    let max = context.limits.max_message_bytes;
+    let limited = http_body_util::Limited::new(Deadline::new(body, RECEIVE_TIMEOUT), max + 5);
+    let bytes = match limited.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+            let message = format!("the request message exceeds {max} bytes");
+            return Err(Fault::TooLarge.to_status(message));
+        }
+        Err(e) => {
+            let message = format!("reading the request: {e}");
+            return Err(tonic::Status::cancelled(message));
+        }
+    };
+    // The prefix's first byte says whether the message is compressed.
+    if bytes.first() != Some(&1) {
+        return Ok((bytes, None));
+    }
+    let admitted = admit(context, bytes.len())
+        .await
+        .map_err(|e| e.to_status())?;
+    Ok((bytes, Some(admitted)))
+}
+
 impl hyper::service::Service<Request<Incoming>> for GrpcService {
     type Response = Response<Body>;
     type Error = Infallible;
@@ -126,12 +158,18 @@ impl hyper::service::Service<Request<Incoming>> for GrpcService {
                 .send_compressed(CompressionEncoding::Gzip)
                 .send_compressed(CompressionEncoding::Zstd)
                 .max_decoding_message_size(max);
+                let (parts, body) = request.into_parts();
+                let (body, compressed) = match receive_message(&context, body).await {
+                    Ok(received) => received,
+                    Err(status) => return Ok(status.into_http()),
+                };
                 let export = OtlpExport {
                     signal,
                     context,
                     receiving: Some(receiving),
+                    compressed,
                 };
-                let request = request.map(|body| Deadline::new(body, RECEIVE_TIMEOUT));
+                let request = Request::from_parts(parts, http_body_util::Full::new(body));
                 Ok(too_large_is_resource_exhausted(
                     grpc.unary(export, request).await,
                 ))
