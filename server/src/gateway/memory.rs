@@ -136,16 +136,22 @@ impl Memory {
             self.refusals.fetch_add(1, Relaxed);
         }
         let mut pressure = self.pressure.subscribe();
-        while self.held_back() {
-            // Woken when the pressure clears, or every sample to see whether the batches in
-            // flight fell under the share that keeps the gateway moving.
-            let _ = tokio::time::timeout(SAMPLE, pressure.wait_for(|p| !*p)).await;
+        loop {
+            while self.held_back() {
+                // Woken when the pressure clears, or every sample to see whether the batches
+                // in flight fell under the share that keeps the gateway moving.
+                let _ = tokio::time::timeout(SAMPLE, pressure.wait_for(|p| !*p)).await;
+            }
+            // A wait for permits gives way when pressure comes: queued waiters would
+            // otherwise get every permit given back, whatever the resident memory.
+            tokio::select! {
+                permit = Arc::clone(&self.admitted).acquire_many_owned(wanted) => {
+                    let permit = permit.map_err(|_| AdmissionError::ShuttingDown)?;
+                    return Ok(self.charge(Some(permit), u64::from(wanted)));
+                }
+                _ = pressure.changed() => {}
+            }
         }
-        let permit = Arc::clone(&self.admitted)
-            .acquire_many_owned(wanted)
-            .await
-            .map_err(|_| AdmissionError::ShuttingDown)?;
-        Ok(self.charge(Some(permit), u64::from(wanted)))
     }
 
     /// The least the budget holds, however much other memory grows.

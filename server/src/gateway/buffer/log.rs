@@ -101,7 +101,9 @@ pub struct Writer {
 #[derive(Debug)]
 pub struct Reader {
     next_seq: u64,
-    open: Option<(u64, BufReader<File>, u64)>,
+    /// The segment being read (its first record), the file, and the offset of the next
+    /// record in it.
+    open: Option<(u64, File, u64)>,
 }
 
 /// What the reader found next.
@@ -137,9 +139,12 @@ fn frame(out: &mut Vec<u8>, seq: u64, written_ms: u64, payload: &[u8]) {
     out.extend_from_slice(payload);
 }
 
-/// Reads the record at the reader's position: `Ok(None)` at a clean end of file, `Err` with
-/// the reason for a torn or corrupt one.
-fn read_record(input: &mut impl Read) -> io::Result<Result<Option<Record>, String>> {
+/// Reads the record at the reader's position, `remaining` bytes before the file's end:
+/// `Ok(None)` at a clean end of file, `Err` with the reason for a torn or corrupt one.
+fn read_record(
+    input: &mut impl Read,
+    remaining: u64,
+) -> io::Result<Result<Option<Record>, String>> {
     let mut header = [0u8; HEADER];
     let mut filled = 0;
     while filled < HEADER {
@@ -150,26 +155,14 @@ fn read_record(input: &mut impl Read) -> io::Result<Result<Option<Record>, Strin
         }
     }
     let len = u32::from_le_bytes(header[..4].try_into().unwrap_or_default()) as usize;
-    let crc = u32::from_le_bytes(header[4..8].try_into().unwrap_or_default());
-    if len > MAX_PAYLOAD {
-        return Ok(Err(format!("a record length of {len} bytes")));
+    if len as u64 > remaining.saturating_sub(HEADER as u64) {
+        return Ok(Err(format!(
+            "a record torn: its {len} bytes go past the end of the segment"
+        )));
     }
     let mut payload = vec![0u8; len];
-    let mut filled = 0;
-    while filled < len {
-        match input.read(&mut payload[filled..])? {
-            0 => return Ok(Err(format!("a record torn after {filled} of {len} bytes"))),
-            n => filled += n,
-        }
-    }
-    if checksum(&header[8..], &payload) != crc {
-        return Ok(Err("a record whose checksum does not match".to_string()));
-    }
-    Ok(Ok(Some(Record {
-        seq: u64::from_le_bytes(header[8..16].try_into().unwrap_or_default()),
-        written_ms: u64::from_le_bytes(header[16..24].try_into().unwrap_or_default()),
-        payload,
-    })))
+    input.read_exact(&mut payload)?;
+    Ok(parse(&header, payload).map(Some))
 }
 
 fn now_ms() -> u64 {
@@ -208,14 +201,30 @@ impl Log {
             let bytes = std::fs::metadata(segment_path(dir, first))?.len();
             segments.push_back(Segment { first, bytes });
         }
-        let last_first = firsts.last().copied().unwrap_or(delivered);
-        let (file, len, next_seq, cut) = recover_last(dir, last_first)?;
+        let mut last_first = firsts.last().copied().unwrap_or(delivered);
+        let (mut file, mut len, mut next_seq, mut cut) = recover_last(dir, last_first)?;
+        // An empty last segment (a roll cut short) says nothing of the numbering: the one
+        // before it does.
+        while next_seq == last_first && len == MAGIC.len() as u64 && cut.is_none() {
+            let Some(previous) = segments.pop_back() else {
+                break;
+            };
+            drop(file);
+            std::fs::remove_file(segment_path(dir, last_first))?;
+            last_first = previous.first;
+            (file, len, next_seq, cut) = recover_last(dir, last_first)?;
+        }
         recovery.cut = cut;
         segments.push_back(Segment {
             first: last_first,
             bytes: len,
         });
         let bytes = segments.iter().map(|s| s.bytes).sum();
+        if delivered > next_seq {
+            // The cursor ran ahead of a log whose tail was cut: numbers from `next_seq` on
+            // are new records.
+            write_cursor(dir, next_seq)?;
+        }
         let delivered = delivered.min(next_seq);
         let oldest = segments.front().map_or(delivered, |s| s.first);
         recovery.pending = next_seq.saturating_sub(delivered.max(oldest));
@@ -329,11 +338,20 @@ impl Log {
     /// such records are deleted (never the one being appended to). The cursor is saved when
     /// a segment goes, else by [`Log::save_cursor`].
     pub fn release(&self, upto: u64) -> io::Result<()> {
-        let mut state = self.state();
-        if upto <= state.delivered {
-            return Ok(());
+        {
+            let mut state = self.state();
+            if upto <= state.delivered {
+                return Ok(());
+            }
+            state.delivered = upto;
         }
-        state.delivered = upto;
+        self.prune()
+    }
+
+    /// Deletes the segments every record of which was delivered.
+    fn prune(&self) -> io::Result<()> {
+        let mut state = self.state();
+        let upto = state.delivered;
         let mut removed = Vec::new();
         while state.segments.len() > 1 && state.segments[1].first <= upto {
             if let Some(segment) = state.segments.pop_front() {
@@ -349,6 +367,22 @@ impl Log {
         self.save_cursor()?;
         for first in removed {
             std::fs::remove_file(segment_path(&self.dir, first))?;
+        }
+        Ok(())
+    }
+
+    /// Makes room when the buffer is full: if records of the segment being appended to were
+    /// delivered already, a new segment starts, so that one can go once the rest of it is
+    /// delivered (else a buffer of about one segment would stay full for good).
+    pub fn make_room(&self, writer: &mut Writer) -> io::Result<()> {
+        let (next_seq, delivered, active) = {
+            let state = self.state();
+            let active = state.segments.back().map_or(0, |s| s.first);
+            (state.next_seq, state.delivered, active)
+        };
+        if writer.len > MAGIC.len() as u64 && delivered > active {
+            self.roll(writer, next_seq)?;
+            self.prune()?;
         }
         Ok(())
     }
@@ -391,6 +425,16 @@ impl Log {
         Some((segment.first, index + 1 == state.segments.len()))
     }
 
+    /// The synced length of segment `first` (0 when it is gone).
+    fn synced_len(&self, first: u64) -> u64 {
+        let state = self.state();
+        state
+            .segments
+            .iter()
+            .find(|s| s.first == first)
+            .map_or(0, |s| s.bytes)
+    }
+
     /// The first record of the segment after the one starting at `first`.
     fn next_segment(&self, first: u64) -> Option<u64> {
         let state = self.state();
@@ -404,77 +448,124 @@ impl Reader {
         self.next_seq
     }
 
-    /// Reads the next synced record.
+    /// Reads the next synced record. Only synced bytes are read (each segment up to the
+    /// length its last sync left), with positioned reads: nothing a failed append leaves in
+    /// the file for a moment is ever seen.
     pub fn next(&mut self, log: &Log) -> io::Result<Next> {
+        use std::os::unix::fs::FileExt;
         loop {
             let committed = log.state().next_seq;
             if self.next_seq >= committed {
                 return Ok(Next::Empty);
             }
-            let (first, mut input, offset) = match self.open.take() {
+            let (first, file, offset) = match self.open.take() {
                 Some(open) => open,
                 None => {
                     let Some((first, _)) = log.segment_for(self.next_seq) else {
                         return Ok(Next::Empty);
                     };
-                    let mut file = File::open(segment_path(&log.dir, first))?;
-                    file.seek(SeekFrom::Start(MAGIC.len() as u64))?;
+                    let file = File::open(segment_path(&log.dir, first))?;
                     self.next_seq = self.next_seq.max(first);
-                    (
-                        first,
-                        BufReader::with_capacity(1 << 20, file),
-                        MAGIC.len() as u64,
-                    )
+                    (first, file, MAGIC.len() as u64)
                 }
             };
-            match read_record(&mut input)? {
-                Ok(Some(record)) => {
-                    let offset = offset + (HEADER + record.payload.len()) as u64;
-                    self.open = Some((first, input, offset));
+            let synced = log.synced_len(first);
+            if offset >= synced {
+                match log.next_segment(first) {
+                    Some(next) if offset == synced => {
+                        self.next_seq = self.next_seq.max(next);
+                        continue;
+                    }
+                    _ => {
+                        self.open = Some((first, file, offset));
+                        return Ok(Next::Empty);
+                    }
+                }
+            }
+            let mut header = [0u8; HEADER];
+            let damage = |reason: String| Damage {
+                segment: segment_path(&log.dir, first),
+                offset,
+                bytes: synced - offset,
+                reason,
+            };
+            let record = if synced - offset < HEADER as u64 {
+                Err(damage(format!(
+                    "a header torn after {} bytes",
+                    synced - offset
+                )))
+            } else {
+                file.read_exact_at(&mut header, offset)?;
+                let len = u32::from_le_bytes(header[..4].try_into().unwrap_or_default()) as u64;
+                if len > synced - offset - HEADER as u64 {
+                    Err(damage(format!(
+                        "a record torn: its {len} bytes go past the end of the segment"
+                    )))
+                } else {
+                    let mut payload = vec![0u8; len as usize];
+                    file.read_exact_at(&mut payload, offset + HEADER as u64)?;
+                    parse(&header, payload).map_err(damage)
+                }
+            };
+            match record {
+                Ok(record) => {
+                    let end = offset + (HEADER + record.payload.len()) as u64;
+                    self.open = Some((first, file, end));
                     if record.seq < self.next_seq {
                         continue;
                     }
                     self.next_seq = record.seq + 1;
                     return Ok(Next::Record(record));
                 }
-                Ok(None) => match log.next_segment(first) {
-                    Some(next) => self.next_seq = self.next_seq.max(next),
-                    // Synced records are in the file already: not reached, but never spin.
-                    None => {
-                        self.open = Some((first, input, offset));
-                        return Ok(Next::Empty);
-                    }
-                },
-                Err(reason) => {
-                    let segment = segment_path(&log.dir, first);
-                    let size = std::fs::metadata(&segment).map_or(offset, |m| m.len());
+                Err(damage) => {
+                    // Go on after the damage: in the next segment, or (in the one being
+                    // appended to) after what is synced now.
                     match log.next_segment(first) {
                         Some(next) => self.next_seq = self.next_seq.max(next),
-                        None => self.next_seq = committed,
+                        None => {
+                            self.next_seq = committed;
+                            self.open = Some((first, file, synced));
+                        }
                     }
-                    return Ok(Next::Corrupt(Damage {
-                        segment,
-                        offset,
-                        bytes: size.saturating_sub(offset),
-                        reason,
-                    }));
+                    return Ok(Next::Corrupt(damage));
                 }
             }
         }
     }
 }
 
+/// A record from its header and payload; the reason when its checksum does not match.
+fn parse(header: &[u8; HEADER], payload: Vec<u8>) -> Result<Record, String> {
+    let crc = u32::from_le_bytes(header[4..8].try_into().unwrap_or_default());
+    if checksum(&header[8..], &payload) != crc {
+        return Err("a record whose checksum does not match".to_string());
+    }
+    Ok(Record {
+        seq: u64::from_le_bytes(header[8..16].try_into().unwrap_or_default()),
+        written_ms: u64::from_le_bytes(header[16..24].try_into().unwrap_or_default()),
+        payload,
+    })
+}
+
 /// Creates segment `first` with its magic, synced along with the directory.
 fn create_segment(dir: &Path, first: u64) -> io::Result<(File, u64)> {
-    let mut file = OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .write(true)
-        .open(segment_path(dir, first))?;
-    file.write_all(MAGIC)?;
-    file.sync_all()?;
-    File::open(dir)?.sync_all()?;
-    Ok((file, MAGIC.len() as u64))
+    let path = segment_path(dir, first);
+    let created = (|| {
+        let mut file = OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .open(&path)?;
+        file.write_all(MAGIC)?;
+        file.sync_all()?;
+        File::open(dir)?.sync_all()?;
+        Ok((file, MAGIC.len() as u64))
+    })();
+    if created.is_err() {
+        // A segment left half made would be taken for the last one at the next start.
+        let _ = std::fs::remove_file(&path);
+    }
+    created
 }
 
 /// Opens the last segment for appending after its last whole record, cutting off a torn or
@@ -503,7 +594,7 @@ fn recover_last(dir: &Path, first: u64) -> io::Result<(File, u64, u64, Option<Da
     let mut next_seq = first;
     let mut cut = None;
     loop {
-        match read_record(&mut input)? {
+        match read_record(&mut input, size - len)? {
             Ok(Some(record)) => {
                 len += (HEADER + record.payload.len()) as u64;
                 next_seq = record.seq + 1;

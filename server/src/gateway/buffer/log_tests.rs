@@ -135,3 +135,68 @@ fn delivered_segments_are_deleted_and_free_room() {
     assert_eq!(recovery.pending, 0);
     assert_eq!(log.committed(), 6);
 }
+
+#[test]
+fn a_buffer_of_about_one_segment_makes_room_once_it_is_delivered() {
+    let dir = scratch("room");
+    let (log, mut writer, _) = Log::open(&dir, 1 << 20).unwrap();
+    for n in 0..5 {
+        log.append(&mut writer, &[payload(n)]).unwrap();
+    }
+    let full = log.bytes();
+    assert!(!log.fits(200, full));
+    log.release(5).unwrap();
+    assert!(!log.fits(200, full), "the segment being appended to stays");
+    log.make_room(&mut writer).unwrap();
+    assert!(
+        log.fits(200, full),
+        "a new segment started and the delivered one went"
+    );
+    log.append(&mut writer, &[payload(5)]).unwrap();
+    assert_eq!(read_all(&log, &mut log.reader()), (vec![5], 0));
+}
+
+#[test]
+fn an_empty_last_segment_left_by_a_failed_roll_does_not_reuse_numbers() {
+    let dir = scratch("orphan");
+    let (log, mut writer, _) = Log::open(&dir, 1 << 20).unwrap();
+    log.append(&mut writer, &[payload(0), payload(1), payload(2)])
+        .unwrap();
+    drop((log, writer));
+    // A segment created for record 1 whose roll failed; records 1 and 2 went on in the first.
+    std::fs::write(dir.join(format!("{:020}.seg", 1)), super::MAGIC).unwrap();
+    let (log, mut writer, recovery) = Log::open(&dir, 1 << 20).unwrap();
+    assert_eq!(recovery.pending, 3);
+    log.append(&mut writer, &[payload(3)]).unwrap();
+    assert_eq!(read_all(&log, &mut log.reader()), (vec![0, 1, 2, 3], 0));
+}
+
+#[test]
+fn a_cursor_ahead_of_a_cut_log_is_brought_back_so_new_records_are_replayed() {
+    let dir = scratch("cursor-ahead");
+    let (log, mut writer, _) = Log::open(&dir, 1 << 20).unwrap();
+    for n in 0..5 {
+        log.append(&mut writer, &[payload(n)]).unwrap();
+    }
+    log.release(5).unwrap();
+    log.save_cursor().unwrap();
+    drop((log, writer));
+    let segment = segments(&dir).pop().unwrap();
+    let size = std::fs::metadata(&segment).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&segment)
+        .unwrap()
+        .set_len(size - 5)
+        .unwrap();
+    let (log, mut writer, recovery) = Log::open(&dir, 1 << 20).unwrap();
+    assert!(recovery.cut.is_some());
+    log.append(&mut writer, &[payload(4)]).unwrap();
+    drop((log, writer));
+    let (log, _writer, recovery) = Log::open(&dir, 1 << 20).unwrap();
+    assert_eq!(
+        recovery.pending, 1,
+        "record 4 (written after the cut) is not delivered"
+    );
+    assert_eq!(read_all(&log, &mut log.reader()), (vec![4], 0));
+}

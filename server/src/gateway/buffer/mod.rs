@@ -77,7 +77,7 @@ impl Config {
 
     /// Segments small enough that a buffer holds several.
     fn segment_bytes(&self) -> u64 {
-        (self.max_bytes / 8).clamp(1 << 20, MAX_SEGMENT_BYTES)
+        (self.max_bytes / 8).clamp(64 << 10, MAX_SEGMENT_BYTES)
     }
 }
 
@@ -144,9 +144,23 @@ pub fn start(
                 }
             };
             let _ = ready_tx.send(Ok(()));
+            let writer_draining = draining.clone();
             let written = std::thread::Builder::new()
                 .name(format!("penstock-buffer-{}", config.name))
-                .spawn(move || write(&config, &writer_log, writer, deliveries, &counters));
+                .spawn(move || {
+                    write(
+                        &config,
+                        &writer_log,
+                        writer,
+                        deliveries,
+                        &counters,
+                        &writer_draining,
+                    )
+                });
+            if written.is_err() {
+                // No writer: delivery ends once it delivered what the last run left.
+                delivery.log.writer_done();
+            }
             delivery.run(inner.queue).await;
             let _ = inner.task.await;
             if let Ok(written) = written {
@@ -172,7 +186,16 @@ fn write(
     mut writer: Writer,
     mut deliveries: mpsc::Receiver<Delivery>,
     counters: &BufferCounters,
+    draining: &tokio::sync::watch::Receiver<bool>,
 ) {
+    // However the writer ends, delivery learns that nothing more comes.
+    struct Done<'a>(&'a Log);
+    impl Drop for Done<'_> {
+        fn drop(&mut self) {
+            self.0.writer_done();
+        }
+    }
+    let _done = Done(log);
     let mut group = Group::default();
     while let Some(first) = deliveries.blocking_recv() {
         let mut taken = vec![first];
@@ -190,14 +213,26 @@ fn write(
                     continue;
                 }
             };
+            if payload.len() > log::MAX_PAYLOAD {
+                let why = format!("a batch of {} bytes encoded", payload.len());
+                complete(delivery.ack, Err(unwritable(config, why, false)));
+                continue;
+            }
             let size = (payload.len() + log::HEADER) as u64;
             if !log.fits(group.bytes + size, config.max_bytes) {
                 // Room may come from delivering: put what is gathered on disk first.
                 group.append(config, log, &mut writer, counters);
+                if let Err(e) = log.make_room(&mut writer) {
+                    tracing::warn!(sink = %config.name, "sink {}: starting a buffer segment: {e}", config.name);
+                }
             }
-            if !admit(config, log, size) {
+            if !admit(config, log, &mut writer, size, draining) {
                 counters.refused.fetch_add(1, Relaxed);
-                complete(delivery.ack, Err(full(config)));
+                let error = match *draining.borrow() {
+                    true => DeliveryError::ShuttingDown,
+                    false => full(config),
+                };
+                complete(delivery.ack, Err(error));
                 continue;
             }
             group.bytes += size;
@@ -206,7 +241,6 @@ fn write(
         }
         group.append(config, log, &mut writer, counters);
     }
-    log.writer_done();
 }
 
 /// Batches gathered for one append.
@@ -266,8 +300,15 @@ impl Group {
     }
 }
 
-/// Whether `bytes` more fit in the buffer, waiting for room when the sink waits.
-fn admit(config: &Config, log: &Log, bytes: u64) -> bool {
+/// Whether `bytes` more fit in the buffer, waiting for room when the sink waits (not past
+/// the start of a drain).
+fn admit(
+    config: &Config,
+    log: &Log,
+    writer: &mut Writer,
+    bytes: u64,
+    draining: &tokio::sync::watch::Receiver<bool>,
+) -> bool {
     match config.when_full {
         WhenFull::Refuse => log.fits(bytes, config.max_bytes),
         WhenFull::Wait => {
@@ -275,7 +316,12 @@ fn admit(config: &Config, log: &Log, bytes: u64) -> bool {
             if bytes > config.max_bytes {
                 return false;
             }
-            while !log.wait_for_room(bytes, config.max_bytes, ROOM_PATIENCE) {}
+            while !log.wait_for_room(bytes, config.max_bytes, ROOM_PATIENCE) {
+                if *draining.borrow() {
+                    return false;
+                }
+                let _ = log.make_room(writer);
+            }
             true
         }
     }
