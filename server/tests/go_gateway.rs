@@ -254,3 +254,40 @@ fn batches_without_the_token_are_refused_unauthenticated() {
     let flags = ["-token", "s3cret", "-token-in", "headers"];
     assert_all_ok(&send(&binary, "logs", &relay.addr, &flags, &frames), 3);
 }
+
+/// `penstock loadgen --protocol otap` against the reference receiver, which (as grpc-go
+/// servers do) sends its response headers only once the first batch arrived: every batch is
+/// acknowledged and received.
+#[test]
+fn loadgen_streams_otap_to_the_reference_receiver() {
+    let Some(binary) = interop_binary() else {
+        return;
+    };
+    let receiver = Receiver::start(&binary);
+    let output = Command::new(env!("CARGO_BIN_EXE_penstock"))
+        .args([
+            "loadgen",
+            "--protocol",
+            "otap",
+            "--records",
+            "8192",
+            "--batch",
+            "1024",
+        ])
+        .args([
+            "--streams",
+            "2",
+            "--endpoint",
+            &format!("http://{}", receiver.addr),
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{text}");
+    assert!(
+        text.contains("8192 logs acknowledged") && text.contains("; 0 errors"),
+        "{text}"
+    );
+    let got = receiver.wait_for([8192, 0, 0]);
+    assert_eq!(got[0].len(), 8192);
+}

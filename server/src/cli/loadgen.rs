@@ -327,23 +327,28 @@ async fn otap_stream(
     let (outgoing, stream) = mpsc::channel::<BatchArrowRecords>(options.in_flight.max(1));
     let mut grpc = tonic::client::Grpc::new(channel);
     grpc.ready().await?;
-    let response = grpc
-        .streaming(
-            tonic::Request::new(ReceiverStream::new(stream)),
-            http::uri::PathAndQuery::from_static(otap_stream_path(options.signal)),
-            tonic_prost::ProstCodec::<BatchArrowRecords, BatchStatus>::default(),
-        )
-        .await?;
-    let mut statuses = response.into_inner();
     let window = Arc::new(Semaphore::new(options.in_flight.max(1)));
     let sent_at: Arc<Mutex<HashMap<i64, (Instant, u64)>>> = Arc::default();
+    // The call is opened beside the sending: a server may answer with its headers only once
+    // the first batch arrived (grpc-go servers do).
     let reader = {
         let (window, sent_at, results) = (
             Arc::clone(&window),
             Arc::clone(&sent_at),
             Arc::clone(results),
         );
+        let path = http::uri::PathAndQuery::from_static(otap_stream_path(options.signal));
         tokio::spawn(async move {
+            let codec = tonic_prost::ProstCodec::<BatchArrowRecords, BatchStatus>::default();
+            let request = tonic::Request::new(ReceiverStream::new(stream));
+            let mut statuses = match grpc.streaming(request, path, codec).await {
+                Ok(response) => response.into_inner(),
+                Err(e) => {
+                    record(&results, Err(e.to_string()), Duration::ZERO);
+                    window.close();
+                    return;
+                }
+            };
             let mut seen = 0u64;
             while seen < count {
                 let status = match statuses.message().await {
