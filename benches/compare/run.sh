@@ -121,9 +121,11 @@ measure() {
   receiver "$output"
   "$system" "$in" "$output" "$compression" "$workers"
   local load_compression=$compression
-  "$bin" loadgen --endpoint http://127.0.0.1:4317 --protocol "$in" --records "$records" \
-    --batch "$batch" --streams 2 --in-flight 4 --compression "$load_compression" \
-    --measure-pid "$system_pid" > "$work/load.txt"
+  # A run that stalls (LOAD_TIMEOUT, default 300 s) is recorded as failed, with no numbers.
+  timeout "${LOAD_TIMEOUT:-300}" "$bin" loadgen --endpoint http://127.0.0.1:4317 \
+    --protocol "$in" --records "$records" --batch "$batch" --streams 2 --in-flight 4 \
+    --compression "$load_compression" --measure-pid "$system_pid" > "$work/load.txt" ||
+    echo "$system $cell run $run: the load did not complete" >&2
   local rate cpu rss
   rate="$(sed -n 's/.*: \([0-9]*\) records\/s.*/\1/p' "$work/load.txt")"
   cpu="$(sed -n 's/.*CPU-seconds, \([0-9.]*\) CPU-seconds per million.*/\1/p' "$work/load.txt")"
@@ -148,7 +150,8 @@ import json, statistics, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
 cells = list(dict.fromkeys(r["cell"] for r in rows))
 def median(system, cell, key):
-    values = [r[key] for r in rows if r["system"] == system and r["cell"] == cell]
+    # Runs that did not complete have no rate (0) and are left out.
+    values = [r[key] for r in rows if r["system"] == system and r["cell"] == cell and r["logs_per_s"] > 0]
     return statistics.median(values) if values else float("nan")
 print("| cell (in-out-compression-batch-workers) | Penstock logs/s | Collector logs/s | Penstock CPU-s/M | Collector CPU-s/M | Collector / Penstock CPU | Penstock peak RSS | Collector peak RSS |")
 print("|---|---|---|---|---|---|---|---|")
