@@ -5,17 +5,53 @@
 # maximum against the limit, what senders saw (acknowledged, refusals they sent again,
 # errors) and what the receiver got (acknowledged must equal delivered).
 #
-# usage: [PENSTOCK_BIN=path] benches/e2e/overload.sh [LIMIT] [SECONDS] [WORKERS]
-#        (defaults 256MiB 60 1); writes the RSS curve to $OUT (default target/overload-rss.csv)
+# usage: [PENSTOCK_BIN=path] [SYSTEM=penstock|collector] benches/e2e/overload.sh [LIMIT]
+#        [SECONDS] [WORKERS] (defaults 256MiB 60 1); writes the RSS curve to $OUT (default
+#        target/overload-rss-SYSTEM.csv). SYSTEM=collector runs the same load through the
+#        OpenTelemetry Collector (benches/compare/build-collector.sh) with its memory_limiter
+#        at LIMIT (spike 20%), GOMAXPROCS=WORKERS, OTLP in, transform, batch, OTLP out.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 limit="${1:-256MiB}"
 seconds="${2:-60}"
 workers="${3:-1}"
-out="${OUT:-target/overload-rss.csv}"
+system="${SYSTEM:-penstock}"
+out="${OUT:-target/overload-rss-$system.csv}"
+limit_bytes="$(python3 -c "
+import re, sys
+n, unit = re.fullmatch(r'(\d+)\s*([KMGT]i?B|B?)', sys.argv[1]).groups()
+print(int(n) * {'': 1, 'B': 1, 'KiB': 1 << 10, 'MiB': 1 << 20, 'GiB': 1 << 30, 'KB': 10**3, 'MB': 10**6, 'GB': 10**9}[unit])
+" "$limit")"
 . benches/e2e/receiver.sh
 
-cat > "$work/gateway.sql" <<'EOF'
+if [ "$system" = collector ]; then
+  benches/compare/build-collector.sh
+  cat > "$work/collector.yaml" <<EOF
+receivers:
+  otlp: {protocols: {grpc: {endpoint: 127.0.0.1:4317}}}
+processors:
+  memory_limiter: {check_interval: 100ms, limit_mib: $((limit_bytes >> 20)), spike_limit_mib: $(((limit_bytes >> 20) / 5))}
+  transform:
+    log_statements:
+      - context: log
+        statements:
+          - set(log.attributes["error.type"], log.attributes["exception.type"]) where log.attributes["exception.type"] != nil
+          - delete_key(log.attributes, "exception.type")
+  batch: {}
+exporters:
+  otlp_grpc: {endpoint: 127.0.0.1:4418, compression: zstd, tls: {insecure: true}}
+service:
+  telemetry: {metrics: {level: none}}
+  pipelines:
+    logs: {receivers: [otlp], processors: [memory_limiter, transform, batch], exporters: [otlp_grpc]}
+EOF
+  GOMAXPROCS="$workers" benches/compare/bin/otelcol-penstock-bench --config "$work/collector.yaml" \
+    > "$work/gateway.log" 2>&1 &
+  gateway=$!
+  pids+=("$gateway")
+  for _ in $(seq 1 600); do (echo > /dev/tcp/127.0.0.1/4317) 2>/dev/null && break; sleep 0.1; done
+else
+  cat > "$work/gateway.sql" <<'EOF'
 CREATE SOURCE edge FROM GRPC WITH (listen = '127.0.0.1:4317');
 CREATE SINK backend TO OTLP WITH (endpoint = 'http://127.0.0.1:4418');
 CREATE PIPELINE p FROM edge AS BEGIN
@@ -23,21 +59,22 @@ CREATE PIPELINE p FROM edge AS BEGIN
   INSERT INTO backend SELECT * FROM logs;
 END;
 EOF
-"$bin" run --workers "$workers" --memory-limit "$limit" --admin-listen 127.0.0.1:4419 \
-  "$work/gateway.sql" > "$work/gateway.log" 2>&1 &
-gateway=$!
-pids+=("$gateway")
-wait_listening "$work/gateway.log"
+  "$bin" run --workers "$workers" --memory-limit "$limit" --admin-listen 127.0.0.1:4419 \
+    "$work/gateway.sql" > "$work/gateway.log" 2>&1 &
+  gateway=$!
+  pids+=("$gateway")
+  wait_listening "$work/gateway.log"
+fi
 
 acked() { sed -n 's/^\([0-9]*\) logs acknowledged.*/\1/p' "$1"; }
 
-echo "== capacity: 500000 logs, batch 4096, 2 connections x 4 in flight, $workers worker(s)"
+echo "== capacity ($system): 500000 logs, batch 4096, 2 connections x 4 in flight, $workers worker(s)"
 "$bin" loadgen --records 500000 --batch 4096 --streams 2 --in-flight 4 | tee "$work/capacity.txt"
 capacity="$(sed -n 's/.*: \([0-9]*\) records\/s.*/\1/p' "$work/capacity.txt")"
 rate=$((capacity * 2))
 records=$((rate * seconds))
 
-echo "== overload: $rate logs/s (2x capacity) for ${seconds}s, 16 connections x 16 in flight, --memory-limit $limit"
+echo "== overload ($system): $rate logs/s (2x capacity) for ${seconds}s, 16 connections x 16 in flight, memory limit $limit"
 : > "$out"
 echo "seconds,rss_bytes" >> "$out"
 (
@@ -54,7 +91,7 @@ pids+=("$sampler")
 "$bin" loadgen --records "$records" --rate "$rate" --batch 4096 --streams 16 --in-flight 16 \
   | tee "$work/overload.txt"
 kill "$sampler" 2>/dev/null || true
-metrics="$(curl -s http://127.0.0.1:4419/metrics || true)"
+metrics="$(curl -s http://127.0.0.1:4419/metrics 2>/dev/null || true)"
 kill -TERM "$gateway"
 wait "$gateway" || true
 exec 3>&-
@@ -63,7 +100,6 @@ wait "$receiver" || true
 sent=$(( $(acked "$work/capacity.txt") + $(acked "$work/overload.txt") ))
 delivered="$(sed -n 's/.*logs [0-9]* exports, \([0-9]*\) .*/\1/p' "$work/receiver.err")"
 max_rss="$(tail -n +2 "$out" | cut -d, -f2 | sort -n | tail -1)"
-limit_bytes="$(echo "$metrics" | sed -n 's/^penstock_memory_limit_bytes \([0-9]*\)/\1/p')"
 echo "== result"
 echo "capacity: $capacity logs/s; offered: $rate logs/s"
 echo "acknowledged to senders: $sent logs; delivered to the receiver: $delivered logs"
