@@ -21,6 +21,7 @@ if [ ${#cells[@]} -eq 0 ]; then
 fi
 . benches/e2e/setup.sh
 benches/compare/build-collector.sh
+. benches/compare/rename.sh
 collector=benches/compare/bin/otelcol-penstock-bench
 (cd tests/interop-go && go build -o bin/otap-interop .)
 interop=tests/interop-go/bin/otap-interop
@@ -91,12 +92,7 @@ collector() {
 receivers:
   $receiver_yaml
 processors:
-  transform:
-    log_statements:
-      - context: log
-        statements:
-          - set(log.attributes["error.type"], log.attributes["exception.type"]) where log.attributes["exception.type"] != nil
-          - delete_key(log.attributes, "exception.type")
+$RENAME_PROCESSOR
   batch: {}
 exporters:
   $exporter_yaml

@@ -26,17 +26,13 @@ print(int(n) * {'': 1, 'B': 1, 'KiB': 1 << 10, 'MiB': 1 << 20, 'GiB': 1 << 30, '
 
 if [ "$system" = collector ]; then
   benches/compare/build-collector.sh
+  . benches/compare/rename.sh
   cat > "$work/collector.yaml" <<EOF
 receivers:
   otlp: {protocols: {grpc: {endpoint: 127.0.0.1:4317}}}
 processors:
   memory_limiter: {check_interval: 100ms, limit_mib: $((limit_bytes >> 20)), spike_limit_mib: $(((limit_bytes >> 20) / 5))}
-  transform:
-    log_statements:
-      - context: log
-        statements:
-          - set(log.attributes["error.type"], log.attributes["exception.type"]) where log.attributes["exception.type"] != nil
-          - delete_key(log.attributes, "exception.type")
+$RENAME_PROCESSOR
   batch: {}
 exporters:
   otlp_grpc: {endpoint: 127.0.0.1:4418, compression: zstd, tls: {insecure: true}}
