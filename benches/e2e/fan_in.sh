@@ -12,12 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 records="${1:-2000000}"
 workers_list="${2:-1 2}"
-if [ -n "${PENSTOCK_BIN:-}" ]; then
-  bin="$PENSTOCK_BIN"
-else
-  cargo build --release -p penstock-server --locked
-  bin=target/release/penstock
-fi
+. benches/e2e/bin.sh
 work="$(mktemp -d)"
 gateway=""
 cleanup() { [ -n "$gateway" ] && kill "$gateway" 2>/dev/null; rm -rf "$work"; }

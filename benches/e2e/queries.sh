@@ -10,12 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 records="${1:-2000000}"
 workers="${2:-2}"
-if [ -n "${PENSTOCK_BIN:-}" ]; then
-  bin="$PENSTOCK_BIN"
-else
-  cargo build --release -p penstock-server --locked
-  bin=target/release/penstock
-fi
+. benches/e2e/bin.sh
 work="$(mktemp -d)"
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }

@@ -10,12 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 records="${1:-300000}"
 workers="${2:-2}"
-if [ -n "${PENSTOCK_BIN:-}" ]; then
-  bin="$PENSTOCK_BIN"
-else
-  cargo build --release -p penstock-server --locked
-  bin=target/release/penstock
-fi
+. benches/e2e/bin.sh
 command -v valgrind >/dev/null || { echo "valgrind is not installed" >&2; exit 1; }
 work="$(mktemp -d)"
 pids=()

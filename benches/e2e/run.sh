@@ -10,13 +10,7 @@ cd "$(dirname "$0")/../.."
 records="${1:-2000000}"
 batch="${2:-4096}"
 workers="${3:-2}"
-# PENSTOCK_BIN: a binary to measure instead of building this checkout's.
-if [ -n "${PENSTOCK_BIN:-}" ]; then
-  bin="$PENSTOCK_BIN"
-else
-  cargo build --release -p penstock-server --locked
-  bin=target/release/penstock
-fi
+. benches/e2e/bin.sh
 work="$(mktemp -d)"
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }

@@ -1,12 +1,7 @@
 # Sourced by the end-to-end benchmarks: sets `bin` (PENSTOCK_BIN, or this checkout's release
 # build) and `work` (a scratch directory removed at exit, with every process in `pids`
 # killed), and defines wait_listening.
-if [ -n "${PENSTOCK_BIN:-}" ]; then
-  bin="$PENSTOCK_BIN"
-else
-  cargo build --release -p penstock-server --locked
-  bin=target/release/penstock
-fi
+. benches/e2e/bin.sh
 work="$(mktemp -d)"
 pids=()
 cleanup() {

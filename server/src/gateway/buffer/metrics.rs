@@ -30,76 +30,73 @@ pub fn write(out: &mut String, buffers: &BTreeMap<String, std::sync::Arc<BufferC
     if buffers.is_empty() {
         return;
     }
-    type Pick = fn(&BufferCounters) -> &AtomicU64;
-    let counters: [(&str, &str, &str, Pick); 7] = [
+    type Value = fn(&BufferCounters) -> f64;
+    let series: [(&str, &str, &str, Value); 8] = [
         (
             "penstock_buffer_bytes",
             "gauge",
             "bytes of the disk buffer's segment files",
-            |b| &b.bytes,
+            |b| b.bytes.load(Relaxed) as f64,
         ),
         (
             "penstock_buffer_batches",
             "gauge",
             "batches in the disk buffer not yet delivered",
-            |b| &b.batches,
+            |b| b.batches.load(Relaxed) as f64,
         ),
         (
             "penstock_buffer_written_batches_total",
             "counter",
             "batches written to the disk buffer",
-            |b| &b.written,
+            |b| b.written.load(Relaxed) as f64,
         ),
         (
             "penstock_buffer_replayed_batches_total",
             "counter",
             "batches found in the disk buffer at start and delivered",
-            |b| &b.replayed,
+            |b| b.replayed.load(Relaxed) as f64,
         ),
         (
             "penstock_buffer_corrupt_total",
             "counter",
             "torn or corrupt stretches of the disk buffer cut off or skipped",
-            |b| &b.corrupt,
+            |b| b.corrupt.load(Relaxed) as f64,
         ),
         (
             "penstock_buffer_refused_batches_total",
             "counter",
             "batches refused because the disk buffer was full or not writable",
-            |b| &b.refused,
+            |b| b.refused.load(Relaxed) as f64,
         ),
         (
             "penstock_buffer_dropped_batches_total",
             "counter",
             "batches the backend refused for good, dropped from the disk buffer",
-            |b| &b.dropped,
+            |b| b.dropped.load(Relaxed) as f64,
+        ),
+        (
+            "penstock_buffer_oldest_age_seconds",
+            "gauge",
+            "age of the oldest batch in the disk buffer not yet delivered",
+            oldest_age_seconds,
         ),
     ];
-    for (name, kind, help, pick) in counters {
+    for (name, kind, help, value) in series {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
         for (sink, buffer) in buffers {
-            let _ = writeln!(
-                out,
-                "{name}{{sink=\"{sink}\"}} {}",
-                pick(buffer).load(Relaxed)
-            );
+            let _ = writeln!(out, "{name}{{sink=\"{sink}\"}} {}", value(buffer));
         }
     }
-    let name = "penstock_buffer_oldest_age_seconds";
-    let _ = writeln!(
-        out,
-        "# HELP {name} age of the oldest batch in the disk buffer not yet delivered\n# TYPE {name} gauge"
-    );
+}
+
+/// Seconds since the oldest batch not yet delivered was written (0 when there is none).
+fn oldest_age_seconds(buffer: &BufferCounters) -> f64 {
+    let oldest = buffer.oldest_written_ms.load(Relaxed);
+    if oldest == 0 {
+        return 0.0;
+    }
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
-    for (sink, buffer) in buffers {
-        let oldest = buffer.oldest_written_ms.load(Relaxed);
-        let age = if oldest == 0 {
-            0
-        } else {
-            now.saturating_sub(oldest)
-        };
-        let _ = writeln!(out, "{name}{{sink=\"{sink}\"}} {:.3}", age as f64 / 1000.0);
-    }
+    now.saturating_sub(oldest) as f64 / 1000.0
 }

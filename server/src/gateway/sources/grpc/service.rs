@@ -7,6 +7,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use http::{HeaderValue, Request, Response};
+use http_body_util::Either;
 use hyper::body::Incoming;
 use penstock_engine::Signal;
 use tonic::body::Body;
@@ -93,6 +94,13 @@ fn too_large_is_resource_exhausted<B>(mut response: Response<B>) -> Response<B> 
     response
 }
 
+/// Whether a call's messages may be compressed (a `grpc-encoding` other than identity).
+fn is_compressed(headers: &http::HeaderMap) -> bool {
+    headers
+        .get("grpc-encoding")
+        .is_some_and(|v| v.as_bytes() != b"identity")
+}
+
 /// Receives an OTLP call's body (its one length-prefixed gRPC message, up to the source's
 /// largest message) before tonic decodes it; a compressed message is admitted for its
 /// compressed size, held while it is inflated (up to the same limit).
@@ -159,9 +167,17 @@ impl hyper::service::Service<Request<Incoming>> for GrpcService {
                 .send_compressed(CompressionEncoding::Zstd)
                 .max_decoding_message_size(max);
                 let (parts, body) = request.into_parts();
-                let (body, compressed) = match receive_message(&context, body).await {
-                    Ok(received) => received,
-                    Err(status) => return Ok(status.into_http()),
+                // An uncompressed message goes to tonic as it arrives; a compressed one is
+                // received first, to be admitted for its size while it is inflated.
+                let (body, compressed) = if is_compressed(&parts.headers) {
+                    match receive_message(&context, body).await {
+                        Ok((bytes, admitted)) => {
+                            (Either::Right(http_body_util::Full::new(bytes)), admitted)
+                        }
+                        Err(status) => return Ok(status.into_http()),
+                    }
+                } else {
+                    (Either::Left(Deadline::new(body, RECEIVE_TIMEOUT)), None)
                 };
                 let export = OtlpExport {
                     signal,
@@ -169,7 +185,7 @@ impl hyper::service::Service<Request<Incoming>> for GrpcService {
                     receiving: Some(receiving),
                     compressed,
                 };
-                let request = Request::from_parts(parts, http_body_util::Full::new(body));
+                let request = Request::from_parts(parts, body);
                 Ok(too_large_is_resource_exhausted(
                     grpc.unary(export, request).await,
                 ))

@@ -1,0 +1,8 @@
+# Sourced by the end-to-end benchmarks: `bin` is the binary to measure, PENSTOCK_BIN or this
+# checkout's release build (built here).
+if [ -n "${PENSTOCK_BIN:-}" ]; then
+  bin="$PENSTOCK_BIN"
+else
+  cargo build --release -p penstock-server --locked
+  bin=target/release/penstock
+fi
