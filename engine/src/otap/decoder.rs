@@ -11,6 +11,7 @@ use super::DecodeLimits;
 use super::growing::DistinctValues;
 use super::ids::{Strings, check_unique_ids, decode_ids};
 use super::prescan::prescan;
+use super::raw::{Forwarded, KeyRenames, Tracker};
 use super::validate::validate;
 use crate::batch::OtapBatch;
 use crate::error::{Error, Result};
@@ -69,6 +70,8 @@ pub struct OtapDecoder {
     signal: Signal,
     limits: DecodeLimits,
     streams: HashMap<PayloadType, PayloadStream>,
+    /// While batches are forwarded as received: what they carried so far.
+    tracker: Option<Tracker>,
 }
 
 /// Bytes appended when an IPC message with an empty body ends a payload: the decoder completes
@@ -87,7 +90,62 @@ impl OtapDecoder {
             signal,
             limits,
             streams: HashMap::new(),
+            tracker: None,
         }
+    }
+
+    /// Lets batches be forwarded as received ([`OtapDecoder::forward`]), keeping at most
+    /// `limit` bytes of their schema and dictionary messages. Only before the first batch.
+    pub fn enable_forwarding(&mut self, limit: usize) {
+        if self.streams.is_empty() {
+            self.tracker = Some(Tracker::new(limit));
+        }
+    }
+
+    /// Whether batches may still be forwarded as received.
+    pub fn forwarding(&self) -> bool {
+        self.tracker.is_some()
+    }
+
+    /// Forwards `bar` as received: one batch per output, each with that output's key renames
+    /// applied to the key dictionaries (see [`crate::otap::raw`]). None when the batch must be
+    /// decoded instead: [`OtapDecoder::decode`] then takes it, and every batch after it (the
+    /// stream is decoded from then on). Fails on a batch that is not valid OTAP, like
+    /// [`OtapDecoder::decode`].
+    pub fn forward(
+        &mut self,
+        bar: &BatchArrowRecords,
+        outputs: &[&KeyRenames],
+    ) -> Result<Option<Forwarded>> {
+        let signal = self.signal;
+        let limits = self.limits;
+        match self.tracker.as_mut() {
+            Some(tracker) => tracker.forward(signal, bar, outputs, &limits),
+            None => Ok(None),
+        }
+    }
+
+    /// Stops forwarding: the messages forwarded so far are replayed into the decoder.
+    fn replay(&mut self, tracker: Tracker) -> Result<()> {
+        for (table, schema_id, messages) in tracker.into_replay() {
+            let bad = |reason: String| Error::BadPayload {
+                payload_type: table,
+                schema_id: schema_id.clone(),
+                reason,
+            };
+            let mut stream = PayloadStream::new(schema_id.clone());
+            for message in messages {
+                let mut buffer = Buffer::from(message.bytes);
+                let decoded = catch_unwind(AssertUnwindSafe(|| stream.decoder.decode(&mut buffer)));
+                match decoded {
+                    Ok(Ok(None)) if buffer.is_empty() => {}
+                    Ok(Err(e)) => return Err(Error::arrow(format!("{table:?} payload"), e)),
+                    _ => return Err(bad("a schema or dictionary message did not decode".into())),
+                }
+            }
+            self.streams.insert(table, stream);
+        }
+        Ok(())
     }
 
     /// The stream's signal.
@@ -97,11 +155,15 @@ impl OtapDecoder {
 
     /// An estimate of the Arrow memory held as stream state (schemas and dictionaries).
     pub fn state_memory(&self) -> usize {
-        self.streams.values().map(|s| s.last_size).sum()
+        let tracked = self.tracker.as_ref().map_or(0, Tracker::memory);
+        self.streams.values().map(|s| s.last_size).sum::<usize>() + tracked
     }
 
     /// Decodes one batch. Ids come out plain (transport encodings removed).
     pub fn decode(&mut self, bar: &BatchArrowRecords) -> Result<OtapBatch> {
+        if let Some(tracker) = self.tracker.take() {
+            self.replay(tracker)?;
+        }
         let mut batch = OtapBatch::new(self.signal);
         for payload in &bar.arrow_payloads {
             let table = PayloadType::from_wire(payload.r#type)

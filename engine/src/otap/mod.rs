@@ -9,6 +9,7 @@ mod growing;
 pub(crate) mod ids;
 mod optimize;
 mod prescan;
+pub mod raw;
 mod shape;
 mod validate;
 

@@ -1,0 +1,329 @@
+//! Pass-through against decoding: a stream forwarded as received (key renames applied to its
+//! dictionaries) decodes to exactly what decoding, renaming and re-encoding gives, however
+//! the output streams are opened, broken and retried.
+
+use arrow::array::Array;
+use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::KeyValue;
+use proptest::prelude::*;
+use prost::Message;
+
+use super::keys::renamed;
+use super::{Forwarder, KeyRenames, Sent};
+use crate::datagen::DataGen;
+use crate::otap::{EncodeOptions, OtapDecoder, OtapEncoder};
+use crate::proto::BatchArrowRecords;
+use crate::schema::{PayloadType, Signal};
+use crate::{OtapBatch, equiv, otlp};
+
+/// Requests of one signal, as OTLP bytes.
+fn requests(signal: Signal, seed: u64, sizes: &[usize]) -> Vec<Vec<u8>> {
+    let mut generator = DataGen::new(seed);
+    sizes
+        .iter()
+        .map(|&n| match (signal, n) {
+            (Signal::Logs, 0) => generator.edge_cases().0.encode_to_vec(),
+            (Signal::Traces, 0) => generator.edge_cases().1.encode_to_vec(),
+            (Signal::Metrics, 0) => generator.edge_cases().2.encode_to_vec(),
+            (Signal::Logs, n) => generator.logs(n).encode_to_vec(),
+            (Signal::Traces, n) => generator.traces(n).encode_to_vec(),
+            (Signal::Metrics, n) => generator.metrics(n).encode_to_vec(),
+        })
+        .collect()
+}
+
+/// The OTAP stream a sender would make of the requests.
+fn stream(signal: Signal, requests: &[Vec<u8>]) -> Vec<BatchArrowRecords> {
+    let mut encoder = OtapEncoder::new(signal, EncodeOptions::default()).unwrap();
+    requests
+        .iter()
+        .flat_map(|r| otlp::decode::decode(signal, r).unwrap())
+        .map(|b| encoder.encode(&b).unwrap())
+        .collect()
+}
+
+fn rename_keys(attributes: &mut [KeyValue], pairs: &[(String, String)]) {
+    for kv in attributes {
+        kv.key = renamed(&kv.key, pairs).to_string();
+    }
+}
+
+/// What a batch means, renamed as `renames` says, in a form that compares.
+fn meaning(batch: &OtapBatch, renames: &KeyRenames) -> Vec<String> {
+    let bytes = otlp::encode::encode(batch).unwrap();
+    let resource = renames.of(PayloadType::ResourceAttrs);
+    match batch.signal() {
+        Signal::Logs => {
+            let mut r = ExportLogsServiceRequest::decode(bytes.as_slice()).unwrap();
+            for rl in &mut r.resource_logs {
+                if let Some(res) = rl.resource.as_mut() {
+                    rename_keys(&mut res.attributes, resource);
+                }
+                for sl in &mut rl.scope_logs {
+                    for log in &mut sl.log_records {
+                        rename_keys(&mut log.attributes, renames.of(PayloadType::LogAttrs));
+                    }
+                }
+            }
+            equiv::logs(&r)
+        }
+        Signal::Traces => {
+            let mut r = ExportTraceServiceRequest::decode(bytes.as_slice()).unwrap();
+            for rs in &mut r.resource_spans {
+                if let Some(res) = rs.resource.as_mut() {
+                    rename_keys(&mut res.attributes, resource);
+                }
+                for ss in &mut rs.scope_spans {
+                    for span in &mut ss.spans {
+                        rename_keys(&mut span.attributes, renames.of(PayloadType::SpanAttrs));
+                    }
+                }
+            }
+            equiv::traces(&r)
+        }
+        Signal::Metrics => {
+            let mut r = ExportMetricsServiceRequest::decode(bytes.as_slice()).unwrap();
+            for rm in &mut r.resource_metrics {
+                if let Some(res) = rm.resource.as_mut() {
+                    rename_keys(&mut res.attributes, resource);
+                }
+            }
+            equiv::metrics(&r)
+        }
+    }
+}
+
+/// The first key of each attribute table the renames may touch, to rename into `to`.
+fn renames_for(signal: Signal, first: &OtapBatch, to: &str) -> KeyRenames {
+    let mut renames = KeyRenames::default();
+    let tables = match signal {
+        Signal::Logs => [PayloadType::ResourceAttrs, PayloadType::LogAttrs],
+        Signal::Traces => [PayloadType::ResourceAttrs, PayloadType::SpanAttrs],
+        Signal::Metrics => [PayloadType::ResourceAttrs, PayloadType::ResourceAttrs],
+    };
+    for table in tables {
+        let Some(attrs) = first.get(table) else {
+            continue;
+        };
+        let keys = arrow::compute::cast(
+            attrs.column_by_name("key").unwrap(),
+            &arrow::datatypes::DataType::Utf8,
+        )
+        .unwrap();
+        let keys = arrow::array::AsArray::as_string::<i32>(&keys);
+        if !renames.of(table).is_empty() || keys.is_empty() {
+            continue;
+        }
+        renames.add(table, keys.value(0), &format!("{to}.{}", table as i32));
+    }
+    renames
+}
+
+/// Runs a stream both ways and compares, batch by batch. `breaks`: after which batches the
+/// output stream breaks (the receiver starts afresh and the batch before is sent again).
+fn check(signal: Signal, bars: &[BatchArrowRecords], renames: &KeyRenames, breaks: &[usize]) {
+    let mut plain = OtapDecoder::new(signal);
+    let mut forwarding = OtapDecoder::new(signal);
+    forwarding.enable_forwarding(64 << 20);
+    let mut forwarder = Forwarder::default();
+    let mut receiver = OtapDecoder::new(signal);
+    let mut sent = Sent::default();
+    let mut placed_before = None;
+    for (i, bar) in bars.iter().enumerate() {
+        let expected = meaning(&plain.decode(bar).unwrap(), renames);
+        let Some(forwarded) = forwarding.forward(bar, &[renames]).unwrap() else {
+            // Decoded from here on: what comes out is the decoded batch.
+            let decoded = forwarding.decode(bar).unwrap();
+            assert_eq!(
+                meaning(&decoded, &KeyRenames::default()).len(),
+                expected.len()
+            );
+            continue;
+        };
+        let raw = &forwarded.outputs[0];
+        if breaks.contains(&i) {
+            receiver = OtapDecoder::new(signal);
+            sent = Sent::default();
+            // The previous batch goes again first, on the fresh stream.
+            if let Some((previous_raw, previous_placed, previous_expected)) = placed_before.take() {
+                let frame = forwarder
+                    .frame(&previous_raw, &previous_placed, &mut sent, -1)
+                    .expect("a fresh stream takes any batch of the current IPC streams");
+                let again = receiver.decode(&frame).unwrap();
+                assert_eq!(meaning(&again, &KeyRenames::default()), previous_expected);
+            }
+        }
+        let placed = forwarder.place(raw);
+        let frame = forwarder
+            .frame(raw, &placed, &mut sent, i as i64)
+            .expect("in order, a batch always frames");
+        let actual = meaning(&receiver.decode(&frame).unwrap(), &KeyRenames::default());
+        if let Some(diff) = equiv::first_difference(&expected, &actual) {
+            panic!("batch {i} of {signal:?}: {diff}");
+        }
+        // The previous batch sent again on the same stream, after this one (a retry): its
+        // dictionaries are there already.
+        if let Some((previous_raw, previous_placed, previous_expected)) = &placed_before
+            && let Some(frame) = forwarder.frame(previous_raw, previous_placed, &mut sent, -2)
+        {
+            let again = receiver.decode(&frame).unwrap();
+            assert_eq!(&meaning(&again, &KeyRenames::default()), previous_expected);
+        }
+        placed_before = Some((raw.clone(), placed, expected));
+    }
+}
+
+#[test]
+fn untouched_batches_go_on_as_received() {
+    let bars = stream(Signal::Logs, &requests(Signal::Logs, 1, &[50, 80, 0, 120]));
+    let mut decoder = OtapDecoder::new(Signal::Logs);
+    decoder.enable_forwarding(64 << 20);
+    for bar in &bars {
+        let forwarded = decoder
+            .forward(bar, &[&KeyRenames::default()])
+            .unwrap()
+            .unwrap();
+        let out = &forwarded.outputs[0];
+        for (payload, original) in out.payloads.iter().zip(&bar.arrow_payloads) {
+            let bytes: Vec<u8> = payload
+                .messages
+                .iter()
+                .flat_map(|m| m.bytes.to_vec())
+                .collect();
+            assert_eq!(bytes, original.record.to_vec(), "{:?}", payload.table);
+        }
+    }
+    check(Signal::Logs, &bars, &KeyRenames::default(), &[]);
+}
+
+#[test]
+fn a_rename_rewrites_only_the_key_dictionary() {
+    let bars = stream(Signal::Logs, &requests(Signal::Logs, 2, &[200, 300, 100]));
+    let first = OtapDecoder::new(Signal::Logs).decode(&bars[0]).unwrap();
+    let renames = renames_for(Signal::Logs, &first, "renamed");
+    assert!(!renames.is_empty());
+    let mut decoder = OtapDecoder::new(Signal::Logs);
+    decoder.enable_forwarding(64 << 20);
+    let out = decoder.forward(&bars[0], &[&renames]).unwrap().unwrap();
+    for (payload, original) in out.outputs[0].payloads.iter().zip(&bars[0].arrow_payloads) {
+        let records = payload.records().unwrap();
+        assert!(
+            original.record.ends_with(&records.bytes),
+            "record batch moved"
+        );
+        let bytes: Vec<u8> = payload
+            .messages
+            .iter()
+            .flat_map(|m| m.bytes.to_vec())
+            .collect();
+        let renamed = !renames.of(payload.table).is_empty();
+        assert_eq!(
+            bytes != original.record.to_vec(),
+            renamed,
+            "{:?}",
+            payload.table
+        );
+    }
+    check(Signal::Logs, &bars, &renames, &[]);
+}
+
+#[test]
+fn a_rename_onto_an_existing_key_falls_back_to_decoding() {
+    let bars = stream(Signal::Logs, &requests(Signal::Logs, 3, &[200, 200]));
+    let first = OtapDecoder::new(Signal::Logs).decode(&bars[0]).unwrap();
+    let attrs = first.get(PayloadType::LogAttrs).unwrap();
+    let keys = arrow::compute::cast(
+        attrs.column_by_name("key").unwrap(),
+        &arrow::datatypes::DataType::Utf8,
+    )
+    .unwrap();
+    let keys = arrow::array::AsArray::as_string::<i32>(&keys);
+    let other = (0..keys.len())
+        .map(|i| keys.value(i))
+        .find(|k| *k != keys.value(0))
+        .unwrap();
+    let mut renames = KeyRenames::default();
+    renames.add(PayloadType::LogAttrs, keys.value(0), other);
+    let mut decoder = OtapDecoder::new(Signal::Logs);
+    decoder.enable_forwarding(64 << 20);
+    assert!(decoder.forward(&bars[0], &[&renames]).unwrap().is_none());
+    // The stream is decoded from then on, state intact.
+    let mut plain = OtapDecoder::new(Signal::Logs);
+    for bar in &bars {
+        let expected = meaning(&plain.decode(bar).unwrap(), &KeyRenames::default());
+        let actual = meaning(&decoder.decode(bar).unwrap(), &KeyRenames::default());
+        assert_eq!(expected, actual);
+    }
+    assert!(!decoder.forwarding());
+}
+
+#[test]
+fn decoding_after_forwarding_replays_the_stream_state() {
+    let bars = stream(
+        Signal::Traces,
+        &requests(Signal::Traces, 4, &[100, 150, 90]),
+    );
+    let mut plain = OtapDecoder::new(Signal::Traces);
+    let mut decoder = OtapDecoder::new(Signal::Traces);
+    decoder.enable_forwarding(64 << 20);
+    let none = KeyRenames::default();
+    plain.decode(&bars[0]).unwrap();
+    assert!(decoder.forward(&bars[0], &[&none]).unwrap().is_some());
+    for bar in &bars[1..] {
+        let expected = meaning(&plain.decode(bar).unwrap(), &none);
+        assert_eq!(meaning(&decoder.decode(bar).unwrap(), &none), expected);
+    }
+}
+
+#[test]
+fn state_past_the_bound_falls_back_to_decoding() {
+    let bars = stream(Signal::Logs, &requests(Signal::Logs, 5, &[100, 100]));
+    let mut decoder = OtapDecoder::new(Signal::Logs);
+    decoder.enable_forwarding(64);
+    assert!(
+        decoder
+            .forward(&bars[0], &[&KeyRenames::default()])
+            .unwrap()
+            .is_none()
+    );
+    assert!(decoder.decode(&bars[0]).is_ok());
+}
+
+#[test]
+fn malformed_payloads_are_refused() {
+    let mut bars = stream(Signal::Logs, &requests(Signal::Logs, 6, &[50]));
+    let mut decoder = OtapDecoder::new(Signal::Logs);
+    decoder.enable_forwarding(64 << 20);
+    let record = &mut bars[0].arrow_payloads[0].record;
+    *record = record.slice(..record.len() / 2);
+    assert!(
+        decoder
+            .forward(&bars[0], &[&KeyRenames::default()])
+            .is_err()
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+
+    /// Every signal, with schema changes (edge-case batches between ordinary ones),
+    /// dictionary deltas, key renames, and output streams that break and start afresh.
+    #[test]
+    fn forwarding_decodes_to_what_decoding_gives(
+        seed in 0u64..1000,
+        signal in prop_oneof![Just(Signal::Logs), Just(Signal::Traces), Just(Signal::Metrics)],
+        sizes in proptest::collection::vec(prop_oneof![Just(0usize), 1usize..400], 2..7),
+        rename in any::<bool>(),
+        breaks in proptest::collection::vec(0usize..7, 0..3),
+    ) {
+        let bars = stream(signal, &requests(signal, seed, &sizes));
+        let first = OtapDecoder::new(signal).decode(&bars[0]).unwrap();
+        let renames = match rename {
+            true => renames_for(signal, &first, "renamed"),
+            false => KeyRenames::default(),
+        };
+        check(signal, &bars, &renames, &breaks);
+    }
+}

@@ -1,0 +1,318 @@
+//! The receiving side of pass-through: per table, the schema and dictionary messages an input
+//! stream sent so far (to replay into a decoder should a batch need decoding), and the strings
+//! of the attribute key dictionaries (to rename keys, and to see when a rename would merge two
+//! keys).
+
+use std::collections::HashMap;
+
+use arrow::array::StringArray;
+
+use super::ipc::{self, IpcMessage, MessageKind};
+use super::keys::{key_dictionary, read_strings, rename_message, renames_keep_distinct};
+use super::{Forwarded, KeyRenames, RawBatch, RawPayload};
+use crate::error::{Error, Result};
+use crate::otap::DecodeLimits;
+use crate::otap::prescan::prescan;
+use crate::otap::validate::validate;
+use crate::proto::{ArrowPayload, BatchArrowRecords};
+use crate::schema::{PayloadType, Signal};
+
+/// One table's IPC stream so far.
+struct Table {
+    schema_id: String,
+    /// The schema, then every dictionary message (copies owning their bytes).
+    messages: Vec<IpcMessage>,
+    /// The id of the `key` column's dictionary (attribute tables whose keys are
+    /// dictionary-encoded).
+    key_dictionary: Option<i64>,
+    /// The key dictionary's strings so far.
+    keys: Vec<String>,
+}
+
+impl Table {
+    fn bytes(&self) -> usize {
+        self.messages.iter().map(|m| m.bytes.len()).sum()
+    }
+}
+
+/// One payload read, not yet taken into the tracker.
+struct Staged {
+    table: PayloadType,
+    schema_id: String,
+    messages: Vec<IpcMessage>,
+    /// The payload opens a new IPC stream.
+    fresh: bool,
+    key_dictionary: Option<i64>,
+    /// The key dictionary's strings after this payload, when it changed them.
+    keys: Option<Vec<String>>,
+    /// The key dictionary messages of the payload (by position) and their strings.
+    key_messages: Vec<(usize, StringArray)>,
+}
+
+/// The state pass-through keeps for one input stream.
+pub(crate) struct Tracker {
+    tables: HashMap<PayloadType, Table>,
+    limit: usize,
+}
+
+/// The tables whose rows are the items of a batch.
+fn counts_items(table: PayloadType) -> bool {
+    matches!(
+        table,
+        PayloadType::Logs
+            | PayloadType::Spans
+            | PayloadType::NumberDataPoints
+            | PayloadType::SummaryDataPoints
+            | PayloadType::HistogramDataPoints
+            | PayloadType::ExpHistogramDataPoints
+    )
+}
+
+impl Tracker {
+    /// A tracker keeping at most `limit` bytes of schema and dictionary messages.
+    pub(crate) fn new(limit: usize) -> Tracker {
+        Tracker {
+            tables: HashMap::new(),
+            limit,
+        }
+    }
+
+    /// Bytes of the messages kept.
+    pub(crate) fn memory(&self) -> usize {
+        self.tables.values().map(Table::bytes).sum()
+    }
+
+    /// Per table: its IPC stream's id and the messages to replay into a fresh decoder.
+    pub(crate) fn into_replay(
+        self,
+    ) -> impl Iterator<Item = (PayloadType, String, Vec<IpcMessage>)> {
+        self.tables
+            .into_iter()
+            .map(|(table, t)| (table, t.schema_id, t.messages))
+    }
+
+    /// Reads `bar` and makes one batch per output (`outputs`: each output's renames), or None
+    /// when the batch must be decoded instead (then nothing of it was taken in). Fails on a
+    /// batch that is not valid OTAP framing.
+    pub(crate) fn forward(
+        &mut self,
+        signal: Signal,
+        bar: &BatchArrowRecords,
+        outputs: &[&KeyRenames],
+        limits: &DecodeLimits,
+    ) -> Result<Option<Forwarded>> {
+        let mut staged: Vec<Staged> = Vec::with_capacity(bar.arrow_payloads.len());
+        let mut items = 0usize;
+        for payload in &bar.arrow_payloads {
+            let table = PayloadType::from_wire(payload.r#type)
+                .filter(|t| signal.payload_types().contains(t))
+                .ok_or(Error::PayloadTypeNotAllowed {
+                    payload_type: payload.r#type,
+                    signal: signal.name(),
+                })?;
+            if staged.iter().any(|s| s.table == table) {
+                return Err(Error::DuplicatePayload(table));
+            }
+            let s = self.stage(table, payload, limits)?;
+            if let (true, Some(records)) = (counts_items(table), s.messages.last())
+                && let MessageKind::Records { rows } = records.kind
+            {
+                items += rows as usize;
+            }
+            staged.push(s);
+        }
+        let kept: usize = self
+            .tables
+            .iter()
+            .filter(|(t, _)| !staged.iter().any(|s| s.fresh && s.table == **t))
+            .map(|(_, t)| t.bytes())
+            .sum();
+        let added: usize = staged
+            .iter()
+            .flat_map(|s| &s.messages)
+            .filter(|m| !matches!(m.kind, MessageKind::Records { .. }))
+            .map(|m| m.bytes.len())
+            .sum();
+        if kept + added > self.limit {
+            return Ok(None);
+        }
+        let mut made: Vec<RawBatch> = Vec::with_capacity(outputs.len());
+        for (n, renames) in outputs.iter().enumerate() {
+            if let Some(same) = outputs[..n].iter().position(|r| r == renames) {
+                let copy = made[same].clone();
+                made.push(copy);
+                continue;
+            }
+            let Some(payloads) = self.outputs(&staged, renames)? else {
+                return Ok(None);
+            };
+            made.push(RawBatch {
+                signal,
+                items,
+                payloads,
+            });
+        }
+        self.take(staged);
+        Ok(Some(Forwarded {
+            items,
+            outputs: made,
+        }))
+    }
+
+    /// Reads one payload against the table's IPC stream so far.
+    fn stage(
+        &self,
+        table: PayloadType,
+        payload: &ArrowPayload,
+        limits: &DecodeLimits,
+    ) -> Result<Staged> {
+        let bad = |reason: String| Error::BadPayload {
+            payload_type: table,
+            schema_id: payload.schema_id.clone(),
+            reason,
+        };
+        prescan(&payload.record, limits).map_err(|e| match e {
+            too_large @ Error::DecompressedTooLarge { .. } => too_large,
+            other => bad(other.to_string()),
+        })?;
+        let messages = ipc::split(&payload.record).map_err(bad)?;
+        let records = messages
+            .iter()
+            .filter(|m| matches!(m.kind, MessageKind::Records { .. }))
+            .count();
+        let last_is_records = matches!(
+            messages.last().map(|m| m.kind),
+            Some(MessageKind::Records { .. })
+        );
+        if records != 1 || !last_is_records {
+            return Err(bad("payload must end with its one record batch".into()));
+        }
+        let schemas = messages
+            .iter()
+            .filter(|m| m.kind == MessageKind::Schema)
+            .count();
+        let current = self
+            .tables
+            .get(&table)
+            .filter(|t| t.schema_id == payload.schema_id);
+        let key_dictionary = match current {
+            Some(t) if schemas == 0 => t.key_dictionary,
+            Some(_) => return Err(bad("a schema message inside an IPC stream".into())),
+            None if schemas == 1 && messages[0].kind == MessageKind::Schema => {
+                let message = messages[0].message().map_err(bad)?;
+                let header = message
+                    .header_as_schema()
+                    .ok_or_else(|| bad("a schema message without its header".into()))?;
+                validate(table, &arrow::ipc::convert::fb_to_schema(header))?;
+                match table.is_attrs() {
+                    true => key_dictionary(&messages[0]).map_err(bad)?,
+                    false => None,
+                }
+            }
+            None => return Err(bad("an IPC stream must start with its schema".into())),
+        };
+        let mut keys: Option<Vec<String>> = None;
+        let mut key_messages = Vec::new();
+        for (i, message) in messages.iter().enumerate() {
+            let MessageKind::Dictionary { id, delta } = message.kind else {
+                continue;
+            };
+            if Some(id) != key_dictionary {
+                continue;
+            }
+            let values = read_strings(message).map_err(bad)?;
+            let mut next = match (delta, keys.take(), current) {
+                (false, _, _) => Vec::new(),
+                (true, Some(k), _) => k,
+                (true, None, Some(t)) => t.keys.clone(),
+                (true, None, None) => Vec::new(),
+            };
+            next.extend(values.iter().map(|v| v.unwrap_or_default().to_string()));
+            keys = Some(next);
+            key_messages.push((i, values));
+        }
+        Ok(Staged {
+            table,
+            schema_id: payload.schema_id.clone(),
+            messages,
+            fresh: current.is_none(),
+            key_dictionary,
+            keys,
+            key_messages,
+        })
+    }
+
+    /// The payloads for an output renaming `renames`, or None when a rename cannot be made on
+    /// the dictionaries alone.
+    fn outputs(&self, staged: &[Staged], renames: &KeyRenames) -> Result<Option<Vec<RawPayload>>> {
+        let mut payloads = Vec::with_capacity(staged.len());
+        for s in staged {
+            // Metric metadata is not sent on (the reference consumer rejects the table).
+            if s.table == PayloadType::MetricAttrs {
+                continue;
+            }
+            let pairs = renames.of(s.table);
+            let mut messages = s.messages.clone();
+            if !pairs.is_empty() {
+                if s.key_dictionary.is_none() {
+                    return Ok(None);
+                }
+                // The dictionary only changes with this payload's messages: when it did not,
+                // the check made when it last did still holds.
+                if let Some(keys) = &s.keys
+                    && !renames_keep_distinct(keys, pairs)
+                {
+                    return Ok(None);
+                }
+                for (i, values) in &s.key_messages {
+                    let renamed =
+                        rename_message(&messages[*i], values, pairs).map_err(|reason| {
+                            Error::BadPayload {
+                                payload_type: s.table,
+                                schema_id: s.schema_id.clone(),
+                                reason,
+                            }
+                        })?;
+                    if let Some(m) = renamed {
+                        messages[*i] = m;
+                    }
+                }
+            }
+            payloads.push(RawPayload {
+                table: s.table,
+                schema_id: s.schema_id.clone(),
+                messages,
+            });
+        }
+        Ok(Some(payloads))
+    }
+
+    /// Takes the staged payloads' schema and dictionary messages in.
+    fn take(&mut self, staged: Vec<Staged>) {
+        for s in staged {
+            if s.fresh {
+                self.tables.insert(
+                    s.table,
+                    Table {
+                        schema_id: s.schema_id,
+                        messages: Vec::new(),
+                        key_dictionary: s.key_dictionary,
+                        keys: Vec::new(),
+                    },
+                );
+            }
+            let Some(table) = self.tables.get_mut(&s.table) else {
+                continue;
+            };
+            table.messages.extend(
+                s.messages
+                    .iter()
+                    .filter(|m| !matches!(m.kind, MessageKind::Records { .. }))
+                    .map(IpcMessage::detached),
+            );
+            if let Some(keys) = s.keys {
+                table.keys = keys;
+            }
+        }
+    }
+}
