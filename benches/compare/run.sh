@@ -7,7 +7,8 @@
 # cell and system: logs/s, CPU-seconds per million logs (from /proc), peak RSS (VmHWM); the
 # median of RUNS runs. Writes target/compare/results.jsonl and target/compare/results.md.
 #
-# usage: [PENSTOCK_BIN=path] [RUNS=3] [RECORDS=1000000] benches/compare/run.sh [CELL...]
+# usage: [PENSTOCK_BIN=path] [RUNS=3] [RECORDS=1000000] [SYSTEMS="penstock collector"]
+#          benches/compare/run.sh [CELL...]
 #   CELL: IN-OUT-COMPRESSION-BATCH-WORKERS, e.g. otap-otap-zstd-4096-1 (IN and OUT: otlp or
 #   otap; COMPRESSION: none or zstd, of the output, and of the input for OTLP). Without
 #   cells, a default set.
@@ -135,8 +136,9 @@ measure() {
 
 for cell in "${cells[@]}"; do
   for run in $(seq 1 "$runs"); do
-    measure penstock "$cell" "$run"
-    measure collector "$cell" "$run"
+    for system in ${SYSTEMS:-penstock collector}; do
+      measure "$system" "$cell" "$run"
+    done
   done
 done
 

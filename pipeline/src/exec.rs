@@ -157,6 +157,16 @@ impl Pipeline {
         self.steps.iter().map(|s| (&s.step, s.stats))
     }
 
+    /// Each step's statement and counters, to count batches that skip [`Pipeline::run`].
+    pub(crate) fn steps_mut(&mut self) -> impl Iterator<Item = (&Step, &mut StepStats)> {
+        self.steps.iter_mut().map(|s| (&s.step, &mut s.stats))
+    }
+
+    /// Counts `rows` no statement sent to a sink.
+    pub(crate) fn count_unrouted(&mut self, rows: u64) {
+        self.unrouted += rows;
+    }
+
     /// Rows dropped because no statement sent them to a sink or aggregated them.
     pub fn unrouted_rows(&self) -> u64 {
         self.unrouted

@@ -75,6 +75,21 @@ impl Receiver {
     }
 }
 
+impl Receiver {
+    /// Waits for the records of each signal (logs, spans, data points as equivalence lines)
+    /// and checks they are exactly `want`.
+    fn assert_received(&self, mut want: [Vec<String>; 3]) {
+        want.iter_mut().for_each(|w| w.sort());
+        let got = self.wait_for(want.each_ref().map(Vec::len));
+        for (want, got) in want.iter().zip(&got) {
+            assert_eq!(want.len(), got.len());
+            if let Some(diff) = equiv::first_difference(want, got) {
+                panic!("{diff}");
+            }
+        }
+    }
+}
+
 impl Drop for Receiver {
     fn drop(&mut self) {
         drop(self.child.stdin.take());
@@ -192,10 +207,16 @@ fn the_reference_exporter_and_receiver_interoperate_through_the_gateway() {
     let flags = ["-token", "s3cret", "-compression", "gzip"];
     assert_all_ok(&send(&binary, "metrics", &relay.addr, &flags, &frames), 3);
 
-    let mut want_logs: Vec<String> = logs.iter().flat_map(expected).collect();
-    let mut want_spans: Vec<String> = traces.iter().flat_map(equiv::traces).collect();
-    // Metric metadata does not travel: the reference producer does not encode it.
-    let mut want_points: Vec<String> = metrics
+    let want_logs: Vec<String> = logs.iter().flat_map(expected).collect();
+    let want_spans: Vec<String> = traces.iter().flat_map(equiv::traces).collect();
+    assert!(want_logs.len() < 2000, "the filter drops some records");
+    receiver.assert_received([want_logs, want_spans, points_without_metadata(&metrics)]);
+}
+
+/// The data points of `metrics` as equivalence lines, without metric metadata, which does
+/// not travel (the reference producer does not encode it).
+fn points_without_metadata(metrics: &[ExportMetricsServiceRequest]) -> Vec<String> {
+    metrics
         .iter()
         .map(|m| {
             let mut m = m.clone();
@@ -207,23 +228,7 @@ fn the_reference_exporter_and_receiver_interoperate_through_the_gateway() {
             m
         })
         .flat_map(|m| equiv::metrics(&m))
-        .collect();
-    want_logs.sort();
-    want_spans.sort();
-    want_points.sort();
-    assert!(want_logs.len() < 2000, "the filter drops some records");
-    let [got_logs, got_spans, got_points] =
-        receiver.wait_for([want_logs.len(), want_spans.len(), want_points.len()]);
-    for (want, got) in [
-        (want_logs, got_logs),
-        (want_spans, got_spans),
-        (want_points, got_points),
-    ] {
-        assert_eq!(want.len(), got.len());
-        if let Some(diff) = equiv::first_difference(&want, &got) {
-            panic!("{diff}");
-        }
-    }
+        .collect()
 }
 
 #[test]
@@ -290,4 +295,97 @@ fn loadgen_streams_otap_to_the_reference_receiver() {
     );
     let got = receiver.wait_for([8192, 0, 0]);
     assert_eq!(got[0].len(), 8192);
+}
+
+fn rename_keys(
+    attributes: &mut [opentelemetry_proto::tonic::common::v1::KeyValue],
+    from: &str,
+    to: &str,
+) {
+    for kv in attributes {
+        if kv.key == from {
+            kv.key = to.to_string();
+        }
+    }
+}
+
+/// A counter of the admin endpoint with one label.
+fn labelled(gateway: &Gateway, name: &str, label: &str) -> f64 {
+    let prefix = format!("{name}{{{label}}} ");
+    let text = gateway.metrics_text();
+    let line = text.lines().find(|l| l.starts_with(&prefix));
+    line.map_or(0.0, |l| l[prefix.len()..].trim().parse().unwrap())
+}
+
+/// A pipeline that only renames attribute keys and routes whole batches lets the reference
+/// producer's batches through as received (pass-through): the renames are made on the key
+/// dictionaries, and the reference consumer gets what the decoding path would have sent,
+/// over several batches per stream (dictionary deltas). No batch is decoded.
+#[test]
+fn rename_and_route_batches_go_through_as_received() {
+    let Some(binary) = interop_binary() else {
+        return;
+    };
+    let dir = temp_dir("go-forward");
+    let receiver = Receiver::start(&binary);
+    let relay = Gateway::start_with(
+        &dir,
+        "relay",
+        &format!(
+            "CREATE SOURCE edge FROM GRPC WITH (listen = '127.0.0.1:0');
+             CREATE SINK downstream TO OTAP WITH (endpoint = 'http://{}');
+             CREATE PIPELINE p FROM edge AS BEGIN
+               ALTER TABLE logs RENAME ATTRIBUTE 'exception.type' TO 'error.type';
+               ALTER TABLE logs RENAME RESOURCE ATTRIBUTE 'service.name' TO 'svc';
+               INSERT INTO downstream SELECT * FROM logs;
+               ALTER TABLE spans RENAME ATTRIBUTE 'http.request.method' TO 'method';
+               INSERT INTO downstream SELECT * FROM spans;
+               INSERT INTO downstream SELECT * FROM metrics;
+             END;",
+            receiver.addr
+        ),
+        &["--admin-listen", "127.0.0.1:0"],
+    );
+    let mut data = DataGen::new(11);
+    let logs: Vec<ExportLogsServiceRequest> = (0..5).map(|_| data.logs(400)).collect();
+    let frames: Vec<Vec<u8>> = logs.iter().map(Message::encode_to_vec).collect();
+    let flags = ["-compression", "zstd"];
+    assert_all_ok(&send(&binary, "logs", &relay.addr, &flags, &frames), 5);
+    let traces: Vec<ExportTraceServiceRequest> = (0..3).map(|_| data.traces(300)).collect();
+    let frames: Vec<Vec<u8>> = traces.iter().map(Message::encode_to_vec).collect();
+    assert_all_ok(&send(&binary, "traces", &relay.addr, &flags, &frames), 3);
+    let metrics: Vec<ExportMetricsServiceRequest> = (0..3).map(|_| data.metrics(300)).collect();
+    let frames: Vec<Vec<u8>> = metrics.iter().map(Message::encode_to_vec).collect();
+    assert_all_ok(&send(&binary, "metrics", &relay.addr, &flags, &frames), 3);
+
+    let mut want_logs: Vec<String> = Vec::new();
+    for request in &logs {
+        let mut request = request.clone();
+        for rl in &mut request.resource_logs {
+            if let Some(resource) = rl.resource.as_mut() {
+                rename_keys(&mut resource.attributes, "service.name", "svc");
+            }
+            for record in rl.scope_logs.iter_mut().flat_map(|sl| &mut sl.log_records) {
+                rename_keys(&mut record.attributes, "exception.type", "error.type");
+            }
+        }
+        want_logs.extend(equiv::logs(&request));
+    }
+    let mut want_spans: Vec<String> = Vec::new();
+    for request in &traces {
+        let mut request = request.clone();
+        for span in request
+            .resource_spans
+            .iter_mut()
+            .flat_map(|rs| &mut rs.scope_spans)
+            .flat_map(|ss| &mut ss.spans)
+        {
+            rename_keys(&mut span.attributes, "http.request.method", "method");
+        }
+        want_spans.extend(equiv::traces(&request));
+    }
+    receiver.assert_received([want_logs, want_spans, points_without_metadata(&metrics)]);
+    let total = "penstock_otap_batches_total";
+    assert_eq!(labelled(&relay, total, "path=\"decoded\""), 0.0);
+    assert_eq!(labelled(&relay, total, "path=\"forwarded\""), 11.0);
 }

@@ -1,6 +1,7 @@
 //! What travels between stages: a batch and the acknowledgement its sender waits for.
 
 use penstock_engine::OtapBatch;
+use penstock_engine::otap::raw::{Forwarder, Placed, RawBatch};
 use tokio::sync::{mpsc, oneshot};
 
 /// Why a batch was not delivered.
@@ -46,10 +47,38 @@ pub type Ack = oneshot::Sender<Outcome>;
 /// A batch on its way to a sink.
 #[derive(Debug)]
 pub struct Delivery {
-    /// The batch.
+    /// The batch (empty when it is forwarded as received: see `raw`).
     pub batch: OtapBatch,
     /// Completed once the sink accepted (or gave up on) the batch.
     pub ack: Ack,
+    /// The batch as received, for OTAP sinks to forward (see
+    /// [`crate::gateway::forwarding`]).
+    pub raw: Option<Forwarded>,
+}
+
+/// A batch forwarded as received, and the input stream it came on.
+#[derive(Debug, Clone)]
+pub struct Forwarded {
+    /// The input stream (unique in the process) and the route (several may reach a sink).
+    pub stream: (u64, usize),
+    /// The batch.
+    pub batch: RawBatch,
+    /// Where the batch falls in its input stream.
+    pub placed: Placed,
+    /// The forwarding state of the input stream on this route, shared with its source, which
+    /// takes its batches in order; a sink forgets it once the source let go of it.
+    pub forwarder: std::sync::Arc<std::sync::Mutex<Forwarder>>,
+}
+
+impl Delivery {
+    /// A decoded batch.
+    pub fn of(batch: OtapBatch, ack: Ack) -> Delivery {
+        Delivery {
+            batch,
+            ack,
+            raw: None,
+        }
+    }
 }
 
 /// The bounded queue in front of a sink.

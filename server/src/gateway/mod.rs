@@ -14,6 +14,7 @@ pub mod codec;
 pub mod delivery;
 pub mod drain;
 pub mod error;
+pub mod forwarding;
 pub mod memory;
 pub mod program;
 pub mod progress;

@@ -133,6 +133,8 @@ pub struct Running {
     pub pipelines: Vec<PipelineCounters>,
     /// 0 at start, then one more per reload.
     pub generation: u64,
+    /// Which batches go through as received.
+    pub forwarding: super::forwarding::Forwarding,
 }
 
 impl Running {
@@ -164,6 +166,7 @@ impl Running {
             })
             .collect();
         Running {
+            forwarding: super::forwarding::Forwarding::of(&program),
             program,
             pipelines,
             generation,
@@ -193,6 +196,8 @@ pub struct Telemetry {
     pub stream_state_bytes: AtomicU64,
     /// OTAP streams being served.
     pub otap_streams: AtomicU64,
+    /// OTAP batches forwarded as received, and decoded.
+    pub otap_batches: [AtomicU64; 2],
     /// Batches of derived metrics (closed aggregation windows) a sink failed to deliver.
     pub derived_failures: AtomicU64,
     /// Connections closed on arrival because a source had its most.
@@ -248,6 +253,7 @@ impl Telemetry {
             retired: Default::default(),
             stream_state_bytes: AtomicU64::new(0),
             otap_streams: AtomicU64::new(0),
+            otap_batches: [AtomicU64::new(0), AtomicU64::new(0)],
         }
     }
 
@@ -453,8 +459,19 @@ impl Telemetry {
         }
     }
 
-    /// Derived batches failed, reloads, connections refused.
+    /// Derived batches failed, reloads, connections refused, OTAP batches by path.
     fn write_totals(&self, out: &mut String) {
+        let _ = writeln!(
+            out,
+            "# HELP penstock_otap_batches_total OTAP batches received, by whether they were forwarded as received or decoded\n# TYPE penstock_otap_batches_total counter"
+        );
+        for (path, count) in ["forwarded", "decoded"].iter().zip(&self.otap_batches) {
+            let _ = writeln!(
+                out,
+                "penstock_otap_batches_total{{path=\"{path}\"}} {}",
+                count.load(Relaxed)
+            );
+        }
         let _ = writeln!(
             out,
             "# HELP penstock_derived_batches_failed_total batches of derived metrics a sink failed to deliver\n# TYPE penstock_derived_batches_failed_total counter\npenstock_derived_batches_failed_total {}",

@@ -115,7 +115,7 @@ async fn send(windows: Windows, sinks: &HashMap<String, SinkQueue>, telemetry: &
         return;
     };
     let (ack, done) = oneshot::channel();
-    if queue.send(Delivery { batch, ack }).await.is_err() {
+    if queue.send(Delivery::of(batch, ack)).await.is_err() {
         tracing::warn!(sink = %sink, "aggregation to sink {sink}: the sink has stopped");
         return;
     }

@@ -7,12 +7,12 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Instant, SystemTime};
 
-use penstock_engine::OtapBatch;
+use penstock_engine::{OtapBatch, Signal};
 use penstock_pipeline::{Pipeline, nanos_since_epoch};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 
-use super::delivery::{Ack, Delivery, DeliveryError, SinkQueue, all, complete};
+use super::delivery::{Ack, Delivery, DeliveryError, Forwarded, SinkQueue, all, complete};
 use super::error::GatewayError;
 use super::report;
 use super::sinks::{self, SinkTask};
@@ -33,6 +33,21 @@ pub struct Job {
     pub ack: Ack,
     /// When the batch arrived.
     pub received: Instant,
+    /// The batch as received, when it is forwarded so (then `batch` is empty).
+    pub forwarded: Option<ForwardedJob>,
+}
+
+/// A batch forwarded as received (see [`super::forwarding`]).
+#[derive(Debug)]
+pub struct ForwardedJob {
+    /// Its signal.
+    pub signal: Signal,
+    /// Its log records, spans or data points.
+    pub items: usize,
+    /// The program generation whose routes it follows.
+    pub generation: u64,
+    /// Each sink it goes to, with its copy.
+    pub outputs: Vec<(String, Forwarded)>,
 }
 
 /// How sources reach a worker.
@@ -44,18 +59,37 @@ pub struct WorkerHandle {
     /// The worker's runtime, to run a connection or a source on.
     pub runtime: tokio::runtime::Handle,
     telemetry: Arc<Telemetry>,
+    /// The running program, as published (a reload replaces it).
+    pub running: watch::Receiver<Arc<Running>>,
 }
 
 impl WorkerHandle {
     /// Runs `batch` from source `source` through the pipelines and waits until every sink it
     /// was routed to accepted it. Waits for room in the worker's queue (backpressure).
     pub async fn process(&self, source: usize, batch: OtapBatch) -> Result<(), DeliveryError> {
+        self.submit(source, batch, None).await
+    }
+
+    /// Hands a batch forwarded as received to its sinks (counted by the pipelines of source
+    /// `source`) and waits until they all accepted it.
+    pub async fn forward(&self, source: usize, job: ForwardedJob) -> Result<(), DeliveryError> {
+        let batch = OtapBatch::new(job.signal);
+        self.submit(source, batch, Some(job)).await
+    }
+
+    async fn submit(
+        &self,
+        source: usize,
+        batch: OtapBatch,
+        forwarded: Option<ForwardedJob>,
+    ) -> Result<(), DeliveryError> {
         let (ack, done) = oneshot::channel();
         let job = Job {
             source,
             batch,
             ack,
             received: Instant::now(),
+            forwarded,
         };
         self.telemetry.queued_batches.fetch_add(1, Relaxed);
         if self.jobs.send(job).await.is_err() {
@@ -99,6 +133,7 @@ impl Worker {
         windows: WindowsLink,
     ) -> Result<Worker, GatewayError> {
         let (jobs, queue) = mpsc::channel(JOB_QUEUE);
+        let handle_running = running.clone();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let thread_telemetry = Arc::clone(&telemetry);
         let thread = std::thread::Builder::new()
@@ -183,6 +218,7 @@ impl Worker {
                 jobs,
                 runtime,
                 telemetry,
+                running: handle_running,
             },
             thread,
         })
@@ -344,55 +380,12 @@ async fn run_jobs(
             },
         };
         telemetry.queued_batches.fetch_sub(1, Relaxed);
-        telemetry.taps.source(job.source, &job.batch);
         while waiting.try_join_next().is_some() {}
-        let mut acks = Vec::new();
-        let mut failure = None;
-        for &p in current.by_source.get(job.source).into_iter().flatten() {
-            let pipeline = &mut current.pipelines[p];
-            // A panic in a kernel fails this batch, not the worker.
-            let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                pipeline.run(job.batch.clone())
-            }))
-            .unwrap_or_else(|_| {
-                Err(penstock_pipeline::PipelineError::Execute(
-                    "the pipeline panicked on this batch".into(),
-                ))
-            });
-            match run {
-                Ok(output) => {
-                    if !output.closed.is_empty() {
-                        let _ = closed.send(hand_over(None, output.closed)).await;
-                    }
-                    for (sink, batch) in output.routed {
-                        let Some(queue) = sinks.get(&sink) else {
-                            continue;
-                        };
-                        telemetry.taps.sink(&sink, &batch);
-                        let (ack, done) = oneshot::channel();
-                        match queue.send(Delivery { batch, ack }).await {
-                            Ok(()) => acks.push(done),
-                            Err(_) => failure = Some(DeliveryError::ShuttingDown),
-                        }
-                    }
-                }
-                Err(e) => {
-                    report::throttled(
-                        tracing::Level::WARN,
-                        &format!("pipeline {}", pipeline.name()),
-                        "errors",
-                        &e,
-                    );
-                    failure = Some(DeliveryError::Pipeline {
-                        pipeline: pipeline.name().to_string(),
-                        message: e.to_string(),
-                    });
-                }
-            }
-            if let Some(counters) = current.counters.pipelines.get(p) {
-                counters.store(worker, &current.pipelines[p]);
-            }
-        }
+        let mut job = job;
+        let (acks, failure) = match job.forwarded.take() {
+            Some(forwarded) => forward(&mut current, job.source, forwarded, &sinks).await,
+            None => run_pipelines(&mut current, &job, &sinks, &closed, telemetry).await,
+        };
         let telemetry = Arc::clone(telemetry);
         waiting.spawn_local(async move {
             let delivered = all(acks).await;
@@ -404,4 +397,118 @@ async fn run_jobs(
     let _ = closed.send(hand_over(Some(u64::MAX), open)).await;
     drop(closed);
     while waiting.join_next().await.is_some() {}
+}
+
+/// What a job was handed to: the sinks' acknowledgements to wait for, and the failure that
+/// fails the job whatever they say.
+type Handed = (
+    Vec<oneshot::Receiver<super::delivery::Outcome>>,
+    Option<DeliveryError>,
+);
+
+/// Hands a forwarded batch to its sinks; counts it in the pipelines of its source.
+async fn forward(
+    current: &mut Current,
+    source: usize,
+    job: ForwardedJob,
+    sinks: &HashMap<String, SinkQueue>,
+) -> Handed {
+    if job.generation != current.counters.generation {
+        let error = DeliveryError::Sink {
+            sink: "(any)".to_string(),
+            message: "the pipelines were reloaded while the batch was on its way".to_string(),
+            retryable: true,
+        };
+        return (Vec::new(), Some(error));
+    }
+    for &p in current.by_source.get(source).into_iter().flatten() {
+        current.pipelines[p].count_forwarded(job.signal, job.items as u64);
+        if let Some(counters) = current.counters.pipelines.get(p) {
+            counters.store(current.worker, &current.pipelines[p]);
+        }
+    }
+    let mut acks = Vec::new();
+    let mut failure = None;
+    for (sink, forwarded) in job.outputs {
+        let Some(queue) = sinks.get(&sink) else {
+            continue;
+        };
+        let (ack, done) = oneshot::channel();
+        let delivery = Delivery {
+            batch: OtapBatch::new(job.signal),
+            ack,
+            raw: Some(forwarded),
+        };
+        match queue.send(delivery).await {
+            Ok(()) => acks.push(done),
+            Err(_) => failure = Some(DeliveryError::ShuttingDown),
+        }
+    }
+    (acks, failure)
+}
+
+/// Runs a job's batch through the pipelines of its source and hands what they route to the
+/// sinks.
+async fn run_pipelines(
+    current: &mut Current,
+    job: &Job,
+    sinks: &HashMap<String, SinkQueue>,
+    closed: &ClosedSender,
+    telemetry: &Arc<Telemetry>,
+) -> Handed {
+    let worker = current.worker;
+    telemetry.taps.source(job.source, &job.batch);
+    let mut acks = Vec::new();
+    let mut failure = None;
+    for &p in current.by_source.get(job.source).into_iter().flatten() {
+        let pipeline = &mut current.pipelines[p];
+        // A panic in a kernel fails this batch, not the worker.
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            pipeline.run(job.batch.clone())
+        }))
+        .unwrap_or_else(|_| {
+            Err(penstock_pipeline::PipelineError::Execute(
+                "the pipeline panicked on this batch".into(),
+            ))
+        });
+        match run {
+            Ok(output) => {
+                if !output.closed.is_empty() {
+                    let windows = Closed {
+                        worker,
+                        upto: None,
+                        windows: output.closed,
+                    };
+                    let _ = closed.send(windows).await;
+                }
+                for (sink, batch) in output.routed {
+                    let Some(queue) = sinks.get(&sink) else {
+                        continue;
+                    };
+                    telemetry.taps.sink(&sink, &batch);
+                    let (ack, done) = oneshot::channel();
+                    match queue.send(Delivery::of(batch, ack)).await {
+                        Ok(()) => acks.push(done),
+                        Err(_) => failure = Some(DeliveryError::ShuttingDown),
+                    }
+                }
+            }
+            Err(e) => {
+                report::throttled(
+                    tracing::Level::WARN,
+                    &format!("pipeline {}", pipeline.name()),
+                    "errors",
+                    &e,
+                );
+                failure = Some(DeliveryError::Pipeline {
+                    pipeline: pipeline.name().to_string(),
+                    message: e.to_string(),
+                });
+            }
+        }
+        if let Some(counters) = current.counters.pipelines.get(p) {
+            counters.store(worker, &current.pipelines[p]);
+        }
+    }
+    (acks, failure)
 }

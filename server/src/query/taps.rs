@@ -101,6 +101,12 @@ impl Taps {
         recent || self.live_count.load(Relaxed) > 0
     }
 
+    /// Whether batches entering through sources are kept or offered to a query (then they
+    /// must be decoded, not forwarded as received).
+    pub fn watching(&self) -> bool {
+        self.active(self.recent.capacity() > 0)
+    }
+
     /// `batch` entered through source number `index`.
     pub fn source(&self, index: usize, batch: &OtapBatch) {
         if let Some(name) = self.sources.get(index) {

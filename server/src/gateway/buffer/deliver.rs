@@ -219,7 +219,7 @@ impl Delivery {
         let (ack, outcome) = oneshot::channel();
         let batch = entry.batch.clone();
         state.in_flight.insert(seq, entry);
-        if sink.send(delivery::Delivery { batch, ack }).await.is_err() {
+        if sink.send(delivery::Delivery::of(batch, ack)).await.is_err() {
             return false;
         }
         state.acks.push(Box::pin(async move {

@@ -28,7 +28,7 @@ pub fn run(
     telemetry: Arc<Telemetry>,
 ) {
     let mut sampler = Sampler::new(&name, limit);
-    while let Some(Delivery { batch, ack }) = deliveries.blocking_recv() {
+    while let Some(Delivery { batch, ack, .. }) = deliveries.blocking_recv() {
         let outcome = match sampler.show(&batch, Instant::now()) {
             Ok(text) => {
                 print!("{text}");

@@ -41,7 +41,7 @@ pub fn run(
     mut deliveries: mpsc::Receiver<Delivery>,
     telemetry: Arc<Telemetry>,
 ) {
-    while let Some(Delivery { batch, ack }) = deliveries.blocking_recv() {
+    while let Some(Delivery { batch, ack, .. }) = deliveries.blocking_recv() {
         let written = json::to_line(&batch)
             .map_err(|e| e.to_string())
             .and_then(|mut line| {

@@ -5,14 +5,20 @@
 //! first part for more. A batch is acknowledged when its `BatchStatus` comes back OK; a failed
 //! status, a broken stream or a missing status past `timeout` sends it again on a fresh
 //! stream, up to `retries` times, then fails it.
+//!
+//! Batches forwarded as received (see [`crate::gateway::forwarding`]) are not merged: each
+//! input stream has its own output stream, which is sent the input's schema and dictionary
+//! messages it has not seen before each batch (see [`penstock_engine::otap::raw::Forwarder`]),
+//! so it can be reopened, and a batch sent again, at any time.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::Upstream;
 use penstock_dialect::Sink;
 use penstock_engine::merge::Concat;
+use penstock_engine::otap::raw::{Forwarder, Placed, RawBatch, Sent};
 use penstock_engine::otap::{EncodeOptions, OtapEncoder};
 use penstock_engine::proto::{BatchArrowRecords, BatchStatus, StatusCode};
 use penstock_engine::{Error, OtapBatch, Signal};
@@ -101,8 +107,32 @@ struct Stream {
     opened: Instant,
 }
 
+/// The output stream of one forwarded input stream (and route).
+struct Affine {
+    /// Shared with the source, which places the batches in order.
+    forwarder: Arc<Mutex<Forwarder>>,
+    stream: Option<AffineStream>,
+}
+
+struct AffineStream {
+    generation: u64,
+    requests: mpsc::Sender<BatchArrowRecords>,
+    opened: Instant,
+    sent: Sent,
+    next_batch_id: i64,
+}
+
+/// A batch forwarded as received.
+struct RawPending {
+    stream: (u64, usize),
+    batch: RawBatch,
+    placed: Placed,
+}
+
 struct Pending {
     batch: OtapBatch,
+    /// Set when the batch is forwarded as received (then `batch` is empty).
+    raw: Option<RawPending>,
     /// The senders of the batches merged into `batch`.
     acks: Vec<Ack>,
     attempts: u32,
@@ -130,6 +160,8 @@ struct State {
     generation: u64,
     pending: HashMap<(u64, i64), Pending>,
     retries: VecDeque<Pending>,
+    /// Per forwarded input stream and route.
+    affine: HashMap<(u64, usize), Affine>,
 }
 
 /// A batch to send for the first time.
@@ -137,6 +169,7 @@ fn pending(batch: OtapBatch, acks: Vec<Ack>) -> Pending {
     let now = Instant::now();
     Pending {
         batch,
+        raw: None,
         acks,
         attempts: 0,
         not_before: now,
@@ -165,6 +198,7 @@ pub async fn run(
         generation: 0,
         pending: HashMap::new(),
         retries: VecDeque::new(),
+        affine: HashMap::new(),
     };
     let mut tick = tokio::time::interval(Duration::from_millis(100));
     let mut open = true;
@@ -215,6 +249,11 @@ impl State {
     ) -> Option<Delivery> {
         let mut next = Some(first);
         while let Some(d) = next.take() {
+            if d.raw.is_some() {
+                self.forward(d);
+                next = deliveries.try_recv().ok();
+                continue;
+            }
             let signal = d.batch.signal();
             if self.forming.as_ref().is_some_and(|f| f.signal != signal) {
                 self.flush();
@@ -291,7 +330,94 @@ impl State {
         Ok(&mut list[self.next_stream])
     }
 
+    /// Takes a batch forwarded as received, in its input stream's order, and sends it.
+    fn forward(&mut self, d: Delivery) {
+        let Some(raw) = d.raw else {
+            return;
+        };
+        self.affine.entry(raw.stream).or_insert_with(|| Affine {
+            forwarder: raw.forwarder,
+            stream: None,
+        });
+        let mut p = pending(d.batch, vec![d.ack]);
+        p.raw = Some(RawPending {
+            stream: raw.stream,
+            batch: raw.batch,
+            placed: raw.placed,
+        });
+        self.send(p);
+    }
+
+    /// Sends a forwarded batch on its input stream's output stream, opened (again) when
+    /// needed.
+    fn send_raw(&mut self, mut p: Pending) {
+        let framed = {
+            let Some(raw) = p.raw.as_ref() else {
+                return;
+            };
+            let Some(affine) = self.affine.get_mut(&raw.stream) else {
+                return self.fail(p, "the forwarded stream's state is gone".into(), true);
+            };
+            let mut fresh = false;
+            loop {
+                let usable = affine.stream.as_ref().is_some_and(|s| {
+                    s.opened.elapsed() < self.config.lifetime && !s.requests.is_closed()
+                });
+                if !usable {
+                    self.generation += 1;
+                    let signal = raw.batch.signal;
+                    let requests =
+                        open_channel(&self.config, signal, self.generation, self.events.clone());
+                    affine.stream = Some(AffineStream {
+                        generation: self.generation,
+                        requests,
+                        opened: Instant::now(),
+                        sent: Sent::default(),
+                        next_batch_id: 0,
+                    });
+                    fresh = true;
+                }
+                let Some(stream) = affine.stream.as_mut() else {
+                    break None;
+                };
+                let id = stream.next_batch_id;
+                let forwarder = affine
+                    .forwarder
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                let frame = forwarder.frame(&raw.batch, &raw.placed, &mut stream.sent, id);
+                drop(forwarder);
+                match frame {
+                    Some(bar) => {
+                        stream.next_batch_id += 1;
+                        break Some((stream.generation, stream.requests.clone(), bar));
+                    }
+                    // This stream holds newer dictionaries than the batch's: a fresh one
+                    // takes it.
+                    None if !fresh => affine.stream = None,
+                    None => break None,
+                }
+            }
+        };
+        let Some((generation, requests, bar)) = framed else {
+            let message = "the input stream changed its schema since this batch was sent";
+            return self.fail(p, message.into(), true);
+        };
+        let key = (generation, bar.batch_id);
+        let bytes = bar.encoded_len();
+        if let Err(e) = requests.try_send(bar) {
+            self.drop_stream(generation);
+            return self.retry(p, format!("stream closed: {e}"), true);
+        }
+        p.sent = Instant::now();
+        p.bytes = bytes;
+        self.pending.insert(key, p);
+    }
+
     fn send(&mut self, mut p: Pending) {
+        if p.raw.is_some() {
+            return self.send_raw(p);
+        }
         let signal = p.batch.signal();
         let stream = match self.stream_for(signal) {
             Ok(s) => s,
@@ -324,6 +450,15 @@ impl State {
         for list in self.streams.values_mut() {
             list.retain(|s| s.generation != generation);
         }
+        for affine in self.affine.values_mut() {
+            if affine
+                .stream
+                .as_ref()
+                .is_some_and(|s| s.generation == generation)
+            {
+                affine.stream = None;
+            }
+        }
     }
 
     fn retry(&mut self, mut p: Pending, error: String, retryable: bool) {
@@ -334,6 +469,11 @@ impl State {
             self.retries.push_back(p);
             return;
         }
+        self.fail(p, error, retryable);
+    }
+
+    /// Gives up on a batch.
+    fn fail(&mut self, p: Pending, error: String, retryable: bool) {
         let message = if p.last_error.is_empty() || p.last_error == error {
             error
         } else {
@@ -361,7 +501,11 @@ impl State {
                 let code = StatusCode::try_from(status.status_code).unwrap_or(StatusCode::Internal);
                 if code == StatusCode::Ok {
                     if let Some(flow) = self.telemetry.sinks.get(&self.config.name) {
-                        flow.add(p.batch.num_items(), p.bytes);
+                        let items = p
+                            .raw
+                            .as_ref()
+                            .map_or(p.batch.num_items(), |r| r.batch.items);
+                        flow.add(items, p.bytes);
                         flow.sink_delivered(&self.config.name);
                     }
                     for ack in p.acks {
@@ -419,6 +563,15 @@ impl State {
         for p in due {
             self.send(p);
         }
+        // A forwarded input stream that ended, with nothing of it left to send, is forgotten.
+        let busy: HashSet<(u64, usize)> = self
+            .pending
+            .values()
+            .chain(&self.retries)
+            .filter_map(|p| p.raw.as_ref().map(|r| r.stream))
+            .collect();
+        self.affine
+            .retain(|id, a| busy.contains(id) || Arc::strong_count(&a.forwarder) > 1);
     }
 }
 
@@ -429,6 +582,22 @@ fn open_stream(
     events: mpsc::Sender<Event>,
 ) -> Result<Stream, String> {
     let encoder = OtapEncoder::new(signal, config.options).map_err(|e| e.to_string())?;
+    Ok(Stream {
+        generation,
+        requests: open_channel(config, signal, generation, events),
+        encoder,
+        opened: Instant::now(),
+    })
+}
+
+/// Opens stream `generation`: its requests go to the returned queue, its statuses and its end
+/// to `events`.
+fn open_channel(
+    config: &Config,
+    signal: Signal,
+    generation: u64,
+    events: mpsc::Sender<Event>,
+) -> mpsc::Sender<BatchArrowRecords> {
     tracing::debug!(
         sink = %config.name,
         signal = signal.name(),
@@ -443,12 +612,7 @@ fn open_stream(
         let ended = read_statuses(upstream, signal, outgoing, generation, &events).await;
         let _ = events.send(Event::Ended(generation, ended.err())).await;
     });
-    Ok(Stream {
-        generation,
-        requests,
-        encoder,
-        opened: Instant::now(),
-    })
+    requests
 }
 
 async fn read_statuses(

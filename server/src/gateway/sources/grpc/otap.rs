@@ -9,11 +9,13 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 
-use penstock_engine::Signal;
+use penstock_engine::otap::raw::{Forwarder, KeyRenames};
 use penstock_engine::otap::{DecodeLimits, OtapDecoder};
 use penstock_engine::proto::{BatchArrowRecords, BatchStatus, StatusCode};
+use penstock_engine::{OtapBatch, Signal};
 use prost::Message;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
@@ -21,12 +23,112 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::headers::HeaderDecoder;
-use crate::gateway::delivery::DeliveryError;
+use crate::gateway::delivery::{DeliveryError, Forwarded};
 use crate::gateway::sources::listener::{Admitted, SourceContext, admit, bearer_matches};
 use crate::gateway::status::{Fault, Refusal};
+use crate::gateway::telemetry::Running;
+use crate::gateway::worker::ForwardedJob;
 
 /// Batches of one stream in the pipelines at once.
 const IN_FLIGHT_PER_STREAM: usize = 32;
+
+/// Numbers the OTAP streams of the process (sinks keep forwarded streams apart by it).
+static NEXT_STREAM: AtomicU64 = AtomicU64::new(0);
+
+/// What one batch of a stream became.
+enum Work {
+    /// Decoded, to run through the pipelines.
+    Decoded(Box<OtapBatch>),
+    /// Forwarded as received.
+    Forwarded(ForwardedJob),
+}
+
+/// How a stream's batches may be forwarded as received.
+struct Forwarding {
+    stream: u64,
+    /// The program generation the stream started under: after a reload, it is decoded.
+    generation: u64,
+    /// Per route, the stream's forwarding state, which takes the batches in order.
+    forwarders: Vec<Arc<std::sync::Mutex<Forwarder>>>,
+}
+
+impl Forwarding {
+    /// Forwards `records` when the running program still lets this stream's batches through
+    /// and no query watches them; None to decode it instead.
+    fn job(
+        &mut self,
+        decoder: &mut OtapDecoder,
+        records: &BatchArrowRecords,
+        context: &SourceContext,
+    ) -> Result<Option<ForwardedJob>, penstock_engine::Error> {
+        let running: Arc<Running> = Arc::clone(&context.worker.running.borrow());
+        let signal = decoder.signal();
+        let routes = running.forwarding.routes(context.index, signal);
+        let Some(routes) = routes.filter(|_| running.generation == self.generation) else {
+            return Ok(None);
+        };
+        if context.telemetry.taps.watching() {
+            return Ok(None);
+        }
+        let outputs: Vec<&KeyRenames> = routes.iter().map(|(_, r)| r).collect();
+        let Some(forwarded) = decoder.forward(records, &outputs)? else {
+            return Ok(None);
+        };
+        if self.forwarders.len() != routes.len() {
+            self.forwarders = routes.iter().map(|_| Arc::default()).collect();
+        }
+        let mut outputs = Vec::with_capacity(routes.len());
+        for (route, ((sink, _), batch)) in routes.iter().zip(forwarded.outputs).enumerate() {
+            let forwarder = Arc::clone(&self.forwarders[route]);
+            let placed = forwarder
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .place(&batch);
+            let forwarded = Forwarded {
+                stream: (self.stream, route),
+                batch,
+                placed,
+                forwarder,
+            };
+            outputs.push((sink.clone(), forwarded));
+        }
+        Ok(Some(ForwardedJob {
+            signal,
+            items: forwarded.items,
+            generation: running.generation,
+            outputs,
+        }))
+    }
+}
+
+/// Forwards or decodes one batch; a batch that is not valid OTAP gets the status that ends
+/// the stream.
+fn read_batch(
+    decoder: &mut OtapDecoder,
+    forwarding: &mut Forwarding,
+    records: &BatchArrowRecords,
+    context: &SourceContext,
+) -> Result<Work, BatchStatus> {
+    let forwarded = match decoder.forwarding() {
+        true => forwarding.job(decoder, records, context),
+        false => Ok(None),
+    };
+    let outcome = match forwarded {
+        Ok(Some(job)) => Ok(Work::Forwarded(job)),
+        Ok(None) => decoder.decode(records).map(|b| Work::Decoded(Box::new(b))),
+        Err(e) => Err(e),
+    };
+    outcome.map_err(|e| {
+        let signal = decoder.signal();
+        let message = format!("cannot decode OTAP {} batch: {e}", signal.name());
+        // A compression bomb is refused for its size, like an oversized message.
+        let fault = match e {
+            penstock_engine::Error::DecompressedTooLarge { .. } => Fault::TooLarge,
+            _ => Fault::Malformed,
+        };
+        refusal(records.batch_id, fault, message)
+    })
+}
 
 /// The Arrow streaming method of one signal.
 pub struct OtapStream {
@@ -155,6 +257,24 @@ async fn serve_stream(
         ..DecodeLimits::default()
     };
     let mut decoder = OtapDecoder::with_limits(signal, limits);
+    let generation = context.worker.running.borrow().generation;
+    let mut forwarding = Forwarding {
+        stream: NEXT_STREAM.fetch_add(1, Relaxed),
+        generation,
+        forwarders: Vec::new(),
+    };
+    let forwardable = context
+        .worker
+        .running
+        .borrow()
+        .forwarding
+        .routes(context.index, signal)
+        .is_some();
+    if forwardable {
+        // Half the stream's state budget: should the stream be decoded after all, the
+        // decoder's own state takes its place.
+        decoder.enable_forwarding(context.limits.max_stream_memory_bytes / 2);
+    }
     let mut headers = HeaderDecoder::default();
     let mut shutdown = context.shutdown.clone();
     let mut in_flight = JoinSet::new();
@@ -197,26 +317,25 @@ async fn serve_stream(
         let Some(admitted) = admit_or_refuse(&context, size, id, &statuses).await else {
             break;
         };
-        let batch = match decoder.decode(&records) {
-            Ok(b) => b,
-            Err(e) => {
+        let work = match read_batch(&mut decoder, &mut forwarding, &records, &context) {
+            Ok(work) => work,
+            Err(refusal) => {
                 if let Some(flow) = flow {
                     flow.fail();
                 }
-                let message = format!("cannot decode OTAP {} batch: {e}", signal.name());
-                // A compression bomb is refused for its size, like an oversized message.
-                let fault = match e {
-                    penstock_engine::Error::DecompressedTooLarge { .. } => Fault::TooLarge,
-                    _ => Fault::Malformed,
-                };
-                let _ = statuses.send(Ok(refusal(id, fault, message))).await;
+                let _ = statuses.send(Ok(refusal)).await;
                 break;
             }
         };
         // Admission moves from the message's size to the decoded batch's (often several
         // times larger); the first permit is given up before waiting, so no stream holds
         // part of the budget while it waits for more.
-        let decoded = batch.memory_size();
+        let path = matches!(work, Work::Decoded(_)) as usize;
+        context.telemetry.otap_batches[path].fetch_add(1, Relaxed);
+        let (decoded, items) = match &work {
+            Work::Decoded(batch) => (batch.memory_size(), batch.num_items()),
+            Work::Forwarded(job) => (0, job.items),
+        };
         let admitted = if decoded > size {
             drop(admitted);
             let Some(admitted) = admit_or_refuse(&context, decoded, id, &statuses).await else {
@@ -247,7 +366,7 @@ async fn serve_stream(
             break;
         }
         if let Some(flow) = flow {
-            flow.add(batch.num_items(), size);
+            flow.add(items, size);
         }
         while in_flight.len() >= IN_FLIGHT_PER_STREAM {
             in_flight.join_next().await;
@@ -256,7 +375,10 @@ async fn serve_stream(
         let index = context.index;
         let statuses = statuses.clone();
         in_flight.spawn(async move {
-            let outcome = worker.process(index, batch).await;
+            let outcome = match work {
+                Work::Decoded(batch) => worker.process(index, *batch).await,
+                Work::Forwarded(job) => worker.forward(index, job).await,
+            };
             drop(admitted);
             let _ = statuses.send(Ok(status_of(id, outcome))).await;
         });

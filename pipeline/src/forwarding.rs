@@ -1,0 +1,77 @@
+//! Which pipelines can let OTAP batches through as received: those whose statements for a
+//! signal only rename attribute keys and send whole batches to sinks (no condition, no column
+//! list). Such a pipeline's effect on a batch is known before the batch is read: for each
+//! sink it routes to, the key renames made before that route.
+
+use penstock_dialect::model::{AttrScope, Table};
+use penstock_dialect::{Pipeline as Checked, StepKind};
+use penstock_engine::Signal;
+use penstock_engine::otap::raw::KeyRenames;
+use penstock_engine::schema::PayloadType;
+
+use crate::exec::Pipeline;
+use crate::rows::{DATA_POINTS, attrs_of, signal_of};
+
+/// The sinks `pipeline` sends a batch of `signal` to, each with the key renames made before
+/// the route, in statement order; None when a statement for the signal does anything else
+/// (filters, drops, updates, deletes, aggregates, projections).
+pub fn forwarding_routes(pipeline: &Checked, signal: Signal) -> Option<Vec<(String, KeyRenames)>> {
+    let mut renames = KeyRenames::default();
+    let mut routes = Vec::new();
+    for step in pipeline
+        .steps
+        .iter()
+        .filter(|s| signal_of(s.table) == signal)
+    {
+        match &step.kind {
+            StepKind::Rename {
+                scope,
+                renames: pairs,
+            } => {
+                for table in renamed_tables(step.table, *scope) {
+                    for (from, to) in pairs {
+                        renames.add(table, from, to);
+                    }
+                }
+            }
+            StepKind::Route {
+                sink,
+                filter: None,
+                projection: None,
+            } => routes.push((sink.clone(), renames.clone())),
+            _ => return None,
+        }
+    }
+    Some(routes)
+}
+
+/// The attribute tables a rename of `scope` attributes of `table` rewrites.
+fn renamed_tables(table: Table, scope: AttrScope) -> Vec<PayloadType> {
+    match (scope, table) {
+        (AttrScope::Resource, _) => vec![PayloadType::ResourceAttrs],
+        (AttrScope::Scope, _) => vec![PayloadType::ScopeAttrs],
+        (AttrScope::Record, Table::Logs) => vec![PayloadType::LogAttrs],
+        (AttrScope::Record, Table::Spans) => vec![PayloadType::SpanAttrs],
+        (AttrScope::Record, Table::Metrics) => DATA_POINTS.into_iter().map(attrs_of).collect(),
+    }
+}
+
+impl Pipeline {
+    /// Counts a batch of `items` rows of `signal` that went through as received (see
+    /// [`forwarding_routes`]): every statement for the signal saw them all and passed them all
+    /// on.
+    pub fn count_forwarded(&mut self, signal: Signal, items: u64) {
+        let mut routed = false;
+        for step in self.steps_mut() {
+            if signal_of(step.0.table) != signal {
+                continue;
+            }
+            step.1.rows_in += items;
+            step.1.rows_out += items;
+            routed |= matches!(step.0.kind, StepKind::Route { .. });
+        }
+        if !routed {
+            self.count_unrouted(items);
+        }
+    }
+}
