@@ -1,28 +1,45 @@
 #!/usr/bin/env bash
 # Penstock and the OpenTelemetry Collector side by side, through the same load: for each
 # cell of the matrix, the same `penstock loadgen` run (another process) goes to Penstock and
-# then to the Collector (built by build-collector.sh), each with one core's worth of workers
-# (`--workers 1` / GOMAXPROCS=1, or 2), renaming `exception.type` to `error.type`, into a Go
-# receiver (grpc-go OTLP for OTLP out, the reference otel-arrow consumer for OTAP out). Per
-# cell and system: logs/s, CPU-seconds per million logs (from /proc), peak RSS (VmHWM); the
-# median of RUNS runs. Writes target/compare/results.jsonl and target/compare/results.md.
+# then to the Collector (built by build-collector.sh), each with the same number of cores'
+# worth of workers (`--workers N` / GOMAXPROCS=N), into a Go receiver (grpc-go OTLP for OTLP
+# out, the reference otel-arrow consumer for OTAP out). Per cell and system: logs/s,
+# CPU-seconds per million logs (from /proc), peak RSS (VmHWM), wire bytes per log sent, and
+# the codec floor (the CPU of only decompressing what was sent and compressing it again, from
+# loadgen); the median of RUNS runs. Writes target/compare/results.jsonl, results.md and one
+# SVG chart per measure, and with REPORT=docs replaces the generated part of
+# docs/benchmarks.md and its charts in docs/img/.
 #
 # usage: [PENSTOCK_BIN=path] [RUNS=3] [RECORDS=1000000] [SYSTEMS="penstock collector"]
-#          benches/compare/run.sh [CELL...]
-#   CELL: IN-OUT-COMPRESSION-BATCH-WORKERS, e.g. otap-otap-zstd-4096-1 (IN and OUT: otlp or
-#   otap; COMPRESSION: none or zstd, of the output, and of the input for OTLP). Without
-#   cells, a default set.
+#        [PASS_THROUGH=false] [REPORT=docs] benches/compare/run.sh [CELL...]
+#   CELL: IN-OUT-COMPRESSION-BATCH-WORKERS[-PIPELINE], e.g. otap-otap-zstd-4096-1-rename
+#   (IN and OUT: otlp or otap; COMPRESSION: none or zstd, of the output, and of the input for
+#   OTLP; PIPELINE: pass, rename (the default) or full, see pipelines.sh). MATRIX=full runs
+#   the whole matrix (72 cells); without cells, a default set.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 runs="${RUNS:-3}"
 records="${RECORDS:-1000000}"
 cells=("$@")
-if [ ${#cells[@]} -eq 0 ]; then
-  cells=(otlp-otlp-none-4096-1 otlp-otlp-zstd-4096-1 otap-otap-zstd-4096-1 otlp-otap-zstd-4096-1)
+if [ ${#cells[@]} -eq 0 ] && [ "${MATRIX:-}" = full ]; then
+  for io in otap-otap otlp-otlp otlp-otap; do
+    for compression in none zstd; do
+      for pipeline in pass rename full; do
+        for batch in 256 4096; do
+          for workers in 1 2; do
+            cells+=("$io-$compression-$batch-$workers-$pipeline")
+          done
+        done
+      done
+    done
+  done
+elif [ ${#cells[@]} -eq 0 ]; then
+  cells=(otlp-otlp-none-4096-1-rename otlp-otlp-zstd-4096-1-rename otap-otap-zstd-4096-1-rename
+    otap-otap-zstd-4096-1-full otlp-otap-zstd-4096-1-rename)
 fi
 . benches/e2e/setup.sh
 benches/compare/build-collector.sh
-. benches/compare/rename.sh
+. benches/compare/pipelines.sh
 collector=benches/compare/bin/otelcol-penstock-bench
 (cd tests/interop-go && go build -o bin/otap-interop .)
 interop=tests/interop-go/bin/otap-interop
@@ -58,25 +75,28 @@ stop_receiver() {
   wait "$receiver_pid" 2>/dev/null || true
 }
 
-# penstock IN OUT COMPRESSION WORKERS: starts Penstock on port 4317; sets system_pid.
+# penstock IN OUT COMPRESSION WORKERS PIPELINE: starts Penstock on port 4317; sets
+# system_pid.
 penstock() {
-  local kind=OTLP
-  [ "$2" = otap ] && kind=OTAP
-  cat > "$work/penstock.sql" <<EOF
+  local kind=OTLP extra=""
+  # PASS_THROUGH=false makes an OTAP sink decode and re-encode what it could forward.
+  [ "$2" = otap ] && kind=OTAP && extra=", pass_through = ${PASS_THROUGH:-true}"
+  cat > "$work/penstock.sql" <<SQL
 CREATE SOURCE edge FROM GRPC WITH (listen = '127.0.0.1:4317');
-CREATE SINK out TO $kind WITH (endpoint = 'http://127.0.0.1:4418', compression = '$3');
+CREATE SINK out TO $kind WITH (endpoint = 'http://127.0.0.1:4418', compression = '$3'$extra);
 CREATE PIPELINE p FROM edge AS BEGIN
-  ALTER TABLE logs RENAME ATTRIBUTE 'exception.type' TO 'error.type';
+$(penstock_statements "$5")
   INSERT INTO out SELECT * FROM logs;
 END;
-EOF
+SQL
   "$bin" run --workers "$4" "$work/penstock.sql" > "$work/system.log" 2>&1 &
   system_pid=$!
   pids+=("$system_pid")
   wait_port 4317
 }
 
-# collector IN OUT COMPRESSION WORKERS: starts the Collector on port 4317; sets system_pid.
+# collector IN OUT COMPRESSION WORKERS PIPELINE: starts the Collector on port 4317; sets
+# system_pid.
 collector() {
   local receiver_yaml exporter_yaml
   if [ "$1" = otap ]; then
@@ -89,11 +109,11 @@ collector() {
   else
     exporter_yaml="otlp_grpc: {endpoint: 127.0.0.1:4418, compression: $3, tls: {insecure: true}}"
   fi
-  cat > "$work/collector.yaml" <<EOF
+  cat > "$work/collector.yaml" <<YAML
 receivers:
   $receiver_yaml
 processors:
-$RENAME_PROCESSOR
+$(collector_processors "$5")
   batch: {}
 exporters:
   $exporter_yaml
@@ -102,26 +122,31 @@ service:
   pipelines:
     logs:
       receivers: [${receiver_yaml%%:*}]
-      processors: [transform, batch]
+      processors: [$(collector_chain "$5")]
       exporters: [${exporter_yaml%%:*}]
-EOF
+YAML
   GOMAXPROCS="$4" "$collector" --config "$work/collector.yaml" > "$work/system.log" 2>&1 &
   system_pid=$!
   pids+=("$system_pid")
   wait_port 4317
 }
 
+# field NAME: the number after "NAME " in the load's output (0 when absent).
+field() {
+  sed -n "s/.*$1 \([0-9.]*\).*/\1/p" "$work/load.txt" | head -1 | grep . || echo 0
+}
+
 # measure SYSTEM CELL RUN: one run; appends a JSON line.
 measure() {
   local system=$1 cell=$2 run=$3
-  IFS=- read -r in output compression batch workers <<< "$cell"
+  IFS=- read -r in output compression batch workers pipeline <<< "$cell"
+  pipeline="${pipeline:-rename}"
   receiver "$output"
-  "$system" "$in" "$output" "$compression" "$workers"
-  local load_compression=$compression
+  "$system" "$in" "$output" "$compression" "$workers" "$pipeline"
   # A run that stalls (LOAD_TIMEOUT, default 300 s) is recorded as failed, with no numbers.
   timeout "${LOAD_TIMEOUT:-300}" "$bin" loadgen --endpoint http://127.0.0.1:4317 \
     --protocol "$in" --records "$records" --batch "$batch" --streams 2 --in-flight 4 \
-    --compression "$load_compression" --measure-pid "$system_pid" > "$work/load.txt" ||
+    --compression "$compression" --measure-pid "$system_pid" --floor > "$work/load.txt" ||
     echo "$system $cell run $run: the load did not complete" >&2
   local rate cpu rss
   rate="$(sed -n 's/.*: \([0-9]*\) records\/s.*/\1/p' "$work/load.txt")"
@@ -130,8 +155,9 @@ measure() {
   kill -TERM "$system_pid"
   wait "$system_pid" 2>/dev/null || true
   stop_receiver
-  printf '{"system":"%s","cell":"%s","run":%d,"logs_per_s":%s,"cpu_s_per_million":%s,"peak_rss_bytes":%s}\n' \
-    "$system" "$cell" "$run" "${rate:-0}" "${cpu:-0}" "${rss:-0}" | tee -a "$out/results.jsonl"
+  printf '{"system":"%s","cell":"%s","run":%d,"logs_per_s":%s,"cpu_s_per_million":%s,"peak_rss_bytes":%s,"wire_bytes_per_log":%s,"floor_cpu_s_per_million":%s}\n' \
+    "$system" "$cell" "$run" "${rate:-0}" "${cpu:-0}" "${rss:-0}" \
+    "$(field "wire bytes per record:")" "$(field "codec floor:")" | tee -a "$out/results.jsonl"
 }
 
 for cell in "${cells[@]}"; do
@@ -142,21 +168,7 @@ for cell in "${cells[@]}"; do
   done
 done
 
-# The median of each cell and system, as a Markdown table.
-python3 - "$out/results.jsonl" > "$out/results.md" <<'EOF'
-import json, statistics, sys
-rows = [json.loads(line) for line in open(sys.argv[1])]
-cells = list(dict.fromkeys(r["cell"] for r in rows))
-def median(system, cell, key):
-    # Runs that did not complete have no rate (0) and are left out.
-    values = [r[key] for r in rows if r["system"] == system and r["cell"] == cell and r["logs_per_s"] > 0]
-    return statistics.median(values) if values else float("nan")
-print("| cell (in-out-compression-batch-workers) | Penstock logs/s | Collector logs/s | Penstock CPU-s/M | Collector CPU-s/M | Collector / Penstock CPU | Penstock peak RSS | Collector peak RSS |")
-print("|---|---|---|---|---|---|---|---|")
-for cell in cells:
-    p, c = (median(s, cell, "cpu_s_per_million") for s in ("penstock", "collector"))
-    print(f"| {cell} | {median('penstock', cell, 'logs_per_s'):,.0f} | {median('collector', cell, 'logs_per_s'):,.0f} "
-          f"| {p:.3f} | {c:.3f} | {c / p:.1f}x | {median('penstock', cell, 'peak_rss_bytes') / 2**20:.0f} MiB "
-          f"| {median('collector', cell, 'peak_rss_bytes') / 2**20:.0f} MiB |")
-EOF
+args=("$out/results.jsonl" "$out")
+[ "${REPORT:-}" = docs ] && args+=(docs/benchmarks.md docs/img)
+python3 benches/compare/report.py "${args[@]}"
 cat "$out/results.md"

@@ -199,6 +199,10 @@ enum Command {
         /// gRPC compression of OTLP requests: `zstd`, `gzip` or `none`.
         #[arg(long, default_value = "zstd")]
         compression: String,
+        /// Also report the wire bytes per record and the codec floor: the CPU time of only
+        /// decompressing what was sent and compressing it again, per million records.
+        #[arg(long)]
+        floor: bool,
     },
 }
 
@@ -324,6 +328,7 @@ fn main() -> ExitCode {
             in_flight,
             measure_pid,
             compression,
+            floor,
         } => parse_load(&protocol, &signal).and_then(|(otap, signal)| {
             let compression = match compression.as_str() {
                 "zstd" => Some(tonic::codec::CompressionEncoding::Zstd),
@@ -344,6 +349,7 @@ fn main() -> ExitCode {
                 in_flight,
                 measure_pid,
                 compression,
+                floor,
             })
         }),
     };

@@ -278,6 +278,7 @@ fn loadgen_streams_otap_to_the_reference_receiver() {
             "8192",
             "--batch",
             "1024",
+            "--floor",
         ])
         .args([
             "--streams",
@@ -291,6 +292,10 @@ fn loadgen_streams_otap_to_the_reference_receiver() {
     assert!(output.status.success(), "{text}");
     assert!(
         text.contains("8192 logs acknowledged") && text.contains("; 0 errors"),
+        "{text}"
+    );
+    assert!(
+        text.contains("wire bytes per record: ") && text.contains("codec floor: "),
         "{text}"
     );
     let got = receiver.wait_for([8192, 0, 0]);

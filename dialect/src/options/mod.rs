@@ -226,6 +226,12 @@ pub fn sink_options(kind: SinkKind) -> Vec<OptionSpec> {
                 false,
                 "how long a merged batch waits for more batches to reach its target",
             ),
+            opt(
+                "pass_through",
+                Bool,
+                false,
+                "forward OTAP batches the pipelines leave untouched as received (default true)",
+            ),
         ],
         SinkKind::Otlp => {
             let mut specs = vec![

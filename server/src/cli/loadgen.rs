@@ -47,6 +47,8 @@ pub struct LoadOptions {
     pub measure_pid: Option<u32>,
     /// gRPC compression of OTLP requests (None: uncompressed).
     pub compression: Option<CompressionEncoding>,
+    /// Also report the wire bytes per record and the codec floor (see [`super::floor`]).
+    pub floor: bool,
 }
 
 #[derive(Default)]
@@ -225,6 +227,14 @@ async fn load(options: LoadOptions) -> anyhow::Result<()> {
     }
     if let Some(e) = &results.first_error {
         println!("first error: {e}");
+    }
+    drop(results);
+    if options.floor {
+        let floor = match options.otap {
+            true => super::floor::otap(options.signal, &requests, options.batch)?,
+            false => super::floor::otlp(&requests, options.batch, options.compression)?,
+        };
+        super::floor::report(&floor);
     }
     Ok(())
 }
@@ -420,7 +430,7 @@ async fn otap_stream(
 }
 
 /// User plus system CPU seconds of process `pid` so far (Linux).
-fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
+pub(crate) fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .with_context(|| format!("reading the CPU time of process {pid}"))?;
     // Fields after the parenthesized command name; utime and stime are the 14th and 15th.

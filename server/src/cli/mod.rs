@@ -4,6 +4,7 @@
 //! use the gateway; the gateway never uses them.
 
 pub mod check;
+pub mod floor;
 pub mod golden;
 pub mod loadgen;
 pub mod logging;

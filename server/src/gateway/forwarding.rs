@@ -4,7 +4,7 @@
 //! ([`penstock_pipeline::forwarding_routes`]), and every sink they reach is an OTAP sink that
 //! sends what it is given as it is: no disk buffer (its records are re-encoded), compressed
 //! bodies (a forwarded body stays as it came), and no `linger` (forwarded batches are not
-//! merged).
+//! merged), and `pass_through` not turned off.
 
 use std::sync::Arc;
 
@@ -37,6 +37,7 @@ fn takes_forwarded(sink: &Sink) -> bool {
         && sink.options.str("buffer") != Some("disk")
         && sink.options.str("compression").unwrap_or("zstd") == "zstd"
         && sink.options.duration("linger").is_none_or(|l| l.is_zero())
+        && sink.options.bool("pass_through").unwrap_or(true)
 }
 
 impl Forwarding {

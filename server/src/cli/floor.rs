@@ -1,0 +1,142 @@
+//! The codec floor of a load: what only decompressing the bytes `penstock loadgen` sends and
+//! compressing them again costs on this machine, per million records, and the wire bytes per
+//! record. A gateway that decodes what it receives and encodes what it sends does at least
+//! that work (OTAP pass-through forwards compressed bodies and stays below it).
+
+use std::io::{Read, Write};
+
+use bytes::Bytes;
+use penstock_engine::Signal;
+use penstock_engine::otap::{EncodeOptions, OtapEncoder};
+use penstock_engine::otlp::decode::decode as decode_otlp;
+use tonic::codec::CompressionEncoding;
+
+/// What a load's bytes cost at the least.
+#[derive(Debug, Clone, Copy)]
+pub struct Floor {
+    /// Bytes on the wire per record (gRPC message bodies, compressed as sent).
+    pub wire_bytes_per_record: f64,
+    /// CPU-seconds per million records of decompressing what was sent and compressing it
+    /// again (zstd level 1 and gzip level 1, as Penstock's sinks compress).
+    pub cpu_s_per_million: f64,
+}
+
+/// Runs `work` (one pass over `records` records) until it took a second of CPU time at
+/// least; its CPU-seconds per million records.
+fn per_million(
+    records: usize,
+    mut work: impl FnMut() -> anyhow::Result<()>,
+) -> anyhow::Result<f64> {
+    let pid = std::process::id();
+    let before = super::loadgen::cpu_seconds(pid)?;
+    let mut passes = 0usize;
+    loop {
+        work()?;
+        passes += 1;
+        let spent = super::loadgen::cpu_seconds(pid)? - before;
+        if spent >= 1.0 {
+            return Ok(spent / (passes * records) as f64 * 1e6);
+        }
+    }
+}
+
+/// The floor of OTLP requests (`requests`, `batch` records each) sent with `compression`.
+pub fn otlp(
+    requests: &[Bytes],
+    batch: usize,
+    compression: Option<CompressionEncoding>,
+) -> anyhow::Result<Floor> {
+    let records = requests.len() * batch;
+    let compress = |plain: &[u8]| -> anyhow::Result<Vec<u8>> {
+        Ok(match compression {
+            Some(CompressionEncoding::Zstd) => zstd::bulk::compress(plain, 1)?,
+            Some(CompressionEncoding::Gzip) => {
+                let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+                e.write_all(plain)?;
+                e.finish()?
+            }
+            _ => plain.to_vec(),
+        })
+    };
+    let sent: Vec<Vec<u8>> = requests
+        .iter()
+        .map(|r| compress(r))
+        .collect::<anyhow::Result<_>>()?;
+    let wire = sent.iter().map(Vec::len).sum::<usize>() as f64 / records as f64;
+    let cpu = match compression {
+        None => 0.0,
+        Some(encoding) => per_million(records, || {
+            for (body, plain) in sent.iter().zip(requests) {
+                let inflated = match encoding {
+                    CompressionEncoding::Gzip => {
+                        let mut out = Vec::with_capacity(plain.len());
+                        flate2::read::GzDecoder::new(body.as_slice()).read_to_end(&mut out)?;
+                        out
+                    }
+                    _ => zstd::bulk::decompress(body, plain.len())?,
+                };
+                std::hint::black_box(compress(&inflated)?);
+            }
+            Ok(())
+        })?,
+    };
+    Ok(Floor {
+        wire_bytes_per_record: wire,
+        cpu_s_per_million: cpu,
+    })
+}
+
+/// The floor of OTAP batches made of `requests` as `penstock loadgen` sends them (Arrow IPC
+/// bodies compressed with zstd, the stream's dictionaries already sent): decompressing every
+/// IPC message and compressing it again.
+pub fn otap(signal: Signal, requests: &[Bytes], batch: usize) -> anyhow::Result<Floor> {
+    let records = requests.len() * batch;
+    let batches = requests
+        .iter()
+        .map(|r| decode_otlp(signal, r).map(|mut b| b.remove(0)))
+        .collect::<penstock_engine::Result<Vec<_>>>()?;
+    // The second time round, as in a long stream: dictionaries are known, deltas are small.
+    let steady = |options: EncodeOptions| -> anyhow::Result<Vec<Vec<Bytes>>> {
+        let mut encoder = OtapEncoder::new(signal, options)?;
+        for b in &batches {
+            encoder.encode(b)?;
+        }
+        batches
+            .iter()
+            .map(|b| {
+                let bar = encoder.encode(b)?;
+                Ok(bar.arrow_payloads.into_iter().map(|p| p.record).collect())
+            })
+            .collect()
+    };
+    let sent = steady(EncodeOptions::default())?;
+    let wire = sent.iter().flatten().map(Bytes::len).sum::<usize>() as f64 / records as f64;
+    let plain = steady(EncodeOptions {
+        zstd: false,
+        ..EncodeOptions::default()
+    })?;
+    let compressed: Vec<(Vec<u8>, usize)> = plain
+        .iter()
+        .flatten()
+        .map(|p| Ok((zstd::bulk::compress(p, 1)?, p.len())))
+        .collect::<anyhow::Result<_>>()?;
+    let cpu = per_million(records, || {
+        for (body, len) in &compressed {
+            let inflated = zstd::bulk::decompress(body, *len)?;
+            std::hint::black_box(zstd::bulk::compress(&inflated, 1)?);
+        }
+        Ok(())
+    })?;
+    Ok(Floor {
+        wire_bytes_per_record: wire,
+        cpu_s_per_million: cpu,
+    })
+}
+
+/// Prints the floor of a load.
+pub fn report(floor: &Floor) {
+    println!(
+        "wire bytes per record: {:.1}; codec floor: {:.3} CPU-seconds per million records (decompressing what was sent and compressing it again)",
+        floor.wire_bytes_per_record, floor.cpu_s_per_million
+    );
+}
