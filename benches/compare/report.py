@@ -32,6 +32,14 @@ def fmt(value, spec):
     return "n/a" if value is None else format(value, spec)
 
 
+def mebibytes(value):
+    return "n/a" if value is None else f"{value / 2**20:.0f} MiB"
+
+
+def times(value):
+    return "n/a" if value is None else f"{value:.1f}x"
+
+
 def ratio(a, b):
     return None if a is None or b is None or b == 0 else a / b
 
@@ -48,18 +56,17 @@ def table(rows, cells):
              for k in ("logs_per_s", "cpu_s_per_million", "peak_rss_bytes",
                        "wire_bytes_per_log", "floor_cpu_s_per_million")}
         floor = m[("penstock", "floor_cpu_s_per_million")]
-        mib = lambda v: None if v is None else v / 2**20
         lines.append(
             f"| {cell} | {fmt(m[('penstock', 'logs_per_s')], ',.0f')} "
             f"| {fmt(m[('collector', 'logs_per_s')], ',.0f')} "
             f"| {fmt(m[('penstock', 'cpu_s_per_million')], '.3f')} "
             f"| {fmt(m[('collector', 'cpu_s_per_million')], '.3f')} "
-            f"| {fmt(ratio(m[('collector', 'cpu_s_per_million')], m[('penstock', 'cpu_s_per_million')]), '.1f')}x "
+            f"| {times(ratio(m[('collector', 'cpu_s_per_million')], m[('penstock', 'cpu_s_per_million')]))} "
             f"| {fmt(floor, '.3f')} "
-            f"| {fmt(ratio(m[('penstock', 'cpu_s_per_million')], floor) if floor else None, '.1f')}x "
+            f"| {times(ratio(m[('penstock', 'cpu_s_per_million')], floor) if floor else None)} "
             f"| {fmt(m[('penstock', 'wire_bytes_per_log')], '.1f')} "
-            f"| {fmt(mib(m[('penstock', 'peak_rss_bytes')]), '.0f')} MiB "
-            f"| {fmt(mib(m[('collector', 'peak_rss_bytes')]), '.0f')} MiB |")
+            f"| {mebibytes(m[('penstock', 'peak_rss_bytes')])} "
+            f"| {mebibytes(m[('collector', 'peak_rss_bytes')])} |")
     return "\n".join(lines) + "\n"
 
 
