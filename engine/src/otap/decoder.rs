@@ -119,10 +119,19 @@ impl OtapDecoder {
     ) -> Result<Option<Forwarded>> {
         let signal = self.signal;
         let limits = self.limits;
-        match self.tracker.as_mut() {
-            Some(tracker) => tracker.forward(signal, bar, outputs, &limits),
-            None => Ok(None),
-        }
+        let Some(tracker) = self.tracker.as_mut() else {
+            return Ok(None);
+        };
+        // Arrow's readers of IPC metadata panic on some malformed input: that is bad input,
+        // not a fault.
+        catch_unwind(AssertUnwindSafe(|| {
+            tracker.forward(signal, bar, outputs, &limits)
+        }))
+        .unwrap_or_else(|_| {
+            Err(Error::LimitExceeded(
+                "malformed Arrow IPC data in a forwarded batch".into(),
+            ))
+        })
     }
 
     /// Stops forwarding: the messages forwarded so far are replayed into the decoder.

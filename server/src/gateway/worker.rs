@@ -44,8 +44,6 @@ pub struct ForwardedJob {
     pub signal: Signal,
     /// Its log records, spans or data points.
     pub items: usize,
-    /// The program generation whose routes it follows.
-    pub generation: u64,
     /// Each sink it goes to, with its copy.
     pub outputs: Vec<(String, Forwarded)>,
 }
@@ -413,14 +411,6 @@ async fn forward(
     job: ForwardedJob,
     sinks: &HashMap<String, SinkQueue>,
 ) -> Handed {
-    if job.generation != current.counters.generation {
-        let error = DeliveryError::Sink {
-            sink: "(any)".to_string(),
-            message: "the pipelines were reloaded while the batch was on its way".to_string(),
-            retryable: true,
-        };
-        return (Vec::new(), Some(error));
-    }
     for &p in current.by_source.get(source).into_iter().flatten() {
         current.pipelines[p].count_forwarded(job.signal, job.items as u64);
         if let Some(counters) = current.counters.pipelines.get(p) {
@@ -429,8 +419,14 @@ async fn forward(
     }
     let mut acks = Vec::new();
     let mut failure = None;
+    // Sinks stay as they are across reloads, so the routes the batch was given hold.
     for (sink, forwarded) in job.outputs {
         let Some(queue) = sinks.get(&sink) else {
+            failure = Some(DeliveryError::Sink {
+                message: "no such sink on this worker".to_string(),
+                sink,
+                retryable: false,
+            });
             continue;
         };
         let (ack, done) = oneshot::channel();

@@ -2,6 +2,7 @@
 //! input stream, kept so that any output stream can be brought up to date before a batch.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use bytes::Bytes;
 
@@ -16,8 +17,36 @@ struct Prefix {
     schema_id: String,
     epoch: u64,
     messages: Vec<IpcMessage>,
-    /// Per message: whether it replaces a dictionary (rather than extending it).
-    replaces: Vec<bool>,
+    /// Held by every [`Placed`] batch of this IPC stream: a retired stream is forgotten once
+    /// no batch placed in it is left.
+    users: Arc<()>,
+}
+
+impl Prefix {
+    fn bytes(&self) -> usize {
+        self.messages.iter().map(|m| m.bytes.len()).sum()
+    }
+
+    /// The messages `from..to`, without the dictionary messages a later replacement of the
+    /// same dictionary within `..to` makes useless.
+    fn fill(&self, from: usize, to: usize) -> impl Iterator<Item = &IpcMessage> {
+        let mut replaced_at: HashMap<i64, usize> = HashMap::new();
+        for (i, m) in self.messages[..to].iter().enumerate() {
+            if let MessageKind::Dictionary { id, delta: false } = m.kind {
+                replaced_at.insert(id, i);
+            }
+        }
+        self.messages[from..to]
+            .iter()
+            .enumerate()
+            .filter(move |(i, m)| match m.kind {
+                MessageKind::Dictionary { id, .. } => {
+                    replaced_at.get(&id).is_none_or(|at| *at <= from + i)
+                }
+                _ => true,
+            })
+            .map(|(_, m)| m)
+    }
 }
 
 /// The forwarding state of one input stream (see the [module](super) docs).
@@ -28,8 +57,9 @@ struct Prefix {
 #[derive(Debug, Default)]
 pub struct Forwarder {
     tables: HashMap<PayloadType, Prefix>,
+    /// IPC streams the input replaced, kept while batches placed in them are not settled.
+    retired: Vec<(PayloadType, Prefix)>,
     epochs: u64,
-    bytes: usize,
 }
 
 /// Where a batch's messages fall in its input stream: per table, the IPC stream (epoch) and
@@ -37,6 +67,8 @@ pub struct Forwarder {
 #[derive(Debug, Clone, Default)]
 pub struct Placed {
     tables: Vec<(PayloadType, u64, usize, usize)>,
+    /// Keeps the IPC streams the batch was placed in.
+    users: Vec<Arc<()>>,
 }
 
 /// What one output stream was sent: per table, the IPC stream (epoch) and how many of its
@@ -49,29 +81,28 @@ pub struct Sent {
 impl Forwarder {
     /// Takes `batch`, the next of the input stream.
     pub fn place(&mut self, batch: &RawBatch) -> Placed {
+        self.retired
+            .retain(|(_, p)| Arc::strong_count(&p.users) > 1);
         let mut placed = Placed::default();
         for payload in &batch.payloads {
             let prefix = self.prefix(payload);
             let before = prefix.messages.len();
-            let mut added = 0;
-            for message in &payload.messages {
-                let replaces = match message.kind {
-                    MessageKind::Records { .. } => continue,
-                    MessageKind::Schema => false,
-                    MessageKind::Dictionary { delta, .. } => !delta,
-                };
-                added += message.bytes.len();
-                prefix.messages.push(message.detached());
-                prefix.replaces.push(replaces);
-            }
+            prefix.messages.extend(
+                payload
+                    .messages
+                    .iter()
+                    .filter(|m| !matches!(m.kind, MessageKind::Records { .. }))
+                    .map(IpcMessage::detached),
+            );
             let at = (payload.table, prefix.epoch, before, prefix.messages.len());
             placed.tables.push(at);
-            self.bytes += added;
+            placed.users.push(Arc::clone(&prefix.users));
         }
         placed
     }
 
-    /// The prefix of `payload`'s table, started afresh when its IPC stream changed.
+    /// The prefix of `payload`'s table, started afresh when its IPC stream changed (the old
+    /// one is retired).
     fn prefix(&mut self, payload: &RawPayload) -> &mut Prefix {
         let current = self
             .tables
@@ -79,31 +110,36 @@ impl Forwarder {
             .is_some_and(|p| p.schema_id == payload.schema_id);
         if !current {
             self.epochs += 1;
-            let old = self.tables.insert(
-                payload.table,
-                Prefix {
-                    schema_id: payload.schema_id.clone(),
-                    epoch: self.epochs,
-                    messages: Vec::new(),
-                    replaces: Vec::new(),
-                },
-            );
-            let freed: usize = old
-                .iter()
-                .flat_map(|p| &p.messages)
-                .map(|m| m.bytes.len())
-                .sum();
-            self.bytes -= freed;
+            let fresh = Prefix {
+                schema_id: payload.schema_id.clone(),
+                epoch: self.epochs,
+                messages: Vec::new(),
+                users: Arc::new(()),
+            };
+            if let Some(old) = self.tables.insert(payload.table, fresh) {
+                self.retired.push((payload.table, old));
+            }
         }
         self.tables
             .get_mut(&payload.table)
             .expect("the prefix was just made")
     }
 
+    fn find(&self, table: PayloadType, epoch: u64) -> Option<&Prefix> {
+        match self.tables.get(&table) {
+            Some(p) if p.epoch == epoch => Some(p),
+            _ => self
+                .retired
+                .iter()
+                .find(|(t, p)| *t == table && p.epoch == epoch)
+                .map(|(_, p)| p),
+        }
+    }
+
     /// The message that sends `batch` (placed as `placed`) on the output stream that was
-    /// sent `sent`, which it updates. None when the stream cannot take it: the table's IPC
-    /// stream changed since the batch (it can only be refused), or this output stream already
-    /// holds a dictionary that replaced one the batch uses (a fresh output stream can take it).
+    /// sent `sent`, which it updates. None when this output stream cannot take it: it already
+    /// moved on to a later IPC stream of one of the batch's tables, or holds a dictionary that
+    /// replaced one the batch uses. A fresh output stream takes any batch still placed.
     pub fn frame(
         &self,
         batch: &RawBatch,
@@ -114,21 +150,23 @@ impl Forwarder {
         let mut updates = Vec::with_capacity(batch.payloads.len());
         let mut payloads = Vec::with_capacity(batch.payloads.len());
         for (payload, &(table, epoch, before, after)) in batch.payloads.iter().zip(&placed.tables) {
-            let prefix = self.tables.get(&table).filter(|p| p.epoch == epoch)?;
+            let prefix = self.find(table, epoch)?;
             let count = match sent.tables.get(&table) {
                 Some(&(e, count)) if e == epoch => count,
+                Some(&(e, _)) if e > epoch => return None,
                 _ => 0,
             };
             let record = if count == before {
                 concat(&payload.messages)
             } else if count < before {
-                concat(
-                    prefix.messages[count..before]
-                        .iter()
-                        .chain(&payload.messages),
-                )
+                concat(prefix.fill(count, before).chain(&payload.messages))
             } else {
-                if prefix.replaces.get(after..count)?.iter().any(|r| *r) {
+                let replaced = prefix
+                    .messages
+                    .get(after..count)?
+                    .iter()
+                    .any(|m| matches!(m.kind, MessageKind::Dictionary { delta: false, .. }));
+                if replaced {
                     return None;
                 }
                 concat(payload.records())
@@ -150,6 +188,7 @@ impl Forwarder {
 
     /// Bytes of the schema and dictionary messages kept.
     pub fn memory(&self) -> usize {
-        self.bytes
+        let current: usize = self.tables.values().map(Prefix::bytes).sum();
+        current + self.retired.iter().map(|(_, p)| p.bytes()).sum::<usize>()
     }
 }

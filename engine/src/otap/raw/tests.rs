@@ -327,3 +327,69 @@ proptest! {
         check(signal, &bars, &renames, &breaks);
     }
 }
+
+/// Batches placed well before they are framed (they wait in queues), across schema changes:
+/// every one still frames, on a fresh output stream when the current one moved on.
+#[test]
+fn batches_placed_before_a_schema_change_still_go() {
+    let sizes = [120, 0, 200, 0, 90, 300];
+    let bars = stream(Signal::Logs, &requests(Signal::Logs, 8, &sizes));
+    let none = KeyRenames::default();
+    let mut plain = OtapDecoder::new(Signal::Logs);
+    let mut decoder = OtapDecoder::new(Signal::Logs);
+    decoder.enable_forwarding(64 << 20);
+    let mut forwarder = Forwarder::default();
+    let mut placed = Vec::new();
+    for bar in &bars {
+        let expected = meaning(&plain.decode(bar).unwrap(), &none);
+        let raw = decoder
+            .forward(bar, &[&none])
+            .unwrap()
+            .unwrap()
+            .outputs
+            .remove(0);
+        let at = forwarder.place(&raw);
+        placed.push((raw, at, expected));
+    }
+    // In order on one stream, then backwards, a fresh stream whenever one refuses.
+    for (backwards, order) in [
+        (false, (0..placed.len()).collect::<Vec<_>>()),
+        (true, (0..placed.len()).rev().collect()),
+    ] {
+        let mut receiver = OtapDecoder::new(Signal::Logs);
+        let mut sent = Sent::default();
+        let mut fresh_streams = 0;
+        for i in order {
+            let (raw, at, expected) = &placed[i];
+            let frame = match forwarder.frame(raw, at, &mut sent, i as i64) {
+                Some(frame) => frame,
+                None => {
+                    fresh_streams += 1;
+                    receiver = OtapDecoder::new(Signal::Logs);
+                    sent = Sent::default();
+                    forwarder.frame(raw, at, &mut sent, i as i64).unwrap()
+                }
+            };
+            let got = meaning(&receiver.decode(&frame).unwrap(), &none);
+            assert_eq!(&got, expected, "batch {i}");
+        }
+        // Forwards, one stream takes them all; backwards, each schema change back needs a
+        // fresh one.
+        assert_eq!(fresh_streams > 0, backwards);
+    }
+    assert!(forwarder.memory() > 0);
+    drop(placed);
+    // Once no batch is left, the retired IPC streams go at the next batch.
+    let kept = forwarder.memory();
+    let bars = stream(Signal::Logs, &requests(Signal::Logs, 9, &[10]));
+    let mut decoder = OtapDecoder::new(Signal::Logs);
+    decoder.enable_forwarding(64 << 20);
+    let raw = decoder
+        .forward(&bars[0], &[&none])
+        .unwrap()
+        .unwrap()
+        .outputs
+        .remove(0);
+    forwarder.place(&raw);
+    assert!(forwarder.memory() < kept + raw.size());
+}

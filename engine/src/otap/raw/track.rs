@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use arrow::array::StringArray;
+use arrow::array::{Array, StringArray};
 
 use super::ipc::{self, IpcMessage, MessageKind};
 use super::keys::{key_dictionary, read_strings, rename_message, renames_keep_distinct};
@@ -27,6 +27,8 @@ struct Table {
     key_dictionary: Option<i64>,
     /// The key dictionary's strings so far.
     keys: Vec<String>,
+    /// Whether the key dictionary holds a null (which receivers may read as "").
+    null_keys: bool,
 }
 
 impl Table {
@@ -47,6 +49,8 @@ struct Staged {
     keys: Option<Vec<String>>,
     /// The key dictionary messages of the payload (by position) and their strings.
     key_messages: Vec<(usize, StringArray)>,
+    /// Whether the key dictionary holds a null after this payload.
+    null_keys: bool,
 }
 
 /// The state pass-through keeps for one input stream.
@@ -213,6 +217,7 @@ impl Tracker {
         };
         let mut keys: Option<Vec<String>> = None;
         let mut key_messages = Vec::new();
+        let mut null_keys = current.is_some_and(|t| t.null_keys);
         for (i, message) in messages.iter().enumerate() {
             let MessageKind::Dictionary { id, delta } = message.kind else {
                 continue;
@@ -227,6 +232,7 @@ impl Tracker {
                 (true, None, Some(t)) => t.keys.clone(),
                 (true, None, None) => Vec::new(),
             };
+            null_keys |= values.null_count() > 0;
             next.extend(values.iter().map(|v| v.unwrap_or_default().to_string()));
             keys = Some(next);
             key_messages.push((i, values));
@@ -239,6 +245,7 @@ impl Tracker {
             key_dictionary,
             keys,
             key_messages,
+            null_keys,
         })
     }
 
@@ -254,7 +261,7 @@ impl Tracker {
             let pairs = renames.of(s.table);
             let mut messages = s.messages.clone();
             if !pairs.is_empty() {
-                if s.key_dictionary.is_none() {
+                if s.key_dictionary.is_none() || s.null_keys {
                     return Ok(None);
                 }
                 // The dictionary only changes with this payload's messages: when it did not,
@@ -298,6 +305,7 @@ impl Tracker {
                         messages: Vec::new(),
                         key_dictionary: s.key_dictionary,
                         keys: Vec::new(),
+                        null_keys: false,
                     },
                 );
             }
@@ -313,6 +321,7 @@ impl Tracker {
             if let Some(keys) = s.keys {
                 table.keys = keys;
             }
+            table.null_keys = s.null_keys;
         }
     }
 }

@@ -572,6 +572,18 @@ impl State {
             .collect();
         self.affine
             .retain(|id, a| busy.contains(id) || Arc::strong_count(&a.forwarder) > 1);
+        // An output stream past its lifetime with nothing in flight closes now rather than
+        // at its input's next batch.
+        let lifetime = self.config.lifetime;
+        for (id, affine) in &mut self.affine {
+            let expired = affine
+                .stream
+                .as_ref()
+                .is_some_and(|s| s.opened.elapsed() >= lifetime);
+            if expired && !busy.contains(id) {
+                affine.stream = None;
+            }
+        }
     }
 }
 

@@ -32,6 +32,11 @@ use crate::gateway::worker::ForwardedJob;
 /// Batches of one stream in the pipelines at once.
 const IN_FLIGHT_PER_STREAM: usize = 32;
 
+/// The most schema and dictionary messages kept for a forwarded stream: a fresh output
+/// stream is sent them with its first batch, which must stay well within the 4 MiB a gRPC
+/// server receives by default.
+const MAX_FORWARDED_STATE: usize = 2 << 20;
+
 /// Numbers the OTAP streams of the process (sinks keep forwarded streams apart by it).
 static NEXT_STREAM: AtomicU64 = AtomicU64::new(0);
 
@@ -95,7 +100,6 @@ impl Forwarding {
         Ok(Some(ForwardedJob {
             signal,
             items: forwarded.items,
-            generation: running.generation,
             outputs,
         }))
     }
@@ -115,7 +119,11 @@ fn read_batch(
     };
     let outcome = match forwarded {
         Ok(Some(job)) => Ok(Work::Forwarded(job)),
-        Ok(None) => decoder.decode(records).map(|b| Work::Decoded(Box::new(b))),
+        Ok(None) => {
+            // Decoded from now on: the sinks forget the stream once its batches settled.
+            forwarding.forwarders.clear();
+            decoder.decode(records).map(|b| Work::Decoded(Box::new(b)))
+        }
         Err(e) => Err(e),
     };
     outcome.map_err(|e| {
@@ -271,9 +279,11 @@ async fn serve_stream(
         .routes(context.index, signal)
         .is_some();
     if forwardable {
-        // Half the stream's state budget: should the stream be decoded after all, the
-        // decoder's own state takes its place.
-        decoder.enable_forwarding(context.limits.max_stream_memory_bytes / 2);
+        // Half the stream's state budget, and at most what a fresh output stream can be sent
+        // with one batch: should the stream be decoded after all, the decoder's own state
+        // takes its place.
+        let limit = (context.limits.max_stream_memory_bytes / 2).min(MAX_FORWARDED_STATE);
+        decoder.enable_forwarding(limit);
     }
     let mut headers = HeaderDecoder::default();
     let mut shutdown = context.shutdown.clone();
