@@ -3,6 +3,7 @@
 # NAME: YAML indented under `processors:`, and collector_chain NAME: their names in order).
 #   pass    nothing: every log goes on as it came
 #   rename  rename `exception.type` to `error.type`
+#   renames four renames
 #   full    four renames, drop the logs below INFO (severity number < 9), send the rest on
 . benches/compare/rename.sh
 
@@ -10,11 +11,14 @@ penstock_statements() {
   case "$1" in
     pass) ;;
     rename) echo "ALTER TABLE logs RENAME ATTRIBUTE 'exception.type' TO 'error.type';" ;;
-    full)
+    renames)
       echo "ALTER TABLE logs RENAME ATTRIBUTE 'exception.type' TO 'error.type';"
       echo "ALTER TABLE logs RENAME ATTRIBUTE 'http.request.method' TO 'http.method';"
       echo "ALTER TABLE logs RENAME ATTRIBUTE 'user.id' TO 'enduser.id';"
       echo "ALTER TABLE logs RENAME ATTRIBUTE 'thread.id' TO 'thread.num';"
+      ;;
+    full)
+      penstock_statements renames
       echo "DELETE FROM logs WHERE severity_number < 9;"
       ;;
     *) echo "unknown pipeline $1" >&2; return 1 ;;
@@ -31,7 +35,7 @@ collector_processors() {
   case "$1" in
     pass) ;;
     rename) echo "$RENAME_PROCESSOR" ;;
-    full)
+    renames)
       echo "  transform:"
       echo "    log_statements:"
       echo "      - context: log"
@@ -40,6 +44,9 @@ collector_processors() {
       ottl_rename http.request.method http.method
       ottl_rename user.id enduser.id
       ottl_rename thread.id thread.num
+      ;;
+    full)
+      collector_processors renames
       echo "  filter:"
       echo "    logs:"
       echo "      log_record:"
@@ -51,7 +58,7 @@ collector_processors() {
 collector_chain() {
   case "$1" in
     pass) echo "batch" ;;
-    rename) echo "transform, batch" ;;
+    rename | renames) echo "transform, batch" ;;
     full) echo "transform, filter, batch" ;;
   esac
 }

@@ -14,8 +14,9 @@
 #        [PASS_THROUGH=false] [REPORT=docs] benches/compare/run.sh [CELL...]
 #   CELL: IN-OUT-COMPRESSION-BATCH-WORKERS[-PIPELINE], e.g. otap-otap-zstd-4096-1-rename
 #   (IN and OUT: otlp or otap; COMPRESSION: none or zstd, of the output, and of the input for
-#   OTLP; PIPELINE: pass, rename (the default) or full, see pipelines.sh). MATRIX=full runs
-#   the whole matrix (72 cells); without cells, a default set.
+#   OTLP; PIPELINE: pass, rename (the default), renames or full, see pipelines.sh).
+#   MATRIX=full runs the whole matrix (72 cells, without `renames`); without cells, a default
+#   set.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 runs="${RUNS:-3}"

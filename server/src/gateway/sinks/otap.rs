@@ -251,6 +251,11 @@ impl State {
         while let Some(d) = next.take() {
             if d.raw.is_some() {
                 self.forward(d);
+                // Forwarded batches are not merged: take the next only while there is room.
+                let capacity = PENDING_PER_STREAM * self.config.streams;
+                if self.pending.len() + self.retries.len() >= capacity {
+                    break;
+                }
                 next = deliveries.try_recv().ok();
                 continue;
             }

@@ -341,7 +341,6 @@ async fn serve_stream(
         // times larger); the first permit is given up before waiting, so no stream holds
         // part of the budget while it waits for more.
         let path = matches!(work, Work::Decoded(_)) as usize;
-        context.telemetry.otap_batches[path].fetch_add(1, Relaxed);
         let (decoded, items) = match &work {
             Work::Decoded(batch) => (batch.memory_size(), batch.num_items()),
             Work::Forwarded(job) => (0, job.items),
@@ -375,6 +374,7 @@ async fn serve_stream(
                 .await;
             break;
         }
+        context.telemetry.otap_batches[path].fetch_add(1, Relaxed);
         if let Some(flow) = flow {
             flow.add(items, size);
         }
