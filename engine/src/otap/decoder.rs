@@ -10,7 +10,7 @@ use arrow::ipc::reader::StreamDecoder;
 use super::DecodeLimits;
 use super::growing::DistinctValues;
 use super::ids::{Strings, check_unique_ids, decode_ids};
-use super::prescan::prescan;
+use super::prescan::check_payload;
 use super::raw::{Forwarded, KeyRenames, Tracker};
 use super::validate::validate;
 use crate::batch::OtapBatch;
@@ -207,12 +207,9 @@ impl OtapDecoder {
             schema_id: payload.schema_id.clone(),
             reason,
         };
-        if let Err(e) = prescan(&payload.record, &self.limits) {
+        if let Err(e) = check_payload(table, payload, &self.limits) {
             self.streams.remove(&table);
-            return Err(match e {
-                too_large @ Error::DecompressedTooLarge { .. } => too_large,
-                other => bad(other.to_string()),
-            });
+            return Err(e);
         }
         let stream = match self.streams.get_mut(&table) {
             Some(s) if s.schema_id == payload.schema_id => s,

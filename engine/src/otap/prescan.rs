@@ -50,6 +50,23 @@ fn check_record_batch(rb: &IpcRecordBatch<'_>, body: &[u8], max_rows: u64) -> Re
     Ok(declared)
 }
 
+/// [`prescan`] of a payload of `table`: a compression bomb is refused for its size, anything
+/// else as a bad payload.
+pub(crate) fn check_payload(
+    table: crate::schema::PayloadType,
+    payload: &crate::proto::ArrowPayload,
+    limits: &DecodeLimits,
+) -> Result<()> {
+    prescan(&payload.record, limits).map_err(|e| match e {
+        too_large @ Error::DecompressedTooLarge { .. } => too_large,
+        other => Error::BadPayload {
+            payload_type: table,
+            schema_id: payload.schema_id.clone(),
+            reason: other.to_string(),
+        },
+    })
+}
+
 /// Walks the encapsulated IPC messages of one payload. Fails when the framing is inconsistent or
 /// the compressed buffers declare more than `max_decompressed` bytes in total.
 pub(crate) fn prescan(payload: &[u8], limits: &DecodeLimits) -> Result<()> {

@@ -3,13 +3,13 @@
 //! record. A gateway that decodes what it receives and encodes what it sends does at least
 //! that work (OTAP pass-through forwards compressed bodies and stays below it).
 
-use std::io::{Read, Write};
-
 use bytes::Bytes;
 use penstock_engine::Signal;
 use penstock_engine::otap::{EncodeOptions, OtapEncoder};
 use penstock_engine::otlp::decode::decode as decode_otlp;
 use tonic::codec::CompressionEncoding;
+
+use crate::gateway::sinks::compress::{self, Compression};
 
 /// What a load's bytes cost at the least.
 #[derive(Debug, Clone, Copy)]
@@ -40,42 +40,31 @@ fn per_million(
     }
 }
 
-/// The floor of OTLP requests (`requests`, `batch` records each) sent with `compression`.
+/// The floor of OTLP requests (`requests`, `batch` records each) sent with `compression`,
+/// inflated and compressed again as the gateway does it (the sinks' fast levels).
 pub fn otlp(
     requests: &[Bytes],
     batch: usize,
     compression: Option<CompressionEncoding>,
 ) -> anyhow::Result<Floor> {
     let records = requests.len() * batch;
-    let compress = |plain: &[u8]| -> anyhow::Result<Vec<u8>> {
-        Ok(match compression {
-            Some(CompressionEncoding::Zstd) => zstd::bulk::compress(plain, 1)?,
-            Some(CompressionEncoding::Gzip) => {
-                let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-                e.write_all(plain)?;
-                e.finish()?
-            }
-            _ => plain.to_vec(),
-        })
+    let (codec, name) = match compression {
+        Some(CompressionEncoding::Zstd) => (Compression::Zstd, "zstd"),
+        Some(CompressionEncoding::Gzip) => (Compression::Gzip, "gzip"),
+        _ => (Compression::None, "identity"),
     };
-    let sent: Vec<Vec<u8>> = requests
+    let sent: Vec<Bytes> = requests
         .iter()
-        .map(|r| compress(r))
-        .collect::<anyhow::Result<_>>()?;
-    let wire = sent.iter().map(Vec::len).sum::<usize>() as f64 / records as f64;
-    let cpu = match compression {
-        None => 0.0,
-        Some(encoding) => per_million(records, || {
+        .map(|r| compress::append(Vec::new(), r, codec).map(Bytes::from))
+        .collect::<std::io::Result<_>>()?;
+    let wire = sent.iter().map(Bytes::len).sum::<usize>() as f64 / records as f64;
+    let cpu = match codec {
+        Compression::None => 0.0,
+        _ => per_million(records, || {
             for (body, plain) in sent.iter().zip(requests) {
-                let inflated = match encoding {
-                    CompressionEncoding::Gzip => {
-                        let mut out = Vec::with_capacity(plain.len());
-                        flate2::read::GzDecoder::new(body.as_slice()).read_to_end(&mut out)?;
-                        out
-                    }
-                    _ => zstd::bulk::decompress(body, plain.len())?,
-                };
-                std::hint::black_box(compress(&inflated)?);
+                let inflated = compress::decompress(body.clone(), Some(name), plain.len())
+                    .map_err(anyhow::Error::msg)?;
+                std::hint::black_box(compress::append(Vec::new(), &inflated, codec)?);
             }
             Ok(())
         })?,

@@ -12,7 +12,7 @@ use super::keys::{key_dictionary, read_strings, rename_message, renames_keep_dis
 use super::{Forwarded, KeyRenames, RawBatch, RawPayload};
 use crate::error::{Error, Result};
 use crate::otap::DecodeLimits;
-use crate::otap::prescan::prescan;
+use crate::otap::prescan::check_payload;
 use crate::otap::validate::validate;
 use crate::proto::{ArrowPayload, BatchArrowRecords};
 use crate::schema::{PayloadType, Signal};
@@ -56,6 +56,8 @@ struct Staged {
 /// The state pass-through keeps for one input stream.
 pub(crate) struct Tracker {
     tables: HashMap<PayloadType, Table>,
+    /// Bytes of the messages the tables hold.
+    bytes: usize,
     limit: usize,
 }
 
@@ -77,13 +79,14 @@ impl Tracker {
     pub(crate) fn new(limit: usize) -> Tracker {
         Tracker {
             tables: HashMap::new(),
+            bytes: 0,
             limit,
         }
     }
 
     /// Bytes of the messages kept.
     pub(crate) fn memory(&self) -> usize {
-        self.tables.values().map(Table::bytes).sum()
+        self.bytes
     }
 
     /// Per table: its IPC stream's id and the messages to replay into a fresh decoder.
@@ -125,12 +128,13 @@ impl Tracker {
             }
             staged.push(s);
         }
-        let kept: usize = self
-            .tables
+        let replaced: usize = staged
             .iter()
-            .filter(|(t, _)| !staged.iter().any(|s| s.fresh && s.table == **t))
-            .map(|(_, t)| t.bytes())
+            .filter(|s| s.fresh)
+            .filter_map(|s| self.tables.get(&s.table))
+            .map(Table::bytes)
             .sum();
+        let kept = self.bytes - replaced;
         let added: usize = staged
             .iter()
             .flat_map(|s| &s.messages)
@@ -175,10 +179,7 @@ impl Tracker {
             schema_id: payload.schema_id.clone(),
             reason,
         };
-        prescan(&payload.record, limits).map_err(|e| match e {
-            too_large @ Error::DecompressedTooLarge { .. } => too_large,
-            other => bad(other.to_string()),
-        })?;
+        check_payload(table, payload, limits)?;
         let messages = ipc::split(&payload.record).map_err(bad)?;
         let records = messages
             .iter()
@@ -298,7 +299,7 @@ impl Tracker {
     fn take(&mut self, staged: Vec<Staged>) {
         for s in staged {
             if s.fresh {
-                self.tables.insert(
+                let old = self.tables.insert(
                     s.table,
                     Table {
                         schema_id: s.schema_id,
@@ -308,16 +309,17 @@ impl Tracker {
                         null_keys: false,
                     },
                 );
+                self.bytes -= old.as_ref().map_or(0, Table::bytes);
             }
             let Some(table) = self.tables.get_mut(&s.table) else {
                 continue;
             };
-            table.messages.extend(
-                s.messages
-                    .iter()
-                    .filter(|m| !matches!(m.kind, MessageKind::Records { .. }))
-                    .map(IpcMessage::detached),
-            );
+            for m in &s.messages {
+                if !matches!(m.kind, MessageKind::Records { .. }) {
+                    self.bytes += m.bytes.len();
+                    table.messages.push(m.detached());
+                }
+            }
             if let Some(keys) = s.keys {
                 table.keys = keys;
             }

@@ -3,7 +3,7 @@
 //! all workers; network sinks (OTAP, OTLP, OTLP_HTTP) run one per worker, with their own
 //! connections.
 
-mod compress;
+pub mod compress;
 pub mod console;
 mod export;
 mod file;
