@@ -432,6 +432,10 @@ def check_penstock(report: Report, facts: dict) -> None:
         result = subprocess.run([binary, "check", str(sql)], capture_output=True, text=True)
     print("  " + (result.stdout + result.stderr).strip().replace("\n", "\n  "))
     report.check(result.returncode == 0, "`penstock check` accepts the pipeline in configmap.yaml")
+    for tier in sorted((DEPLOY / "two-tier").glob("*.sql")):
+        result = subprocess.run([binary, "check", str(tier)], capture_output=True, text=True)
+        report.check(result.returncode == 0, f"`penstock check` accepts two-tier/{tier.name}",
+                     (result.stdout + result.stderr).strip())
     help_text = subprocess.run([binary, "run", "--help"], capture_output=True, text=True).stdout
     known = set(re.findall(r"--[a-z][a-z-]*", help_text))
     for flag in (a for a in facts.get("args", []) if a.startswith("--")):

@@ -37,15 +37,18 @@ pub enum SourceKind {
     Generator,
     /// OTLP JSON lines from a file.
     File,
+    /// A Kafka consumer group.
+    Kafka,
 }
 
 impl SourceKind {
     /// All kinds.
-    pub const ALL: [SourceKind; 4] = [
+    pub const ALL: [SourceKind; 5] = [
         SourceKind::Grpc,
         SourceKind::Http,
         SourceKind::Generator,
         SourceKind::File,
+        SourceKind::Kafka,
     ];
 
     /// The keyword naming the kind.
@@ -55,6 +58,7 @@ impl SourceKind {
             SourceKind::Http => "HTTP",
             SourceKind::Generator => "GENERATOR",
             SourceKind::File => "FILE",
+            SourceKind::Kafka => "KAFKA",
         }
     }
 }
@@ -72,16 +76,19 @@ pub enum SinkKind {
     File,
     /// A readable sample on standard output.
     Console,
+    /// A Kafka producer.
+    Kafka,
 }
 
 impl SinkKind {
     /// All kinds.
-    pub const ALL: [SinkKind; 5] = [
+    pub const ALL: [SinkKind; 6] = [
         SinkKind::Otap,
         SinkKind::Otlp,
         SinkKind::OtlpHttp,
         SinkKind::File,
         SinkKind::Console,
+        SinkKind::Kafka,
     ];
 
     /// The keyword naming the kind.
@@ -92,6 +99,7 @@ impl SinkKind {
             SinkKind::OtlpHttp => "OTLP_HTTP",
             SinkKind::File => "FILE",
             SinkKind::Console => "CONSOLE",
+            SinkKind::Kafka => "KAFKA",
         }
     }
 }

@@ -375,7 +375,7 @@ impl FileParser {
             .into_iter()
             .find(|k| self.peek_word(k.keyword()))
         else {
-            return self.expected("a source kind: GRPC, HTTP, GENERATOR or FILE");
+            return self.expected("a source kind: GRPC, HTTP, GENERATOR, FILE or KAFKA");
         };
         self.p.next_token();
         let options = self.options()?;
@@ -394,7 +394,7 @@ impl FileParser {
             .into_iter()
             .find(|k| self.peek_word(k.keyword()))
         else {
-            return self.expected("a sink kind: OTAP, OTLP, OTLP_HTTP, FILE or CONSOLE");
+            return self.expected("a sink kind: OTAP, OTLP, OTLP_HTTP, FILE, CONSOLE or KAFKA");
         };
         self.p.next_token();
         let options = self.options()?;

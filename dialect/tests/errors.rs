@@ -7,7 +7,7 @@ const PRELUDE: &str =
 
 /// Each case is checked after the two-line prelude, so its first line is line 3.
 const CASES: &[(&str, &str)] = &[
-    ("missing kind", "CREATE SOURCE x FROM KAFKA;"),
+    ("missing kind", "CREATE SOURCE x FROM PULSAR;"),
     ("missing option", "CREATE SOURCE x FROM GRPC;"),
     (
         "unknown option",
@@ -139,7 +139,23 @@ const CASES: &[(&str, &str)] = &[
         "unterminated string",
         "CREATE PIPELINE p FROM src AS BEGIN\n  DELETE FROM logs WHERE body = 'oops;\nEND;",
     ),
-    ("unknown sink kind", "CREATE SINK y TO KAFKA;"),
+    ("unknown sink kind", "CREATE SINK y TO PULSAR;"),
+    (
+        "KAFKA source without its signal",
+        "CREATE SOURCE k FROM KAFKA WITH (brokers = 'kafka:9092', topic = 'otlp_logs', group = 'g');",
+    ),
+    (
+        "KAFKA brokers without a port",
+        "CREATE SINK k TO KAFKA WITH (brokers = 'kafka', topic = 'otlp_{signal}');",
+    ),
+    (
+        "KAFKA sink key",
+        "CREATE SINK k TO KAFKA WITH (brokers = 'kafka:9092', topic = 't', key = 'span_id');",
+    ),
+    (
+        "KAFKA source topic with a placeholder",
+        "CREATE SOURCE k FROM KAFKA WITH (brokers = 'kafka:9092', topic = 'otlp_{signal}', group = 'g', encoding = 'otlp_json');",
+    ),
     (
         "OTLP_HTTP encoding",
         "CREATE SINK y TO OTLP_HTTP WITH (endpoint = 'http://h:4318', encoding = 'xml');",
@@ -245,7 +261,7 @@ CREATE SINK late TO OTLP WITH (endpoint = 'h:1');
 
 #[test]
 fn errors_of_several_files_come_in_the_order_of_the_files() {
-    let first = "CREATE SINK a TO KAFKA;\nCREATE SINK b TO CONSOLE WITH (limit = 'x');";
+    let first = "CREATE SINK a TO PULSAR;\nCREATE SINK b TO CONSOLE WITH (limit = 'x');";
     let second = "CREATE SOURCE s FROM FILE;";
     let errors = penstock_dialect::check_sources(&[("z.sql", first), ("a.sql", second)])
         .expect_err("three errors");

@@ -55,6 +55,7 @@ mod forwarding;
 mod kernels;
 mod names;
 mod ops;
+pub mod partition;
 pub mod query;
 pub mod reference;
 mod rows;

@@ -8,7 +8,7 @@
 //
 //	kafka-go gen     -signal logs|traces|metrics -count N [-items M]  > frames
 //	kafka-go produce -brokers ADDR -topic T -encoding otlp_proto|otlp_json -signal S < frames
-//	kafka-go consume -brokers ADDR -topic T -group G -encoding E -signal S -count N > frames
+//	kafka-go consume -brokers ADDR -topic T -group G -encoding E|raw -signal S -count N [-items M] > frames
 //	kafka-go topic   -brokers ADDR -topic T -partitions P
 //	kafka-go same    A B   (exit 0 when two frame files hold the same frames, in any order)
 //
@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -48,8 +49,8 @@ const usage = `usage:
   kafka-go produce -brokers ADDR -topic T -encoding otlp_proto|otlp_json -signal S
                    [-acks all|leader] [-compression none|gzip|snappy|lz4|zstd]
                    [-partition-by-trace-id] [-header k=v ...]
-  kafka-go consume -brokers ADDR -topic T -group G -encoding E -signal S -count N
-                   [-timeout D] [-offset earliest|latest] [-v]
+  kafka-go consume -brokers ADDR -topic T -group G -encoding E|raw -signal S -count N
+                   [-items N] [-timeout D] [-offset earliest|latest] [-v]
   kafka-go topic   -brokers ADDR -topic T -partitions P [-timeout D]
   kafka-go same    FILE_A FILE_B
 frames on stdin/stdout: 4-byte little-endian length + Export*ServiceRequest protobuf
@@ -317,11 +318,24 @@ func cmdConsume(args []string) error {
 	timeout := fs.Duration("timeout", 60*time.Second, "give up when -count messages have not arrived by then")
 	offset := fs.String("offset", "earliest", "where a group without committed offsets starts: earliest or latest (the receiver's initial_offset; its default is latest)")
 	verbose := fs.Bool("v", false, "print a JSON line per message (partition, offset, key, headers, sizes) on stderr")
+	itemsWanted := fs.Int("items", 0, "read until this many records (log records, spans, data points) arrived, whatever -count says")
 	_ = fs.Parse(args)
-	codec, err := c.check(true)
+	raw := c.encoding == "raw"
+	var codec signalCodec
+	var err error
+	if raw {
+		// Message values written out as they are, one frame each.
+		_, err = c.check(false)
+	} else {
+		codec, err = c.check(true)
+	}
 	if err != nil {
 		return err
 	}
+	if *itemsWanted > 0 {
+		*count = math.MaxInt32
+	}
+	itemsGot := 0
 	if *group == "" {
 		return errors.New("-group is required")
 	}
@@ -352,10 +366,10 @@ func cmdConsume(args []string) error {
 	out := bufio.NewWriter(os.Stdout)
 	logw := json.NewEncoder(os.Stderr)
 	got := 0
-	for got < *count {
+	for got < *count && (*itemsWanted == 0 || itemsGot < *itemsWanted) {
 		fetches := cl.PollRecords(ctx, *count-got)
 		if ctx.Err() != nil {
-			return fmt.Errorf("read %d of %d messages before the %s timeout", got, *count, *timeout)
+			return fmt.Errorf("read %d messages (%d records) before the %s timeout", got, itemsGot, *timeout)
 		}
 		var ferr error
 		fetches.EachError(func(t string, p int32, err error) {
@@ -369,10 +383,14 @@ func cmdConsume(args []string) error {
 			recs = recs[:*count-got]
 		}
 		for _, r := range recs {
-			req, items, err := codec.decode(r.Value, c.encoding)
-			if err != nil {
-				return fmt.Errorf("message %s[%d]@%d: %w", r.Topic, r.Partition, r.Offset, err)
+			req, items := r.Value, 1
+			if !raw {
+				req, items, err = codec.decode(r.Value, c.encoding)
+				if err != nil {
+					return fmt.Errorf("message %s[%d]@%d: %w", r.Topic, r.Partition, r.Offset, err)
+				}
 			}
+			itemsGot += items
 			if err := writeFrame(out, req); err != nil {
 				return err
 			}

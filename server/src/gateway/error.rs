@@ -194,6 +194,17 @@ pub enum GatewayError {
         /// The sink.
         sink_name: String,
     },
+    /// A Kafka client of a source or sink could not be created.
+    #[error("{role} {name}: the Kafka client: {source}")]
+    KafkaClient {
+        /// `source` or `sink`.
+        role: &'static str,
+        /// Its name.
+        name: String,
+        /// Why.
+        #[source]
+        source: rdkafka::error::KafkaError,
+    },
     /// A sink's `auth_token` cannot be sent as a header.
     #[error("sink {sink_name}: auth_token must be printable ASCII")]
     AuthToken {

@@ -5,6 +5,7 @@
 pub mod backend;
 pub mod flight;
 pub mod go;
+pub mod kafka;
 pub mod otlp_go;
 
 use std::future::Future;

@@ -7,6 +7,7 @@ pub mod compress;
 pub mod console;
 mod export;
 mod file;
+pub mod kafka;
 mod otap;
 mod otlp;
 mod otlp_http;
@@ -71,12 +72,14 @@ pub fn start_shared(
             let limit = sink.options.count("limit").unwrap_or(10) as usize;
             tokio::task::spawn_blocking(move || console::run(name, limit, deliveries, telemetry))
         }
-        SinkKind::Otap | SinkKind::Otlp | SinkKind::OtlpHttp => return Ok(None),
+        SinkKind::Otap | SinkKind::Otlp | SinkKind::OtlpHttp | SinkKind::Kafka => {
+            return Ok(None);
+        }
     };
     Ok(Some(SinkTask { queue, task }))
 }
 
-/// Starts a worker's own instance of a network sink (OTAP, OTLP, OTLP_HTTP) on the current
+/// Starts a worker's own instance of a network sink (OTAP, OTLP, OTLP_HTTP, KAFKA) on the current
 /// runtime; `None` for shared sinks (disk-buffered ones among them). Once `draining` is
 /// true, the sink no longer lingers.
 pub fn start_per_worker(
@@ -129,6 +132,10 @@ pub fn start_network(
                 config = config.ordered();
             }
             tokio::spawn(otap::run(config, deliveries, telemetry, draining))
+        }
+        SinkKind::Kafka => {
+            let config = kafka::Config::from_sink(sink)?;
+            tokio::spawn(kafka::run(config, deliveries, telemetry))
         }
         SinkKind::File | SinkKind::Console => return Ok(None),
     };

@@ -5,6 +5,7 @@ pub mod file;
 pub mod generator;
 pub mod grpc;
 pub mod http;
+pub mod kafka;
 pub mod listener;
 mod start;
 

@@ -13,7 +13,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
 use super::listener::{Limits, Places, SourceContext, Tls};
-use super::{file, generator, grpc, http, listener};
+use super::{file, generator, grpc, http, kafka, listener};
 use crate::gateway::error::GatewayError;
 use crate::gateway::program::resolve_path;
 use crate::gateway::telemetry::Telemetry;
@@ -65,6 +65,10 @@ pub async fn start(program: &Program, setup: &SourceSetup<'_>) -> Result<Started
                 started.endless |= source.options.count("records").is_none();
             }
             SourceKind::File => start_file(source, index, setup, &mut started.tasks),
+            SourceKind::Kafka => {
+                start_kafka(source, index, setup, &mut started.tasks)?;
+                started.endless = true;
+            }
         }
     }
     Ok(started)
@@ -183,4 +187,28 @@ fn start_file(
             source,
         })?
     });
+}
+
+/// Starts a KAFKA source's consumer on one worker (sources take turns over the workers); its
+/// messages are handled on every worker.
+fn start_kafka(
+    source: &Source,
+    index: usize,
+    setup: &SourceSetup<'_>,
+    tasks: &mut JoinSet<Result<(), GatewayError>>,
+) -> Result<(), GatewayError> {
+    let Some(w) = setup.workers.get(index % setup.workers.len().max(1)) else {
+        return Ok(());
+    };
+    let consumer = kafka::KafkaSource::new(source, index, setup.telemetry, setup.shutdown)?;
+    let workers = setup.workers.iter().map(|w| w.handle.clone()).collect();
+    let task = w.handle.runtime.spawn(consumer.run(workers));
+    let name = source.name.clone();
+    tasks.spawn(async move {
+        task.await.map_err(|source| GatewayError::Task {
+            task: format!("source {name}: the Kafka consumer"),
+            source,
+        })?
+    });
+    Ok(())
 }

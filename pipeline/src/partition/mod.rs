@@ -1,0 +1,185 @@
+//! Splitting a batch by the partition of a key, for sinks whose backend is partitioned
+//! (Kafka): every record with the same key lands in the same part, so a consumer of one
+//! partition sees all the records of its keys.
+//!
+//! Partitions are chosen as Kafka's default partitioner chooses them for keyed records
+//! (murmur2 of the key's bytes, sign bit cleared, modulo the partition count), so records
+//! keyed here and records keyed by a Java or Go producer with the same key agree.
+
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray};
+use arrow::datatypes::DataType;
+use penstock_dialect::model::{AttrType, ColumnRef};
+use penstock_dialect::options::PartitionKey;
+use penstock_engine::OtapBatch;
+
+use crate::error::{PipelineError, Result};
+use crate::kernels::filter::keep_rows;
+use crate::rows::Rows;
+use crate::view::column;
+
+/// Kafka's murmur2 hash (the 32-bit MurmurHash2 with seed `0x9747b28c`, as its Java client
+/// computes it).
+pub fn murmur2(data: &[u8]) -> i32 {
+    const M: u32 = 0x5bd1_e995;
+    const R: u32 = 24;
+    let length = data.len() as u32;
+    let mut h: u32 = 0x9747_b28c ^ length;
+    let mut chunks = data.chunks_exact(4);
+    for chunk in &mut chunks {
+        let mut k = u32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
+        k = k.wrapping_mul(M);
+        k ^= k >> R;
+        k = k.wrapping_mul(M);
+        h = h.wrapping_mul(M);
+        h ^= k;
+    }
+    let tail = chunks.remainder();
+    if tail.len() >= 3 {
+        h ^= u32::from(tail[2]) << 16;
+    }
+    if tail.len() >= 2 {
+        h ^= u32::from(tail[1]) << 8;
+    }
+    if !tail.is_empty() {
+        h ^= u32::from(tail[0]);
+        h = h.wrapping_mul(M);
+    }
+    h ^= h >> 13;
+    h = h.wrapping_mul(M);
+    h ^= h >> 15;
+    h as i32
+}
+
+/// The partition of a record keyed `key` among `partitions` (at least 1), as Kafka's default
+/// partitioner picks it.
+pub fn partition_of(key: &[u8], partitions: u32) -> u32 {
+    (murmur2(key) as u32 & 0x7fff_ffff) % partitions.max(1)
+}
+
+/// The records of a batch that go to one partition.
+#[derive(Debug)]
+pub struct Part {
+    /// The partition; `None` for records without a key (any partition will do).
+    pub partition: Option<u32>,
+    /// The key, when every record of the part has the same one.
+    pub key: Option<Vec<u8>>,
+    /// The records, with their resources, scopes and children.
+    pub batch: OtapBatch,
+}
+
+/// Splits `batch` by the partition of each record's `key` among `partitions`. Records whose
+/// key is missing (no such attribute; no trace id, as in metrics) form one part without a
+/// partition. A batch whose records all fall in one part is returned whole.
+pub fn split_by_key(batch: &OtapBatch, key: &PartitionKey, partitions: u32) -> Result<Vec<Part>> {
+    let space = batch.signal().root();
+    if batch.get(space).is_none_or(|t| t.num_rows() == 0) {
+        return Ok(Vec::new());
+    }
+    let keys = key_strings(batch, key)?;
+    // Each part: its partition, and its key while all of its records share one.
+    let mut parts: Vec<(Option<u32>, Option<Option<String>>)> = Vec::new();
+    // The part of each partition (the last entry: records without a key), and of each record.
+    let mut part_of_partition = vec![usize::MAX; partitions.max(1) as usize + 1];
+    let mut part_of_row = Vec::with_capacity(keys.len());
+    for value in keys {
+        let partition = value
+            .as_deref()
+            .map(|k| partition_of(k.as_bytes(), partitions));
+        let slot = partition.map_or(part_of_partition.len() - 1, |p| p as usize);
+        if part_of_partition[slot] == usize::MAX {
+            part_of_partition[slot] = parts.len();
+            parts.push((partition, Some(value.clone())));
+        }
+        let part = &mut parts[part_of_partition[slot]];
+        if part.1.as_ref().is_some_and(|k| *k != value) {
+            part.1 = None;
+        }
+        part_of_row.push(part_of_partition[slot]);
+    }
+    let single = parts.len() == 1;
+    parts
+        .into_iter()
+        .enumerate()
+        .map(|(at, (partition, shared))| {
+            let batch = if single {
+                batch.clone()
+            } else {
+                let rows: BooleanArray = part_of_row.iter().map(|p| Some(*p == at)).collect();
+                keep_rows(batch, space, &rows)?
+            };
+            Ok(Part {
+                partition,
+                key: shared.flatten().map(String::into_bytes),
+                batch,
+            })
+        })
+        .collect()
+}
+
+/// `batch` cut in two halves of its records (with what they need), or `None` when it holds
+/// fewer than two records.
+pub fn halve(batch: &OtapBatch) -> Result<Option<(OtapBatch, OtapBatch)>> {
+    let space = batch.signal().root();
+    let rows = batch.get(space).map_or(0, |t| t.num_rows());
+    if rows < 2 {
+        return Ok(None);
+    }
+    let first: BooleanArray = (0..rows).map(|r| Some(r < rows / 2)).collect();
+    let second: BooleanArray = (0..rows).map(|r| Some(r >= rows / 2)).collect();
+    Ok(Some((
+        keep_rows(batch, space, &first)?,
+        keep_rows(batch, space, &second)?,
+    )))
+}
+
+/// Each root record's key as text (trace ids in lower-case hex), `None` where it has none.
+fn key_strings(batch: &OtapBatch, key: &PartitionKey) -> Result<Vec<Option<String>>> {
+    let rows = Rows::new(batch, batch.signal().root())?;
+    match key {
+        PartitionKey::Attribute(scope, name) => {
+            let values = column(
+                &rows,
+                &ColumnRef::Attr {
+                    scope: *scope,
+                    key: name.clone(),
+                    ty: AttrType::Str,
+                },
+            )?;
+            let values = values.as_string::<i32>();
+            Ok(values.iter().map(|v| v.map(str::to_string)).collect())
+        }
+        PartitionKey::TraceId => {
+            let Some(ids) = rows.own(&["trace_id"]) else {
+                return Ok(vec![None; rows.len()]);
+            };
+            let ids = plain(ids)?;
+            let ids = ids.as_fixed_size_binary();
+            Ok(ids
+                .iter()
+                .map(|id| id.filter(|id| id.iter().any(|b| *b != 0)).map(hex))
+                .collect())
+        }
+    }
+}
+
+/// A dictionary-encoded column unpacked to its values.
+fn plain(array: ArrayRef) -> Result<ArrayRef> {
+    match array.data_type() {
+        DataType::Dictionary(_, values) => arrow::compute::cast(&array, values)
+            .map_err(|e| PipelineError::arrow("unpacking trace ids", e)),
+        _ => Ok(array),
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut text = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        text.push(DIGITS[usize::from(b >> 4)] as char);
+        text.push(DIGITS[usize::from(b & 15)] as char);
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests;

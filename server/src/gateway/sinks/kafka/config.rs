@@ -1,0 +1,126 @@
+//! A KAFKA sink's settings and its producer, from the sink's options.
+
+use std::time::Duration;
+
+use penstock_dialect::Sink;
+use penstock_dialect::options::PartitionKey;
+use penstock_engine::Signal;
+use rdkafka::ClientConfig;
+use rdkafka::producer::FutureProducer;
+
+use crate::gateway::error::GatewayError;
+use crate::gateway::kafka_context::KafkaContext;
+
+/// The default largest message, Kafka's own default limit.
+const DEFAULT_MAX_MESSAGE_BYTES: u64 = 1 << 20;
+
+/// Messages waiting in one producer for the broker, at most (librdkafka's default is 1 GiB).
+const PRODUCER_QUEUE_KIB: u64 = 32 << 10;
+
+/// How records are written into messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    /// One `Export*ServiceRequest` in protobuf per message.
+    OtlpProto,
+    /// One `Export*ServiceRequest` in OTLP JSON per message.
+    OtlpJson,
+    /// One self-contained OTAP `BatchArrowRecords` per message.
+    Otap,
+}
+
+impl Encoding {
+    /// From an `encoding` option (`otlp_proto` when absent).
+    pub fn of(option: Option<&str>) -> Encoding {
+        match option {
+            Some("otlp_json") => Encoding::OtlpJson,
+            Some("otap") => Encoding::Otap,
+            _ => Encoding::OtlpProto,
+        }
+    }
+}
+
+/// A KAFKA sink instance's settings.
+pub struct Config {
+    /// The sink's name.
+    pub name: String,
+    /// The `topic` option, `{signal}` not yet replaced.
+    pub topic: String,
+    /// The message format.
+    pub encoding: Encoding,
+    /// What records are partitioned by.
+    pub key: Option<PartitionKey>,
+    /// The largest message payload.
+    pub max_message_bytes: usize,
+    /// How long a message may wait for room in the producer's queue.
+    pub timeout: Duration,
+    /// Whether Kafka compresses messages (OTAP bodies are then left uncompressed).
+    pub compressed: bool,
+    /// The producer.
+    pub producer: FutureProducer<KafkaContext>,
+}
+
+impl Config {
+    /// The settings of `sink`, and a producer connected to its brokers.
+    pub fn from_sink(sink: &Sink) -> Result<Config, GatewayError> {
+        let options = &sink.options;
+        let timeout = options
+            .duration("timeout")
+            .unwrap_or(Duration::from_secs(30));
+        let max_message_bytes = options
+            .count("max_message_bytes")
+            .unwrap_or(DEFAULT_MAX_MESSAGE_BYTES);
+        let compression = options.str("compression").unwrap_or("zstd");
+        let acks = options.str("acks").unwrap_or("all");
+        let linger = options
+            .duration("linger")
+            .unwrap_or(Duration::from_millis(5));
+        let mut client = ClientConfig::new();
+        client
+            .set(
+                "bootstrap.servers",
+                options.str("brokers").unwrap_or_default(),
+            )
+            .set("client.id", format!("penstock-{}", sink.name))
+            .set("acks", acks)
+            .set("enable.idempotence", (acks == "all").to_string())
+            .set("compression.type", compression)
+            .set("linger.ms", linger.as_millis().to_string())
+            .set("message.timeout.ms", timeout.as_millis().max(1).to_string())
+            // The message framing around a payload stays well under 64 KiB.
+            .set(
+                "message.max.bytes",
+                (max_message_bytes + (64 << 10)).to_string(),
+            )
+            .set("queue.buffering.max.kbytes", PRODUCER_QUEUE_KIB.to_string())
+            // Java's partitioner for keyed messages; unkeyed ones spread at random.
+            .set("partitioner", "murmur2_random")
+            .set("log_level", "4");
+        let context = KafkaContext {
+            role: "sink",
+            name: sink.name.clone(),
+        };
+        let producer: FutureProducer<KafkaContext> =
+            client
+                .create_with_context(context)
+                .map_err(|source| GatewayError::KafkaClient {
+                    role: "sink",
+                    name: sink.name.clone(),
+                    source,
+                })?;
+        Ok(Config {
+            name: sink.name.clone(),
+            topic: options.str("topic").unwrap_or_default().to_string(),
+            encoding: Encoding::of(options.str("encoding")),
+            key: options.str("key").and_then(|k| PartitionKey::parse(k).ok()),
+            max_message_bytes: max_message_bytes as usize,
+            timeout,
+            compressed: compression != "none",
+            producer,
+        })
+    }
+
+    /// The topic batches of `signal` go to.
+    pub fn topic_of(&self, signal: Signal) -> String {
+        super::topic_for(&self.topic, signal)
+    }
+}

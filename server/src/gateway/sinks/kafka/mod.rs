@@ -1,0 +1,192 @@
+//! KAFKA sink: each batch becomes one message per partition it touches (split further to
+//! stay under `max_message_bytes`), written by an idempotent librdkafka producer; the batch
+//! is accepted once the broker acknowledged every one of its messages (`acks`).
+//!
+//! With a `key`, records are grouped by the partition Kafka's default partitioner gives their
+//! key (see [`penstock_pipeline::partition`]), so every record of one key lands in one
+//! partition. Without one, each message goes where the producer puts unkeyed messages.
+
+mod config;
+mod encode;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use penstock_engine::Signal;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+use tokio::sync::{Semaphore, mpsc};
+
+pub use config::{Config, Encoding};
+
+use crate::gateway::delivery::{Delivery, DeliveryError, complete};
+use crate::gateway::kafka_context::KafkaContext;
+use crate::gateway::telemetry::Telemetry;
+
+/// Batches being written at once by one sink instance.
+const IN_FLIGHT: usize = 64;
+
+/// How long a topic's partition count is trusted before it is asked again.
+const METADATA_TTL: Duration = Duration::from_secs(30);
+
+/// One message: where it goes and what it holds.
+struct Message {
+    topic: String,
+    partition: Option<i32>,
+    key: Option<Vec<u8>>,
+    payload: Vec<u8>,
+}
+
+/// Writes every delivered batch until the queue closes, then flushes the producer.
+pub async fn run(
+    config: Config,
+    mut deliveries: mpsc::Receiver<Delivery>,
+    telemetry: Arc<Telemetry>,
+) {
+    let config = Arc::new(config);
+    let slots = Arc::new(Semaphore::new(IN_FLIGHT));
+    let mut partitions = Partitions::default();
+    while let Some(Delivery { batch, ack, .. }) = deliveries.recv().await {
+        let topic = config.topic_of(batch.signal());
+        let counted = match &config.key {
+            Some(_) => partitions.count(&config.producer, &topic).await,
+            None => Ok(None),
+        };
+        let messages = counted.and_then(|count| encode::messages(&config, &topic, &batch, count));
+        let messages = match messages {
+            Ok(messages) => messages,
+            Err(message) => {
+                fail(&telemetry, &config.name);
+                complete(
+                    ack,
+                    Err(DeliveryError::Sink {
+                        sink: config.name.clone(),
+                        message,
+                        retryable: false,
+                    }),
+                );
+                continue;
+            }
+        };
+        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
+            break;
+        };
+        let (config, telemetry) = (Arc::clone(&config), Arc::clone(&telemetry));
+        let records = batch.num_items();
+        tokio::spawn(async move {
+            let outcome = write(&config, records, messages, &telemetry).await;
+            drop(slot);
+            complete(ack, outcome);
+        });
+    }
+    // Every spawned write holds a slot until its messages were acknowledged.
+    let _ = slots.acquire_many(IN_FLIGHT as u32).await;
+    let producer = config.producer.clone();
+    let _ = tokio::task::spawn_blocking(move || producer.flush(Duration::from_secs(10))).await;
+}
+
+/// Sends `messages` and waits for the broker's acknowledgement of each.
+async fn write(
+    config: &Config,
+    records: usize,
+    messages: Vec<Message>,
+    telemetry: &Telemetry,
+) -> Result<(), DeliveryError> {
+    let bytes: usize = messages.iter().map(|m| m.payload.len()).sum();
+    let sends = messages.iter().map(|m| {
+        let mut record = FutureRecord::<[u8], [u8]>::to(&m.topic).payload(&m.payload[..]);
+        if let Some(partition) = m.partition {
+            record = record.partition(partition);
+        }
+        if let Some(key) = &m.key {
+            record = record.key(&key[..]);
+        }
+        config.producer.send(record, config.timeout)
+    });
+    let results = futures::future::join_all(sends).await;
+    if let Some((error, _)) = results.into_iter().find_map(Result::err) {
+        fail(telemetry, &config.name);
+        return Err(DeliveryError::Sink {
+            sink: config.name.clone(),
+            retryable: retryable(&error),
+            message: format!("writing to Kafka: {error}"),
+        });
+    }
+    if let Some(flow) = telemetry.sinks.get(&config.name) {
+        flow.add(records, bytes);
+    }
+    Ok(())
+}
+
+fn fail(telemetry: &Telemetry, sink: &str) {
+    if let Some(flow) = telemetry.sinks.get(sink) {
+        flow.fail();
+    }
+}
+
+/// Whether writing the same messages again may succeed.
+fn retryable(error: &KafkaError) -> bool {
+    !matches!(
+        error.rdkafka_error_code(),
+        Some(
+            RDKafkaErrorCode::MessageSizeTooLarge
+                | RDKafkaErrorCode::InvalidMessageSize
+                | RDKafkaErrorCode::TopicAuthorizationFailed
+                | RDKafkaErrorCode::InvalidMessage
+        )
+    )
+}
+
+/// The partition counts of topics, asked of the cluster and kept for [`METADATA_TTL`].
+#[derive(Default)]
+struct Partitions(HashMap<String, (u32, Instant)>);
+
+impl Partitions {
+    async fn count(
+        &mut self,
+        producer: &FutureProducer<KafkaContext>,
+        topic: &str,
+    ) -> Result<Option<u32>, String> {
+        if let Some((count, at)) = self.0.get(topic)
+            && at.elapsed() < METADATA_TTL
+        {
+            return Ok(Some(*count));
+        }
+        let (producer, name) = (producer.clone(), topic.to_string());
+        let count = tokio::task::spawn_blocking(move || {
+            let metadata = producer
+                .client()
+                .fetch_metadata(Some(&name), Duration::from_secs(10))
+                .map_err(|e| format!("reading the partitions of topic '{name}': {e}"))?;
+            let topic = metadata
+                .topics()
+                .iter()
+                .find(|t| t.name() == name)
+                .ok_or_else(|| format!("topic '{name}' is not in the cluster's metadata"))?;
+            if let Some(error) = topic.error() {
+                return Err(format!("topic '{name}': {}", RDKafkaErrorCode::from(error)));
+            }
+            match topic.partitions().len() {
+                0 => Err(format!("topic '{name}' has no partitions")),
+                n => Ok(n as u32),
+            }
+        })
+        .await
+        .map_err(|e| format!("reading partitions: {e}"))??;
+        self.0.insert(topic.to_string(), (count, Instant::now()));
+        Ok(Some(count))
+    }
+}
+
+/// The topic name a sink's `topic` gives for a signal: `{signal}` is `logs`, `spans` or
+/// `metrics` (the names of the Collector's default topics `otlp_logs`, `otlp_spans`,
+/// `otlp_metrics`).
+pub fn topic_for(template: &str, signal: Signal) -> String {
+    let name = match signal {
+        Signal::Logs => "logs",
+        Signal::Traces => "spans",
+        Signal::Metrics => "metrics",
+    };
+    template.replace("{signal}", name)
+}
