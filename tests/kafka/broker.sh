@@ -139,6 +139,7 @@ num.network.threads=2
 num.io.threads=2
 background.threads=2
 num.recovery.threads.per.data.dir=1
+${PENSTOCK_KAFKA_PROPERTIES:-}
 EOF
 
   # Format the storage once; a DIR formatted before is kept as it is (with its

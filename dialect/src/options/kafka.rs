@@ -122,7 +122,7 @@ pub(super) fn sink() -> Vec<OptionSpec> {
             "max_message_bytes",
             Size,
             false,
-            "largest message written; bigger batches are split (default '1MiB')",
+            "largest message written; bigger batches are split (default 1000000)",
         ),
         opt(
             "linger",

@@ -2,6 +2,8 @@
 //! (connection failures, broker restarts) as the gateway's events, and, for consumers, the
 //! partitions the group assigns and takes away.
 
+use std::sync::Mutex;
+
 use rdkafka::ClientContext;
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, ConsumerContext, Rebalance};
@@ -14,6 +16,24 @@ pub struct KafkaContext {
     pub role: &'static str,
     /// Its name.
     pub name: String,
+    /// Partitions the group took back from this consumer since they were last collected.
+    revoked: Mutex<Vec<i32>>,
+}
+
+impl KafkaContext {
+    /// The context of `role` (`source` or `sink`) `name`.
+    pub fn new(role: &'static str, name: &str) -> KafkaContext {
+        KafkaContext {
+            role,
+            name: name.to_string(),
+            revoked: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The partitions taken back since the last call.
+    pub fn take_revoked(&self) -> Vec<i32> {
+        std::mem::take(&mut *self.revoked.lock().unwrap_or_else(|e| e.into_inner()))
+    }
 }
 
 impl ClientContext for KafkaContext {
@@ -57,10 +77,14 @@ impl ConsumerContext for KafkaContext {
                 "{role} {name}: the group assigned partitions {}",
                 partitions(list)
             ),
-            Rebalance::Revoke(list) => tracing::info!(
-                "{role} {name}: the group took back partitions {}",
-                partitions(list)
-            ),
+            Rebalance::Revoke(list) => {
+                tracing::info!(
+                    "{role} {name}: the group took back partitions {}",
+                    partitions(list)
+                );
+                let mut revoked = self.revoked.lock().unwrap_or_else(|e| e.into_inner());
+                revoked.extend(list.elements().iter().map(|e| e.partition()));
+            }
             Rebalance::Error(error) => {
                 tracing::warn!("{role} {name}: rebalancing the group: {error}");
             }

@@ -11,8 +11,9 @@ use rdkafka::producer::FutureProducer;
 use crate::gateway::error::GatewayError;
 use crate::gateway::kafka_context::KafkaContext;
 
-/// The default largest message, Kafka's own default limit.
-const DEFAULT_MAX_MESSAGE_BYTES: u64 = 1 << 20;
+/// The default largest message payload, under the broker's default limit on a record batch
+/// (`message.max.bytes`, 1,048,588 bytes) with room for the record's framing.
+const DEFAULT_MAX_MESSAGE_BYTES: u64 = 1_000_000;
 
 /// Messages waiting in one producer for the broker, at most (librdkafka's default is 1 GiB).
 const PRODUCER_QUEUE_KIB: u64 = 32 << 10;
@@ -95,10 +96,7 @@ impl Config {
             // Java's partitioner for keyed messages; unkeyed ones spread at random.
             .set("partitioner", "murmur2_random")
             .set("log_level", "4");
-        let context = KafkaContext {
-            role: "sink",
-            name: sink.name.clone(),
-        };
+        let context = KafkaContext::new("sink", &sink.name);
         let producer: FutureProducer<KafkaContext> =
             client
                 .create_with_context(context)

@@ -53,17 +53,27 @@ pub async fn run(
             Some(_) => partitions.count(&config.producer, &topic).await,
             None => Ok(None),
         };
-        let messages = counted.and_then(|count| encode::messages(&config, &topic, &batch, count));
+        let messages = counted
+            .map_err(|message| Unwritable {
+                message,
+                retryable: true,
+            })
+            .and_then(|count| {
+                encode::messages(&config, &topic, &batch, count).map_err(|message| Unwritable {
+                    message,
+                    retryable: false,
+                })
+            });
         let messages = match messages {
             Ok(messages) => messages,
-            Err(message) => {
+            Err(Unwritable { message, retryable }) => {
                 fail(&telemetry, &config.name);
                 complete(
                     ack,
                     Err(DeliveryError::Sink {
                         sink: config.name.clone(),
                         message,
-                        retryable: false,
+                        retryable,
                     }),
                 );
                 continue;
@@ -133,12 +143,19 @@ fn retryable(error: &KafkaError) -> bool {
             RDKafkaErrorCode::MessageSizeTooLarge
                 | RDKafkaErrorCode::InvalidMessageSize
                 | RDKafkaErrorCode::TopicAuthorizationFailed
-                | RDKafkaErrorCode::InvalidMessage
         )
     )
 }
 
-/// The partition counts of topics, asked of the cluster and kept for [`METADATA_TTL`].
+/// Why a batch could not be made into messages.
+struct Unwritable {
+    message: String,
+    /// Whether trying again later may succeed (the cluster's metadata was unavailable).
+    retryable: bool,
+}
+
+/// The partition counts of topics, asked of the cluster and kept for [`METADATA_TTL`]; a
+/// count that cannot be refreshed is used until it can.
 #[derive(Default)]
 struct Partitions(HashMap<String, (u32, Instant)>);
 
@@ -154,7 +171,7 @@ impl Partitions {
             return Ok(Some(*count));
         }
         let (producer, name) = (producer.clone(), topic.to_string());
-        let count = tokio::task::spawn_blocking(move || {
+        let asked = tokio::task::spawn_blocking(move || {
             let metadata = producer
                 .client()
                 .fetch_metadata(Some(&name), Duration::from_secs(10))
@@ -173,9 +190,20 @@ impl Partitions {
             }
         })
         .await
-        .map_err(|e| format!("reading partitions: {e}"))??;
-        self.0.insert(topic.to_string(), (count, Instant::now()));
-        Ok(Some(count))
+        .map_err(|e| format!("reading partitions: {e}"))
+        .and_then(|asked| asked);
+        match (asked, self.0.get_mut(topic)) {
+            (Ok(count), _) => {
+                self.0.insert(topic.to_string(), (count, Instant::now()));
+                Ok(Some(count))
+            }
+            (Err(why), Some((count, at))) => {
+                tracing::warn!("{why}; keeping {count} partitions for now");
+                *at = Instant::now();
+                Ok(Some(*count))
+            }
+            (Err(why), None) => Err(why),
+        }
     }
 }
 

@@ -15,6 +15,7 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use tokio::sync::watch;
 
+use crate::gateway::delivery::DeliveryError;
 use crate::gateway::kafka_context::KafkaContext;
 use crate::gateway::sinks::kafka::Encoding;
 use crate::gateway::telemetry::Telemetry;
@@ -109,6 +110,17 @@ pub async fn handle(shared: Arc<Shared>, worker: WorkerHandle, message: Received
         if let Some(flow) = flow {
             flow.fail();
         }
+        if !retryable(&error) {
+            // Sending it again would fail again, and hold its partition's commits forever.
+            tracing::error!(
+                source = %shared.name,
+                "source {}: message {} of partition {} cannot be delivered, skipping it: {error}",
+                shared.name,
+                message.offset,
+                message.partition
+            );
+            return dead_letter(&shared, &message, &error.to_string()).await;
+        }
         tracing::warn!(
             source = %shared.name,
             "source {}: message {} of partition {} not delivered, sending it again in {:?}: \
@@ -123,6 +135,15 @@ pub async fn handle(shared: Arc<Shared>, worker: WorkerHandle, message: Received
             () = tokio::time::sleep(backoff) => {}
         }
         backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// Whether delivering the same records again may succeed.
+fn retryable(error: &DeliveryError) -> bool {
+    match error {
+        DeliveryError::Sink { retryable, .. } => *retryable,
+        DeliveryError::BufferFull { .. } | DeliveryError::ShuttingDown => true,
+        DeliveryError::Pipeline { .. } => false,
     }
 }
 
@@ -161,7 +182,7 @@ fn batches(shared: &Shared, payload: &[u8]) -> Result<Vec<OtapBatch>, String> {
     }
 }
 
-/// Copies an undecodable message to the dead letter topic (if any) and waits for the broker
+/// Copies a message that cannot be decoded or delivered to the dead letter topic (if any) and waits for the broker
 /// to acknowledge it; tries again until it does or the gateway stops.
 async fn dead_letter(shared: &Shared, message: &Received, why: &str) -> Handled {
     let Some((topic, producer)) = &shared.dead_letter else {
@@ -180,7 +201,11 @@ async fn dead_letter(shared: &Shared, message: &Received, why: &str) -> Handled 
         let record = FutureRecord::<(), [u8]>::to(topic)
             .payload(&message.payload[..])
             .headers(headers);
-        match producer.send(record, Duration::from_secs(30)).await {
+        let sent = tokio::select! {
+            _ = shutdown.wait_for(|stop| *stop) => return Handled::Abandoned,
+            sent = producer.send(record, Duration::from_secs(30)) => sent,
+        };
+        match sent {
             Ok(_) => return Handled::Skipped,
             Err((error, _)) => tracing::warn!(
                 source = %shared.name,

@@ -22,6 +22,7 @@ use rdkafka::ClientConfig;
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use rdkafka::message::Message as _;
 use rdkafka::producer::FutureProducer;
+use rdkafka::topic_partition_list::TopicPartitionList;
 use tokio::sync::watch;
 
 use self::handle::{Handled, Received, Shared};
@@ -36,6 +37,11 @@ use crate::gateway::worker::WorkerHandle;
 const DEFAULT_IN_FLIGHT_BYTES: u64 = 64 << 20;
 /// The default largest message.
 const DEFAULT_MAX_MESSAGE_BYTES: u64 = 16 << 20;
+/// What a message being handled costs besides its bytes (its decoded batches, its entry in
+/// the offsets), in the count against `max_in_flight_bytes`.
+const MESSAGE_OVERHEAD: usize = 1 << 10;
+/// Messages being handled at most, however small.
+const MAX_MESSAGES_IN_FLIGHT: usize = 4096;
 
 /// A configured KAFKA source, ready to join its group.
 pub struct KafkaSource {
@@ -61,14 +67,14 @@ impl KafkaSource {
         let max_in_flight = options
             .count("max_in_flight_bytes")
             .unwrap_or(DEFAULT_IN_FLIGHT_BYTES);
+        let max_message_bytes = options
+            .count("max_message_bytes")
+            .unwrap_or(DEFAULT_MAX_MESSAGE_BYTES);
         let session = options
             .duration("session_timeout")
             .unwrap_or(Duration::from_secs(10));
         let brokers = options.str("brokers").unwrap_or_default();
-        let context = |name: &str| KafkaContext {
-            role: "source",
-            name: name.to_string(),
-        };
+        let context = |name: &str| KafkaContext::new("source", name);
         let consumer: StreamConsumer<KafkaContext> = ClientConfig::new()
             .set("bootstrap.servers", brokers)
             .set("group.id", options.str("group").unwrap_or_default())
@@ -102,6 +108,11 @@ impl KafkaSource {
                     .set("bootstrap.servers", brokers)
                     .set("client.id", format!("penstock-{}-dead-letter", source.name))
                     .set("enable.idempotence", "true")
+                    .set("message.timeout.ms", "30000")
+                    .set(
+                        "message.max.bytes",
+                        (max_message_bytes + (64 << 10)).to_string(),
+                    )
                     .set("log_level", "4")
                     .create_with_context(context(&format!("{} (dead letters)", source.name)))
                     .map_err(client_error)?;
@@ -118,9 +129,7 @@ impl KafkaSource {
                 "metrics" => Signal::Metrics,
                 _ => Signal::Logs,
             }),
-            max_message_bytes: options
-                .count("max_message_bytes")
-                .unwrap_or(DEFAULT_MAX_MESSAGE_BYTES) as usize,
+            max_message_bytes: max_message_bytes as usize,
             dead_letter,
             telemetry: Arc::clone(telemetry),
             shutdown: shutdown.clone(),
@@ -153,16 +162,23 @@ impl KafkaSource {
             shared.topic
         );
         loop {
-            if !paused && in_flight >= max_in_flight {
-                paused = pause(&consumer, true);
+            for partition in consumer.context().take_revoked() {
+                offsets.forget(partition);
+            }
+            let full = in_flight >= max_in_flight || handling.len() >= MAX_MESSAGES_IN_FLIGHT;
+            let roomy =
+                in_flight <= max_in_flight / 2 && handling.len() <= MAX_MESSAGES_IN_FLIGHT / 2;
+            if !paused && full {
+                paused = pause(&consumer, None, true);
                 tracing::info!(
                     source = %shared.name,
-                    "source {}: {in_flight} bytes of messages not yet delivered: pausing \
+                    "source {}: {in_flight} bytes in {} messages not yet delivered: pausing \
                      partitions",
-                    shared.name
+                    shared.name,
+                    handling.len()
                 );
-            } else if paused && in_flight <= max_in_flight / 2 {
-                paused = !pause(&consumer, false);
+            } else if paused && roomy {
+                paused = !pause(&consumer, None, false);
                 tracing::info!(
                     source = %shared.name,
                     "source {}: resuming partitions",
@@ -172,8 +188,8 @@ impl KafkaSource {
             tokio::select! {
                 biased;
                 _ = shutdown.wait_for(|stop| *stop) => break,
-                Some((ticket, bytes, handled)) = handling.next() => {
-                    in_flight -= bytes;
+                Some((ticket, cost, handled)) = handling.next() => {
+                    in_flight -= cost;
                     settle(&consumer, &shared, &mut offsets, ticket, handled);
                 }
                 message = consumer.recv() => {
@@ -186,7 +202,7 @@ impl KafkaSource {
                     };
                     if paused {
                         // Fetched before the pause, or from a partition assigned since.
-                        pause(&consumer, true);
+                        pause(&consumer, Some((&shared.topic, message.partition())), true);
                     }
                     let received = Received {
                         partition: message.partition(),
@@ -194,22 +210,25 @@ impl KafkaSource {
                         payload: message.payload().unwrap_or_default().to_vec(),
                     };
                     let ticket = offsets.read(received.partition, received.offset);
-                    let bytes = received.payload.len();
-                    in_flight += bytes;
+                    let cost = received.payload.len() + MESSAGE_OVERHEAD;
+                    in_flight += cost;
                     let worker = &workers[received.partition as usize % workers.len()];
                     let task = worker.runtime.spawn(handle::handle(
                         Arc::clone(&shared),
                         worker.clone(),
                         received,
                     ));
+                    let shared = Arc::clone(&shared);
                     handling.push(async move {
-                        (ticket, bytes, task.await.unwrap_or(Handled::Abandoned))
+                        (ticket, cost, ended(&shared, ticket, task.await))
                     });
                 }
+                // A failed resume is tried again.
+                () = tokio::time::sleep(Duration::from_secs(1)), if paused => {}
             }
         }
         // Stop fetching; what is being handled finishes (or is abandoned at its next retry).
-        pause(&consumer, true);
+        pause(&consumer, None, true);
         while let Some((ticket, _, handled)) = handling.next().await {
             settle(&consumer, &shared, &mut offsets, ticket, handled);
         }
@@ -248,15 +267,50 @@ fn settle(
     }
 }
 
-/// Pauses (or resumes) every assigned partition; whether it did.
-fn pause(consumer: &StreamConsumer<KafkaContext>, stop: bool) -> bool {
-    let Ok(assignment) = consumer.assignment() else {
-        return false;
+/// Pauses (or resumes) one partition of a topic, or every assigned partition; whether it did.
+fn pause(consumer: &StreamConsumer<KafkaContext>, one: Option<(&str, i32)>, stop: bool) -> bool {
+    let partitions = match one {
+        Some((topic, partition)) => {
+            let mut list = TopicPartitionList::new();
+            list.add_partition(topic, partition);
+            list
+        }
+        None => match consumer.assignment() {
+            Ok(assignment) => assignment,
+            Err(_) => return false,
+        },
     };
     let done = if stop {
-        consumer.pause(&assignment)
+        consumer.pause(&partitions)
     } else {
-        consumer.resume(&assignment)
+        consumer.resume(&partitions)
     };
     done.is_ok()
+}
+
+/// How a handler's task ended: a panic is a bug in handling that message, which is logged,
+/// counted and skipped (sending it again would panic again); a task cancelled because the
+/// gateway stops leaves the message uncommitted.
+fn ended(
+    shared: &Shared,
+    ticket: Ticket,
+    joined: Result<Handled, tokio::task::JoinError>,
+) -> Handled {
+    match joined {
+        Ok(handled) => handled,
+        Err(e) if e.is_panic() => {
+            if let Some(flow) = shared.telemetry.sources.get(&shared.name) {
+                flow.fail();
+            }
+            tracing::error!(
+                source = %shared.name,
+                "source {}: handling message {} of partition {} failed ({e}): skipping it",
+                shared.name,
+                ticket.offset,
+                ticket.partition
+            );
+            Handled::Skipped
+        }
+        Err(_) => Handled::Abandoned,
+    }
 }

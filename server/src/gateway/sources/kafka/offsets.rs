@@ -30,15 +30,26 @@ struct Partition {
 #[derive(Debug, Default)]
 pub struct Offsets {
     partitions: HashMap<i32, Partition>,
+    /// The last generation given out: generations are never reused, so the tickets of a
+    /// partition forgotten (taken back by the group) never count for a later reading of it.
+    generations: u64,
 }
 
 impl Offsets {
     /// Records that the message at `offset` of `partition` was read.
     pub fn read(&mut self, partition: i32, offset: i64) -> Ticket {
-        let p = self.partitions.entry(partition).or_default();
+        let generations = &mut self.generations;
+        let p = self.partitions.entry(partition).or_insert_with(|| {
+            *generations += 1;
+            Partition {
+                generation: *generations,
+                ..Partition::default()
+            }
+        });
         if p.last.is_some_and(|last| offset <= last) {
             // Read again from an earlier offset: what was pending is read again too.
-            p.generation += 1;
+            *generations += 1;
+            p.generation = *generations;
             p.pending.clear();
         }
         p.last = Some(offset);
@@ -67,7 +78,8 @@ impl Offsets {
         committable
     }
 
-    /// Forgets a partition no longer assigned.
+    /// Forgets a partition no longer assigned: its messages being handled no longer count,
+    /// and the next reading of it starts afresh (from the group's last commit).
     pub fn forget(&mut self, partition: i32) {
         self.partitions.remove(&partition);
     }
@@ -110,5 +122,16 @@ mod tests {
         );
         assert_eq!(offsets.handled(again), Some(100));
         assert_eq!(offsets.pending(), 0);
+    }
+
+    #[test]
+    fn a_partition_taken_back_and_given_again_starts_afresh() {
+        let mut offsets = Offsets::default();
+        let stuck = offsets.read(2, 7);
+        offsets.forget(2);
+        // Given back later, past what another member committed meanwhile.
+        let later = offsets.read(2, 50);
+        assert_eq!(offsets.handled(stuck), None);
+        assert_eq!(offsets.handled(later), Some(50));
     }
 }
