@@ -60,6 +60,22 @@ pub(crate) fn parse(sql: &str) -> (File, Vec<Located>) {
     (file, errors)
 }
 
+/// One SQL expression, the whole of `text` (a sink's `key`, say).
+pub(crate) fn parse_expression(text: &str) -> std::result::Result<sqlparser::ast::Expr, Located> {
+    let tokens = Tokenizer::new(&DIALECT, text)
+        .tokenize_with_location()
+        .map_err(|e| Located::new(Location::default(), e.message))?;
+    let mut p = parser(tokens);
+    let expr = p.parse_expr()?;
+    match p.peek_token().token {
+        Token::EOF => Ok(expr),
+        other => Err(Located::new(
+            Location::default(),
+            format!("unexpected {other} after the expression"),
+        )),
+    }
+}
+
 /// A sqlparser parser over `tokens`.
 fn parser(tokens: Vec<TokenWithSpan>) -> Parser<'static> {
     Parser::new(&DIALECT)

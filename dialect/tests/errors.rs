@@ -150,7 +150,7 @@ const CASES: &[(&str, &str)] = &[
     ),
     (
         "KAFKA sink key",
-        "CREATE SINK k TO KAFKA WITH (brokers = 'kafka:9092', topic = 't', key = 'span_id');",
+        "CREATE SINK k TO KAFKA WITH (brokers = 'kafka:9092', topic = 't', key = 'lower(span_i)');",
     ),
     (
         "KAFKA source topic with a placeholder",

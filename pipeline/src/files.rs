@@ -1,6 +1,7 @@
 //! Pipeline files checked and compiled in one pass that finds every error: each statement is
 //! parsed, checked and planned even after another fails.
 
+use penstock_dialect::options::PartitionKey;
 use penstock_dialect::{DialectError, DialectErrors, Location, Program};
 
 use crate::error::PipelineError;
@@ -20,11 +21,34 @@ pub fn compile_sources(files: &[(&str, &str)]) -> Result<(Program, Vec<Pipeline>
             Vec::new()
         }
     };
+    errors.extend(sink_keys(&partial.program));
     let names: Vec<&str> = files.iter().map(|(file, _)| *file).collect();
     match DialectErrors::sorted(errors, &names) {
         Some(errors) => Err(errors),
         None => Ok((partial.program, pipelines)),
     }
+}
+
+/// The sinks' key expressions that do not plan (an unknown function, say), as errors of
+/// their sinks.
+fn sink_keys(program: &Program) -> Vec<DialectError> {
+    let mut errors = Vec::new();
+    for sink in &program.sinks {
+        let Some(Ok(key)) = sink.options.str("key").map(PartitionKey::parse) else {
+            continue;
+        };
+        if let Err(e) = crate::partition::KeyPlan::compile(&key) {
+            let why = e
+                .as_file_error()
+                .map_or_else(|| e.to_string(), |f| f.message);
+            errors.push(DialectError {
+                file: sink.origin.file.clone(),
+                location: sink.origin.location,
+                message: format!("sink '{}': key '{key}': {why}", sink.name),
+            });
+        }
+    }
+    errors
 }
 
 /// A planning error as an error of its file (errors of no statement come last).

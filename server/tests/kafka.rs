@@ -112,7 +112,8 @@ fn logs_go_through_kafka_in_every_encoding() {
              CREATE SINK proto TO KAFKA WITH (brokers = '{b}', topic = 'rt_otlp_proto_{{signal}}',
                key = 'service');
              CREATE SINK json TO KAFKA WITH (brokers = '{b}', topic = 'rt_otlp_json_{{signal}}',
-               encoding = 'otlp_json', compression = 'lz4', acks = '1');
+               encoding = 'otlp_json', compression = 'lz4', acks = '1',
+               key = 'lower(resource.attributes[''service.name'']) || ''/'' || severity_text');
              CREATE SINK otap TO KAFKA WITH (brokers = '{b}', topic = 'rt_otap_{{signal}}',
                encoding = 'otap', compression = 'none', key = 'trace_id');
              CREATE PIPELINE fan FROM edge AS BEGIN

@@ -7,8 +7,9 @@ use sqlparser::ast::Spanned;
 
 use super::OptionType::{Choice, Duration, Size, Str};
 use super::{OptionEntry, OptionSpec, OptionValue, opt};
+use crate::ResolvedExpr;
 use crate::error::{Located, Location};
-use crate::model::AttrScope;
+use crate::model::{AttrScope, Table};
 
 /// How records are written into Kafka messages.
 pub const ENCODINGS: &[&str] = &["otlp_proto", "otlp_json", "otap"];
@@ -96,8 +97,9 @@ pub(super) fn sink() -> Vec<OptionSpec> {
             "key",
             Str,
             false,
-            "what picks a record's partition: 'trace_id', 'service', or an attribute such as \
-             'resource.attributes[''tenant'']' (default: none, batches spread over partitions)",
+            "what picks a record's partition: 'trace_id', 'service', an attribute such as \
+             'resource.attributes[''tenant'']', or an expression over logs or spans (default: \
+             none, batches spread over partitions)",
         ),
         opt(
             "compression",
@@ -141,6 +143,19 @@ pub enum PartitionKey {
     TraceId,
     /// An attribute's value, as a string.
     Attribute(AttrScope, String),
+    /// A SQL expression over the columns of `logs` or `spans` (its value as text), as written.
+    Expression(String),
+}
+
+/// The tables a key expression may be evaluated on: those of records with a parent of their
+/// own in the batch (metrics are data points, keyed by their resource's attributes).
+pub const KEY_TABLES: [Table; 2] = [Table::Logs, Table::Spans];
+
+/// Resolves a key expression against `table`.
+pub fn resolve_key(text: &str, table: Table) -> Result<ResolvedExpr, String> {
+    let expr = crate::parser::parse_expression(text)
+        .map_err(|e| format!("'{text}' is not a SQL expression: {}", e.message))?;
+    crate::exprs::resolve(table, &expr, &[]).map_err(|e| e.message)
 }
 
 impl PartitionKey {
@@ -158,26 +173,37 @@ impl PartitionKey {
             }
             _ => {}
         }
-        let expected = || {
-            format!(
-                "'{text}' is not a key: expected 'trace_id', 'service', or an attribute such \
-                 as resource.attributes['tenant']"
-            )
-        };
-        let (map, rest) = text.split_once('[').ok_or_else(expected)?;
-        let path: Vec<String> = map.trim().split('.').map(str::to_lowercase).collect();
-        let scope = AttrScope::from_path(&path).ok_or_else(expected)?;
-        let name = rest
-            .trim()
-            .strip_suffix(']')
-            .and_then(|n| n.trim().strip_prefix('\''))
-            .and_then(|n| n.strip_suffix('\''))
-            .ok_or_else(expected)?;
-        if name.is_empty() || name.contains('\'') {
-            return Err(expected());
+        if let Some(attribute) = attribute(text) {
+            return Ok(attribute);
         }
-        Ok(PartitionKey::Attribute(scope, name.to_string()))
+        // Any other expression: it must read the columns of logs or spans.
+        let mut errors = Vec::new();
+        for table in KEY_TABLES {
+            match resolve_key(text, table) {
+                Ok(_) => return Ok(PartitionKey::Expression(text.to_string())),
+                Err(e) => errors.push(e),
+            }
+        }
+        Err(format!(
+            "'{text}' is not a key: expected 'trace_id', 'service', an attribute such as \
+             resource.attributes['tenant'], or an expression over logs or spans ({})",
+            errors.first().map_or("", String::as_str)
+        ))
     }
+}
+
+/// `attributes['k']`, `resource.attributes['k']` or `scope.attributes['k']`.
+fn attribute(text: &str) -> Option<PartitionKey> {
+    let (map, rest) = text.split_once('[')?;
+    let path: Vec<String> = map.trim().split('.').map(str::to_lowercase).collect();
+    let scope = AttrScope::from_path(&path)?;
+    let name = rest
+        .trim()
+        .strip_suffix(']')
+        .and_then(|n| n.trim().strip_prefix('\''))
+        .and_then(|n| n.strip_suffix('\''))?;
+    (!name.is_empty() && !name.contains('\''))
+        .then(|| PartitionKey::Attribute(scope, name.to_string()))
 }
 
 impl std::fmt::Display for PartitionKey {
@@ -185,6 +211,7 @@ impl std::fmt::Display for PartitionKey {
         match self {
             PartitionKey::TraceId => write!(f, "trace_id"),
             PartitionKey::Attribute(scope, name) => write!(f, "{}['{name}']", scope.map_name()),
+            PartitionKey::Expression(text) => write!(f, "{text}"),
         }
     }
 }
@@ -287,12 +314,24 @@ mod tests {
             assert_eq!(PartitionKey::parse(printed).unwrap(), key);
         }
         for bad in [
-            "span_id",
+            "span_i",
             "attributes[tenant]",
             "resource['x']",
-            "attributes['']",
+            "1 +",
+            "body body",
         ] {
             assert!(PartitionKey::parse(bad).is_err(), "{bad}");
+        }
+        for expression in [
+            "span_id",
+            "lower(resource.attributes['service.name'])",
+            "attributes['tenant'] || '/' || resource.attributes['region']",
+            "severity_text",
+        ] {
+            assert_eq!(
+                PartitionKey::parse(expression).unwrap(),
+                PartitionKey::Expression(expression.to_string())
+            );
         }
     }
 

@@ -15,7 +15,7 @@ mod kafka;
 mod size;
 mod url;
 
-pub use kafka::{ENCODINGS as KAFKA_ENCODINGS, PartitionKey};
+pub use kafka::{ENCODINGS as KAFKA_ENCODINGS, KEY_TABLES, PartitionKey, resolve_key};
 pub use size::parse_size;
 pub use url::{check_base_url, check_endpoint};
 

@@ -8,11 +8,13 @@
 
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray};
 use arrow::datatypes::DataType;
-use penstock_dialect::model::{AttrType, ColumnRef};
-use penstock_dialect::options::PartitionKey;
-use penstock_engine::OtapBatch;
+use penstock_dialect::model::{AttrType, ColumnRef, Table};
+use penstock_dialect::options::{KEY_TABLES, PartitionKey, resolve_key};
+use penstock_dialect::{Location, Origin};
+use penstock_engine::{OtapBatch, Signal};
 
 use crate::error::{PipelineError, Result};
+use crate::expr::{CompiledExpr, compile};
 use crate::kernels::filter::keep_rows;
 use crate::rows::Rows;
 use crate::view::column;
@@ -56,6 +58,48 @@ pub fn partition_of(key: &[u8], partitions: u32) -> u32 {
     (murmur2(key) as u32 & 0x7fff_ffff) % partitions.max(1)
 }
 
+/// A sink's key, ready to evaluate: expressions are planned once, per table they read.
+pub struct KeyPlan {
+    key: PartitionKey,
+    logs: Option<CompiledExpr>,
+    spans: Option<CompiledExpr>,
+}
+
+impl KeyPlan {
+    /// Plans `key`. An expression is planned on each table it reads the columns of (logs,
+    /// spans, or both); records of the other signals have no key.
+    pub fn compile(key: &PartitionKey) -> Result<KeyPlan> {
+        let mut plan = KeyPlan {
+            key: key.clone(),
+            logs: None,
+            spans: None,
+        };
+        if let PartitionKey::Expression(text) = key {
+            let state = crate::exec::session();
+            let origin = Origin {
+                file: "key".to_string(),
+                location: Location::default(),
+            };
+            for table in KEY_TABLES {
+                let Ok(resolved) = resolve_key(text, table) else {
+                    continue;
+                };
+                let compiled = compile(&state, &resolved, &origin)?;
+                match table {
+                    Table::Logs => plan.logs = Some(compiled),
+                    _ => plan.spans = Some(compiled),
+                }
+            }
+            if plan.logs.is_none() && plan.spans.is_none() {
+                return Err(PipelineError::Execute(format!(
+                    "the key '{text}' reads neither logs nor spans"
+                )));
+            }
+        }
+        Ok(plan)
+    }
+}
+
 /// The records of a batch that go to one partition.
 #[derive(Debug)]
 pub struct Part {
@@ -70,7 +114,7 @@ pub struct Part {
 /// Splits `batch` by the partition of each record's `key` among `partitions`. Records whose
 /// key is missing (no such attribute; no trace id, as in metrics) form one part without a
 /// partition. A batch whose records all fall in one part is returned whole.
-pub fn split_by_key(batch: &OtapBatch, key: &PartitionKey, partitions: u32) -> Result<Vec<Part>> {
+pub fn split_by_key(batch: &OtapBatch, key: &KeyPlan, partitions: u32) -> Result<Vec<Part>> {
     let space = batch.signal().root();
     if batch.get(space).is_none_or(|t| t.num_rows() == 0) {
         return Ok(Vec::new());
@@ -133,9 +177,27 @@ pub fn halve(batch: &OtapBatch) -> Result<Option<(OtapBatch, OtapBatch)>> {
 }
 
 /// Each root record's key as text (trace ids in lower-case hex), `None` where it has none.
-fn key_strings(batch: &OtapBatch, key: &PartitionKey) -> Result<Vec<Option<String>>> {
+fn key_strings(batch: &OtapBatch, plan: &KeyPlan) -> Result<Vec<Option<String>>> {
     let rows = Rows::new(batch, batch.signal().root())?;
-    match key {
+    match &plan.key {
+        PartitionKey::Expression(_) => {
+            let compiled = match batch.signal() {
+                Signal::Logs => plan.logs.as_ref(),
+                Signal::Traces => plan.spans.as_ref(),
+                Signal::Metrics => None,
+            };
+            let Some(compiled) = compiled else {
+                return Ok(vec![None; rows.len()]);
+            };
+            let values = compiled.evaluate(&rows)?;
+            let text = arrow::compute::cast(&values, &DataType::Utf8)
+                .map_err(|e| PipelineError::arrow("reading a key as text", e))?;
+            Ok(text
+                .as_string::<i32>()
+                .iter()
+                .map(|v| v.map(str::to_string))
+                .collect())
+        }
         PartitionKey::Attribute(scope, name) => {
             let values = column(
                 &rows,

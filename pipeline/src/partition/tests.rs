@@ -38,6 +38,10 @@ fn service(resource: Option<&Resource>) -> Option<String> {
     })
 }
 
+fn trace_id() -> KeyPlan {
+    KeyPlan::compile(&PartitionKey::TraceId).unwrap()
+}
+
 fn batch_of(signal: Signal, request: Vec<u8>) -> OtapBatch {
     let mut batches = otlp::decode::decode(signal, &request).unwrap();
     assert_eq!(batches.len(), 1);
@@ -48,7 +52,7 @@ fn batch_of(signal: Signal, request: Vec<u8>) -> OtapBatch {
 fn every_log_of_a_service_lands_in_its_partition() {
     let request = DataGen::new(3).logs(2000).encode_to_vec();
     let batch = batch_of(Signal::Logs, request);
-    let key = PartitionKey::parse("service").unwrap();
+    let key = KeyPlan::compile(&PartitionKey::parse("service").unwrap()).unwrap();
     let parts = split_by_key(&batch, &key, 6).unwrap();
     assert!(
         parts.len() > 1,
@@ -78,7 +82,7 @@ fn every_log_of_a_service_lands_in_its_partition() {
 fn spans_split_by_trace_id_keep_each_trace_together() {
     let request = DataGen::new(5).traces(1500).encode_to_vec();
     let batch = batch_of(Signal::Traces, request);
-    let parts = split_by_key(&batch, &PartitionKey::TraceId, 4).unwrap();
+    let parts = split_by_key(&batch, &trace_id(), 4).unwrap();
     let mut total = 0;
     let mut traces = BTreeSet::new();
     for part in &parts {
@@ -111,7 +115,7 @@ fn spans_split_by_trace_id_keep_each_trace_together() {
 fn metrics_have_no_trace_id_and_stay_whole() {
     let request = DataGen::new(9).metrics(500).encode_to_vec();
     let batch = batch_of(Signal::Metrics, request.clone());
-    let parts = split_by_key(&batch, &PartitionKey::TraceId, 4).unwrap();
+    let parts = split_by_key(&batch, &trace_id(), 4).unwrap();
     assert_eq!(parts.len(), 1);
     assert_eq!(parts[0].partition, None);
     let out =
@@ -119,4 +123,31 @@ fn metrics_have_no_trace_id_and_stay_whole() {
             .unwrap();
     let original = ExportMetricsServiceRequest::decode(&request[..]).unwrap();
     assert_eq!(out.resource_metrics.len(), original.resource_metrics.len());
+}
+
+#[test]
+fn an_expression_key_is_evaluated_per_record() {
+    let request = DataGen::new(4).logs(800).encode_to_vec();
+    let batch = batch_of(Signal::Logs, request);
+    // The same partitions as the service itself, since the expression gives the same text.
+    let by_expression = KeyPlan::compile(
+        &PartitionKey::parse("concat(resource.attributes['service.name'], '')").unwrap(),
+    )
+    .unwrap();
+    let by_service = KeyPlan::compile(&PartitionKey::parse("service").unwrap()).unwrap();
+    let summary = |parts: Vec<Part>| -> Vec<(Option<u32>, usize)> {
+        parts
+            .into_iter()
+            .map(|p| (p.partition, p.batch.num_items()))
+            .collect()
+    };
+    assert_eq!(
+        summary(split_by_key(&batch, &by_expression, 5).unwrap()),
+        summary(split_by_key(&batch, &by_service, 5).unwrap())
+    );
+    // A key of spans only leaves logs unkeyed.
+    let spans_only = KeyPlan::compile(&PartitionKey::parse("name").unwrap()).unwrap();
+    let parts = split_by_key(&batch, &spans_only, 5).unwrap();
+    assert_eq!(parts.len(), 1);
+    assert_eq!(parts[0].partition, None);
 }

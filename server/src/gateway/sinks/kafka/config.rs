@@ -5,6 +5,7 @@ use std::time::Duration;
 use penstock_dialect::Sink;
 use penstock_dialect::options::PartitionKey;
 use penstock_engine::Signal;
+use penstock_pipeline::partition::KeyPlan;
 use rdkafka::ClientConfig;
 use rdkafka::producer::FutureProducer;
 
@@ -48,8 +49,10 @@ pub struct Config {
     pub topic: String,
     /// The message format.
     pub encoding: Encoding,
-    /// What records are partitioned by.
-    pub key: Option<PartitionKey>,
+    /// What records are partitioned by, planned.
+    pub key: Option<KeyPlan>,
+    /// The key as written (for messages).
+    pub key_text: Option<String>,
     /// The largest message payload.
     pub max_message_bytes: usize,
     /// How long a message may wait for room in the producer's queue.
@@ -109,7 +112,11 @@ impl Config {
             name: sink.name.clone(),
             topic: options.str("topic").unwrap_or_default().to_string(),
             encoding: Encoding::of(options.str("encoding")),
-            key: options.str("key").and_then(|k| PartitionKey::parse(k).ok()),
+            key: match options.str("key").map(PartitionKey::parse) {
+                Some(Ok(key)) => Some(KeyPlan::compile(&key)?),
+                _ => None,
+            },
+            key_text: options.str("key").map(str::to_string),
             max_message_bytes: max_message_bytes as usize,
             timeout,
             compressed: compression != "none",

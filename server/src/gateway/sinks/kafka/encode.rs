@@ -22,9 +22,10 @@ pub(super) fn messages(
         return Ok(Vec::new());
     }
     let parts = match (&config.key, partitions) {
-        (Some(key), Some(count)) => {
-            split_by_key(batch, key, count).map_err(|e| format!("partitioning by {key}: {e}"))?
-        }
+        (Some(key), Some(count)) => split_by_key(batch, key, count).map_err(|e| {
+            let key = config.key_text.as_deref().unwrap_or_default();
+            format!("partitioning by {key}: {e}")
+        })?,
         _ => vec![Part {
             partition: None,
             key: None,
