@@ -249,56 +249,66 @@ async fn otap_stream(
         .ok_or_else(|| Status::unavailable("the stream ended without a status"))
 }
 
+/// Opens `connections` connections to `url` and `streams` OTAP streams on each, every stream
+/// sending `message` once (again on a new stream after a retryable refusal) until it is
+/// acknowledged.
+fn send_otap_streams(
+    url: &str,
+    connections: usize,
+    streams: usize,
+    message: &BatchArrowRecords,
+) -> Arc<Tally> {
+    let (url, message) = (url.to_string(), message.clone());
+    block_on(async move {
+        let tally = Arc::new(Tally::default());
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..connections {
+            let channel = tonic::transport::Endpoint::from_shared(url.clone())
+                .unwrap()
+                .connect()
+                .await
+                .unwrap();
+            for _ in 0..streams {
+                let (channel, message) = (channel.clone(), message.clone());
+                let tally = Arc::clone(&tally);
+                tasks.spawn(async move {
+                    loop {
+                        let refusal = match otap_stream(channel.clone(), message.clone()).await {
+                            Ok(s) if s.status_code == StatusCode::Ok as i32 => {
+                                tally.acked.fetch_add(1, Relaxed);
+                                return;
+                            }
+                            Ok(s) => {
+                                let retry =
+                                    [StatusCode::ResourceExhausted, StatusCode::Unavailable]
+                                        .iter()
+                                        .any(|c| *c as i32 == s.status_code);
+                                assert!(retry, "a batch failed: {s:?}");
+                                s.status_message
+                            }
+                            Err(status) if retryable(status.code()) => status.to_string(),
+                            Err(status) => panic!("a stream failed: {status:?}"),
+                        };
+                        assert!(!refusal.is_empty());
+                        tally.refused.fetch_add(1, Relaxed);
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                });
+            }
+        }
+        while let Some(done) = tasks.join_next().await {
+            done.unwrap();
+        }
+        tally
+    })
+}
+
 #[test]
 fn otap_1000_streams_over_10_connections() {
     let _serial = one_at_a_time();
     for workers in ["1", "2"] {
         let gateway = gateway(&format!("fan_in_otap_{workers}"), workers, "");
-        let message = otap_message();
-        let url = gateway.url();
-        let tally = block_on(async move {
-            let tally = Arc::new(Tally::default());
-            let mut tasks = tokio::task::JoinSet::new();
-            for _ in 0..10 {
-                let channel = tonic::transport::Endpoint::from_shared(url.clone())
-                    .unwrap()
-                    .connect()
-                    .await
-                    .unwrap();
-                for _ in 0..100 {
-                    let (channel, message) = (channel.clone(), message.clone());
-                    let tally = Arc::clone(&tally);
-                    tasks.spawn(async move {
-                        loop {
-                            let refusal = match otap_stream(channel.clone(), message.clone()).await
-                            {
-                                Ok(s) if s.status_code == StatusCode::Ok as i32 => {
-                                    tally.acked.fetch_add(1, Relaxed);
-                                    return;
-                                }
-                                Ok(s) => {
-                                    let retry =
-                                        [StatusCode::ResourceExhausted, StatusCode::Unavailable]
-                                            .iter()
-                                            .any(|c| *c as i32 == s.status_code);
-                                    assert!(retry, "a batch failed: {s:?}");
-                                    s.status_message
-                                }
-                                Err(status) if retryable(status.code()) => status.to_string(),
-                                Err(status) => panic!("a stream failed: {status:?}"),
-                            };
-                            assert!(!refusal.is_empty());
-                            tally.refused.fetch_add(1, Relaxed);
-                            tokio::time::sleep(Duration::from_millis(20)).await;
-                        }
-                    });
-                }
-            }
-            while let Some(done) = tasks.join_next().await {
-                done.unwrap();
-            }
-            tally
-        });
+        let tally = send_otap_streams(&gateway.url(), 10, 100, &otap_message());
         assert_eq!(tally.acked.load(Relaxed), 1000);
         let records = (1000 * 256) as f64;
         gateway.wait_until("every record counted in", |g| {
@@ -311,4 +321,122 @@ fn otap_1000_streams_over_10_connections() {
         let (clean, _) = gateway.terminate();
         assert!(clean);
     }
+}
+
+/// One long-lived OTAP stream: sends `first`, waits for its status, waits until every other
+/// stream got its first status too (`all_started`), then sends `second` and ends. Both
+/// statuses.
+async fn two_batches(
+    channel: tonic::transport::Channel,
+    first: BatchArrowRecords,
+    second: BatchArrowRecords,
+    all_started: Arc<tokio::sync::Barrier>,
+) -> [i32; 2] {
+    let mut grpc = tonic::client::Grpc::new(channel).send_compressed(CompressionEncoding::Zstd);
+    grpc.ready().await.unwrap();
+    let codec = tonic_prost::ProstCodec::<BatchArrowRecords, BatchStatus>::default();
+    let path = PathAndQuery::from_static(
+        "/opentelemetry.proto.experimental.arrow.v1.ArrowLogsService/ArrowLogs",
+    );
+    let (requests, outgoing) = tokio::sync::mpsc::channel(2);
+    requests.send(first).await.unwrap();
+    let request = tonic::Request::new(tokio_stream::wrappers::ReceiverStream::new(outgoing));
+    let mut statuses = grpc
+        .streaming(request, path, codec)
+        .await
+        .unwrap()
+        .into_inner();
+    let status =
+        |s: Result<Option<BatchStatus>, Status>| s.ok().flatten().map_or(-1, |s| s.status_code);
+    let first = status(statuses.message().await);
+    let waited = tokio::time::timeout(DEADLINE, all_started.wait()).await;
+    assert!(waited.is_ok(), "every stream got its first status");
+    requests.send(second).await.unwrap();
+    drop(requests);
+    [first, status(statuses.message().await)]
+}
+
+/// Forwarded as received, each input stream has an output stream of its own: 200 streams,
+/// all open at once, towards the reference Go consumer (grpc-go) taking 32 concurrent
+/// streams per connection. The sink spreads them over connections of 32
+/// (`max_streams_per_connection`), so every batch is acknowledged the first time and every
+/// record arrives, forwarded.
+#[test]
+fn forwarded_streams_open_at_once_reach_a_backend_that_limits_concurrent_streams() {
+    let Some(binary) = common::go::interop_binary() else {
+        return;
+    };
+    let _serial = one_at_a_time();
+    let mut consumer = common::go::spawn_piped(std::process::Command::new(&binary).args([
+        "serve",
+        "-max-streams",
+        "32",
+    ]));
+    let (addr, frames) = common::go::tagged_frames(consumer.stdout.take().unwrap());
+    let dir = temp_dir("fan_in_forward");
+    let relay = Gateway::start_with(
+        &dir,
+        "relay",
+        &format!(
+            "CREATE SOURCE otlp FROM GRPC WITH (listen = '127.0.0.1:0');
+             CREATE SINK downstream TO OTAP WITH (endpoint = 'http://{addr}',
+               max_streams_per_connection = 32);
+             CREATE PIPELINE p FROM otlp AS BEGIN
+               ALTER TABLE logs RENAME ATTRIBUTE 'exception.type' TO 'error.type';
+               INSERT INTO downstream SELECT * FROM logs;
+             END;"
+        ),
+        &["--admin-listen", "127.0.0.1:0"],
+    );
+    const STREAMS: usize = 200;
+    let request = DataGen::new(9).logs(256).encode_to_vec();
+    let batch = otlp::decode::decode_logs(&request).unwrap().remove(0);
+    let url = relay.url();
+    let statuses = block_on(async move {
+        let all_started = Arc::new(tokio::sync::Barrier::new(STREAMS));
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..2 {
+            let channel = tonic::transport::Endpoint::from_shared(url.clone())
+                .unwrap()
+                .connect()
+                .await
+                .unwrap();
+            for _ in 0..STREAMS / 2 {
+                let mut encoder = OtapEncoder::new(Signal::Logs, EncodeOptions::default()).unwrap();
+                let first = encoder.encode(&batch).unwrap();
+                let second = encoder.encode(&batch).unwrap();
+                let (channel, all_started) = (channel.clone(), Arc::clone(&all_started));
+                tasks.spawn(two_batches(channel, first, second, all_started));
+            }
+        }
+        let mut statuses = Vec::new();
+        while let Some(done) = tasks.join_next().await {
+            statuses.extend(done.unwrap());
+        }
+        statuses
+    });
+    let ok = StatusCode::Ok as i32;
+    assert!(statuses.iter().all(|s| *s == ok), "{statuses:?}");
+    let mut records = 0;
+    while records < 2 * STREAMS * 256 {
+        let (_, otlp) = frames
+            .recv_timeout(DEADLINE)
+            .unwrap_or_else(|_| panic!("{records} of {} records arrived", 2 * STREAMS * 256));
+        let request =
+            opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest::decode(
+                otlp.as_slice(),
+            )
+            .unwrap();
+        records += common::otlp_go::log_records(&request);
+    }
+    let forwarded = relay
+        .metrics_text()
+        .lines()
+        .find(|l| l.starts_with("penstock_otap_batches_total{path=\"forwarded\"}"))
+        .and_then(|l| l.rsplit(' ').next()?.parse::<usize>().ok());
+    assert_eq!(forwarded, Some(2 * STREAMS));
+    let (clean, _) = relay.terminate();
+    assert!(clean);
+    let _ = consumer.kill();
+    let _ = consumer.wait();
 }

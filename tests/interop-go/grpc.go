@@ -255,6 +255,7 @@ func (r *receiver) serve(tag byte, sig *signal, s barStream) error {
 func cmdServe(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("serve", stderr)
 	listen := fs.String("listen", "127.0.0.1:0", "address to listen on")
+	maxStreams := fs.Uint("max-streams", 0, "concurrent streams per connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); 0: grpc-go's default")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -262,7 +263,11 @@ func cmdServe(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	server := grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20))
+	options := []grpc.ServerOption{grpc.MaxRecvMsgSize(64 << 20)}
+	if *maxStreams > 0 {
+		options = append(options, grpc.MaxConcurrentStreams(uint32(*maxStreams)))
+	}
+	server := grpc.NewServer(options...)
 	r := &receiver{out: newFrameWriter(stdout)}
 	arrowpb.RegisterArrowLogsServiceServer(server, r)
 	arrowpb.RegisterArrowTracesServiceServer(server, r)

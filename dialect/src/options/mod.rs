@@ -237,6 +237,12 @@ pub fn sink_options(kind: SinkKind) -> Vec<OptionSpec> {
                 false,
                 "forward OTAP batches the pipelines leave untouched as received (default true)",
             ),
+            opt(
+                "max_streams_per_connection",
+                Count,
+                false,
+                "forwarded streams per connection before another is opened (default 100)",
+            ),
         ],
         SinkKind::Otlp => {
             let mut specs = vec![
@@ -384,7 +390,7 @@ pub const MAX_DURATION: Duration = Duration::from_secs(30 * 24 * 3600);
 fn count_range(name: &str) -> (u64, u64) {
     match name {
         "streams" => (1, 256),
-        "max_streams" | "max_connections" => (1, 1_000_000),
+        "max_streams" | "max_connections" | "max_streams_per_connection" => (1, 1_000_000),
         "retries" => (0, 100),
         "batch" => (1, 1 << 20),
         "limit" => (0, 1_000_000),

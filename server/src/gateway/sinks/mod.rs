@@ -4,6 +4,7 @@
 //! connections.
 
 pub mod compress;
+mod connections;
 pub mod console;
 mod export;
 mod file;
@@ -146,6 +147,7 @@ pub fn start_network(
 /// carries (from `auth_token`).
 #[derive(Debug, Clone)]
 pub struct Upstream {
+    endpoint: tonic::transport::Endpoint,
     channel: tonic::transport::Channel,
     authorization: Option<tonic::metadata::AsciiMetadataValue>,
 }
@@ -162,10 +164,31 @@ impl Upstream {
                     }
                 })?),
             };
+        let endpoint = endpoint(sink, base)?;
         Ok(Upstream {
-            channel: endpoint(sink, base)?.connect_lazy(),
+            channel: endpoint.connect_lazy(),
+            endpoint,
             authorization,
         })
+    }
+
+    /// The same backend on a connection of its own.
+    fn another(&self) -> Upstream {
+        Upstream {
+            channel: self.endpoint.connect_lazy(),
+            endpoint: self.endpoint.clone(),
+            authorization: self.authorization.clone(),
+        }
+    }
+
+    /// An upstream without credentials, connecting lazily to `endpoint`.
+    #[cfg(test)]
+    fn lazy(endpoint: tonic::transport::Endpoint) -> Upstream {
+        Upstream {
+            channel: endpoint.connect_lazy(),
+            endpoint,
+            authorization: None,
+        }
     }
 
     /// A client on the channel.

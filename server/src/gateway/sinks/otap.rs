@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::Upstream;
+use super::connections::{Connections, Place};
 use penstock_dialect::Sink;
 use penstock_engine::merge::Concat;
 use penstock_engine::otap::raw::{Forwarder, Placed, RawBatch, Sent};
@@ -47,6 +48,8 @@ pub struct Config {
     policy: Policy,
     target_items: usize,
     linger: Duration,
+    /// Forwarded streams per connection at most.
+    per_connection: usize,
 }
 
 impl Config {
@@ -71,6 +74,10 @@ impl Config {
             policy: Policy::from_sink(sink),
             target_items: sink.options.count("batch").unwrap_or(8192) as usize,
             linger: sink.options.duration("linger").unwrap_or(Duration::ZERO),
+            per_connection: sink
+                .options
+                .count("max_streams_per_connection")
+                .unwrap_or(100) as usize,
         })
     }
 
@@ -115,6 +122,8 @@ struct Affine {
 }
 
 struct AffineStream {
+    /// Its place on its connection.
+    _place: Place,
     generation: u64,
     requests: mpsc::Sender<BatchArrowRecords>,
     opened: Instant,
@@ -162,6 +171,8 @@ struct State {
     retries: VecDeque<Pending>,
     /// Per forwarded input stream and route.
     affine: HashMap<(u64, usize), Affine>,
+    /// The connections of the forwarded streams.
+    connections: Connections,
 }
 
 /// A batch to send for the first time.
@@ -188,6 +199,7 @@ pub async fn run(
 ) {
     let (events, mut reports) = mpsc::channel(PENDING_PER_STREAM * 4);
     let capacity = PENDING_PER_STREAM * config.streams;
+    let connections = Connections::new(config.upstream.clone(), config.per_connection);
     let mut state = State {
         config,
         forming: None,
@@ -199,6 +211,7 @@ pub async fn run(
         pending: HashMap::new(),
         retries: VecDeque::new(),
         affine: HashMap::new(),
+        connections,
     };
     let mut tick = tokio::time::interval(Duration::from_millis(100));
     let mut open = true;
@@ -371,9 +384,16 @@ impl State {
                 if !usable {
                     self.generation += 1;
                     let signal = raw.batch.signal;
-                    let requests =
-                        open_channel(&self.config, signal, self.generation, self.events.clone());
+                    let (upstream, place) = self.connections.take();
+                    let requests = open_channel(
+                        &self.config,
+                        upstream,
+                        signal,
+                        self.generation,
+                        self.events.clone(),
+                    );
                     affine.stream = Some(AffineStream {
+                        _place: place,
                         generation: self.generation,
                         requests,
                         opened: Instant::now(),
@@ -601,7 +621,7 @@ fn open_stream(
     let encoder = OtapEncoder::new(signal, config.options).map_err(|e| e.to_string())?;
     Ok(Stream {
         generation,
-        requests: open_channel(config, signal, generation, events),
+        requests: open_channel(config, config.upstream.clone(), signal, generation, events),
         encoder,
         opened: Instant::now(),
     })
@@ -611,6 +631,7 @@ fn open_stream(
 /// to `events`.
 fn open_channel(
     config: &Config,
+    upstream: Upstream,
     signal: Signal,
     generation: u64,
     events: mpsc::Sender<Event>,
@@ -624,7 +645,6 @@ fn open_channel(
         signal.name()
     );
     let (requests, outgoing) = mpsc::channel(PENDING_PER_STREAM * 2);
-    let upstream = config.upstream.clone();
     tokio::spawn(async move {
         let ended = read_statuses(upstream, signal, outgoing, generation, &events).await;
         let _ = events.send(Event::Ended(generation, ended.err())).await;
