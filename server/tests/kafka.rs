@@ -504,6 +504,23 @@ fn a_slow_sink_pauses_the_partitions_and_loses_nothing() {
         got.len()
     );
     assert_eq!(lost, 0);
+    // Once everything was delivered and committed, no partition lags.
+    let lag = |g: &Gateway| -> Option<i64> {
+        let text = g.metrics_text();
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("penstock_kafka_consumer_lag{source=\"bus\""))
+            .collect();
+        (lines.len() == 2).then(|| {
+            lines
+                .iter()
+                .map(|l| l.rsplit(' ').next().unwrap().parse::<i64>().unwrap())
+                .sum()
+        })
+    };
+    reader.wait_until("no lag once everything was committed", |g| {
+        lag(g) == Some(0)
+    });
     drop((reader, receiver));
 }
 

@@ -2,7 +2,9 @@
 //! (connection failures, broker restarts) as the gateway's events, and, for consumers, the
 //! partitions the group assigns and takes away.
 
-use std::sync::Mutex;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
 
 use rdkafka::ClientContext;
 use rdkafka::config::RDKafkaLogLevel;
@@ -18,6 +20,63 @@ pub struct KafkaContext {
     pub name: String,
     /// Partitions the group took back from this consumer since they were last collected.
     revoked: Mutex<Vec<i32>>,
+    /// Where a consumer's statistics go.
+    lag: Option<Arc<ConsumerLag>>,
+}
+
+/// A consumer's lag per partition, from librdkafka's statistics: the messages between the
+/// group's committed offset and the end of the partition (only what was committed counts as
+/// read, so messages being delivered are part of it).
+#[derive(Debug, Default)]
+pub struct ConsumerLag {
+    partitions: Mutex<BTreeMap<i32, i64>>,
+}
+
+impl ConsumerLag {
+    /// Takes the partitions' `consumer_lag` from a statistics document (partitions whose lag
+    /// is not known yet, and librdkafka's internal partition -1, are left out).
+    fn record(&self, statistics: &[u8]) {
+        let Ok(document) = serde_json::from_slice::<serde_json::Value>(statistics) else {
+            return;
+        };
+        let mut lags = BTreeMap::new();
+        let topics = document["topics"].as_object().into_iter().flatten();
+        for (_, topic) in topics {
+            for (partition, p) in topic["partitions"].as_object().into_iter().flatten() {
+                let (Ok(partition), Some(lag)) =
+                    (partition.parse::<i32>(), p["consumer_lag"].as_i64())
+                else {
+                    continue;
+                };
+                if partition >= 0 && lag >= 0 {
+                    lags.insert(partition, lag);
+                }
+            }
+        }
+        *self.partitions.lock().unwrap_or_else(|e| e.into_inner()) = lags;
+    }
+
+    /// `penstock_kafka_consumer_lag{source, partition}` for every KAFKA source.
+    pub fn write_metrics(out: &mut String, lags: &BTreeMap<String, Arc<ConsumerLag>>) {
+        if lags.is_empty() {
+            return;
+        }
+        let name = "penstock_kafka_consumer_lag";
+        let _ = writeln!(
+            out,
+            "# HELP {name} messages of a partition after the group's committed offset"
+        );
+        let _ = writeln!(out, "# TYPE {name} gauge");
+        for (source, lag) in lags {
+            let partitions = lag.partitions.lock().unwrap_or_else(|e| e.into_inner());
+            for (partition, messages) in partitions.iter() {
+                let _ = writeln!(
+                    out,
+                    "{name}{{source=\"{source}\",partition=\"{partition}\"}} {messages}"
+                );
+            }
+        }
+    }
 }
 
 impl KafkaContext {
@@ -27,7 +86,14 @@ impl KafkaContext {
             role,
             name: name.to_string(),
             revoked: Mutex::new(Vec::new()),
+            lag: None,
         }
+    }
+
+    /// The context of a consumer whose statistics go to `lag`.
+    pub fn with_lag(mut self, lag: Option<Arc<ConsumerLag>>) -> KafkaContext {
+        self.lag = lag;
+        self
     }
 
     /// The partitions taken back since the last call.
@@ -50,6 +116,12 @@ impl ClientContext for KafkaContext {
                 tracing::warn!("{role} {name}: Kafka client: {facility}: {message}");
             }
             _ => tracing::debug!("{role} {name}: Kafka client: {facility}: {message}"),
+        }
+    }
+
+    fn stats_raw(&self, statistics: &[u8]) {
+        if let Some(lag) = &self.lag {
+            lag.record(statistics);
         }
     }
 
@@ -100,5 +172,26 @@ impl ConsumerContext for KafkaContext {
                 tracing::warn!("{} {}: committing offsets: {error}", self.role, self.name)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lag_is_read_from_librdkafka_statistics() {
+        let lag = ConsumerLag::default();
+        lag.record(
+            br#"{"topics": {"otlp_logs": {"partitions": {
+                "0": {"partition": 0, "consumer_lag": 12},
+                "1": {"partition": 1, "consumer_lag": -1},
+                "-1": {"partition": -1, "consumer_lag": -1}}}}}"#,
+        );
+        let mut out = String::new();
+        let lags = BTreeMap::from([("bus".to_string(), Arc::new(lag))]);
+        ConsumerLag::write_metrics(&mut out, &lags);
+        assert!(out.contains("penstock_kafka_consumer_lag{source=\"bus\",partition=\"0\"} 12\n"));
+        assert!(!out.contains("partition=\"1\""));
     }
 }

@@ -216,6 +216,8 @@ pub struct Telemetry {
     pub buffers: BTreeMap<String, Arc<BufferCounters>>,
     /// The process's memory budget.
     pub memory: Arc<Memory>,
+    /// The consumer lag of KAFKA sources, by source.
+    pub kafka_lag: BTreeMap<String, Arc<super::kafka_context::ConsumerLag>>,
 }
 
 impl Telemetry {
@@ -235,6 +237,12 @@ impl Telemetry {
                 .sources
                 .iter()
                 .map(|s| (s.name.clone(), Flow::default()))
+                .collect(),
+            kafka_lag: program
+                .sources
+                .iter()
+                .filter(|s| s.kind == penstock_dialect::ast::SourceKind::Kafka)
+                .map(|s| (s.name.clone(), Arc::default()))
                 .collect(),
             sinks: program
                 .sinks
@@ -300,6 +308,7 @@ impl Telemetry {
         self.write_totals(&mut out);
         super::buffer::metrics::write(&mut out, &self.buffers);
         self.memory.write_metrics(&mut out);
+        super::kafka_context::ConsumerLag::write_metrics(&mut out, &self.kafka_lag);
         out
     }
 

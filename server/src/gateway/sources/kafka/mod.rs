@@ -96,8 +96,12 @@ impl KafkaSource {
                 "queued.max.messages.kbytes",
                 (max_in_flight / 4 / 1024).clamp(1024, 1 << 20).to_string(),
             )
+            // Statistics every second: the consumer lag per partition.
+            .set("statistics.interval.ms", "1000")
             .set("log_level", "4")
-            .create_with_context(context(&source.name))
+            .create_with_context(
+                context(&source.name).with_lag(telemetry.kafka_lag.get(&source.name).cloned()),
+            )
             .map_err(client_error)?;
         let topic = options.str("topic").unwrap_or_default().to_string();
         consumer.subscribe(&[&topic]).map_err(client_error)?;
