@@ -68,4 +68,4 @@ pub use error::{PipelineError, Result};
 pub use exec::{Pipeline, RunOutput, StepStats, nanos_since_epoch};
 pub use files::compile_sources;
 pub use forwarding::forwarding_routes;
-pub use rows::signal_of;
+pub use rows::{signal_of, table_of};

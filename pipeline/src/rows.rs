@@ -22,6 +22,15 @@ pub fn signal_of(table: Table) -> Signal {
     }
 }
 
+/// The table whose rows the batches of `signal` hold.
+pub fn table_of(signal: Signal) -> Table {
+    match signal {
+        Signal::Logs => Table::Logs,
+        Signal::Traces => Table::Spans,
+        Signal::Metrics => Table::Metrics,
+    }
+}
+
 /// The data point tables, whose rows are the rows of `metrics`.
 pub(crate) const DATA_POINTS: [PayloadType; 4] = [
     PayloadType::NumberDataPoints,

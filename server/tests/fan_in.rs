@@ -429,12 +429,11 @@ fn forwarded_streams_open_at_once_reach_a_backend_that_limits_concurrent_streams
             .unwrap();
         records += common::otlp_go::log_records(&request);
     }
-    let forwarded = relay
-        .metrics_text()
-        .lines()
-        .find(|l| l.starts_with("penstock_otap_batches_total{path=\"forwarded\"}"))
-        .and_then(|l| l.rsplit(' ').next()?.parse::<usize>().ok());
-    assert_eq!(forwarded, Some(2 * STREAMS));
+    let forwarded = common::otlp_go::series(
+        &relay.metrics_text(),
+        "penstock_otap_batches_total{path=\"forwarded\"}",
+    );
+    assert_eq!(forwarded, Some((2 * STREAMS) as f64));
     let (clean, _) = relay.terminate();
     assert!(clean);
     let _ = consumer.kill();

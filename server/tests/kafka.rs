@@ -11,6 +11,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::kafka::Broker;
+use common::otlp_go::series;
 use common::{Gateway, block_on, send_logs, temp_dir};
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
@@ -208,12 +209,11 @@ fn messages_written_as_the_collector_writes_them_are_read() {
     let want_mixed: Vec<String> = logs_of(&logs[1..4]);
     let got = wait_for_records(&[&out("mixed")], Signal::Logs, want_mixed.len());
     assert_same(want_mixed, got);
-    let failures = gateway
-        .metrics_text()
-        .lines()
-        .find(|l| l.starts_with("penstock_source_failures_total{source=\"mixed\"}"))
-        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap());
-    assert_eq!(failures, Some(1), "the malformed message is counted");
+    let failures = series(
+        &gateway.metrics_text(),
+        "penstock_source_failures_total{source=\"mixed\"}",
+    );
+    assert_eq!(failures, Some(1.0), "the malformed message is counted");
     // The malformed message, as it was, on the dead letter topic.
     let dead = broker.consume("dead", "logs", "raw", 1);
     assert_eq!(dead.len(), 1);
@@ -471,13 +471,11 @@ fn a_slow_sink_pauses_the_partitions_and_loses_nothing() {
     // Once a message has waited 1.6 s between attempts, the partitions have been paused for
     // more than a second: what was read by then is all that will be read.
     reader.wait_for_line("sending it again in 1.6s");
-    let read = reader
-        .metrics_text()
-        .lines()
-        .find(|l| l.starts_with("penstock_source_bytes_total{source=\"bus\"}"))
-        .map_or(0, |l| {
-            l.rsplit(' ').next().unwrap().parse::<usize>().unwrap()
-        });
+    let read = series(
+        &reader.metrics_text(),
+        "penstock_source_bytes_total{source=\"bus\"}",
+    )
+    .unwrap_or(0.0) as usize;
     // In flight (1 MiB), librdkafka's prefetch (1 MiB at least) and the message that crossed
     // the line.
     let largest = requests.iter().map(Vec::len).max().unwrap();
@@ -505,21 +503,13 @@ fn a_slow_sink_pauses_the_partitions_and_loses_nothing() {
     );
     assert_eq!(lost, 0);
     // Once everything was delivered and committed, no partition lags.
-    let lag = |g: &Gateway| -> Option<i64> {
-        let text = g.metrics_text();
-        let lines: Vec<&str> = text
-            .lines()
-            .filter(|l| l.starts_with("penstock_kafka_consumer_lag{source=\"bus\""))
-            .collect();
-        (lines.len() == 2).then(|| {
-            lines
-                .iter()
-                .map(|l| l.rsplit(' ').next().unwrap().parse::<i64>().unwrap())
-                .sum()
-        })
+    let lag = |g: &Gateway, partition: u32| {
+        let name =
+            format!("penstock_kafka_consumer_lag{{source=\"bus\",partition=\"{partition}\"}}");
+        series(&g.metrics_text(), &name)
     };
     reader.wait_until("no lag once everything was committed", |g| {
-        lag(g) == Some(0)
+        (0..2).all(|p| lag(g, p) == Some(0.0))
     });
     drop((reader, receiver));
 }

@@ -6,7 +6,9 @@
 //! (murmur2 of the key's bytes, sign bit cleared, modulo the partition count), so records
 //! keyed here and records keyed by a Java or Go producer with the same key agree.
 
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray};
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, StringArray, StringBuilder};
 use arrow::datatypes::DataType;
 use penstock_dialect::model::{AttrType, ColumnRef, Table};
 use penstock_dialect::options::{KEY_TABLES, PartitionKey, resolve_key};
@@ -119,23 +121,27 @@ pub fn split_by_key(batch: &OtapBatch, key: &KeyPlan, partitions: u32) -> Result
     if batch.get(space).is_none_or(|t| t.num_rows() == 0) {
         return Ok(Vec::new());
     }
-    let keys = key_strings(batch, key)?;
+    let Some(keys) = keys(batch, key)? else {
+        return Ok(vec![Part {
+            partition: None,
+            key: None,
+            batch: batch.clone(),
+        }]);
+    };
     // Each part: its partition, and its key while all of its records share one.
-    let mut parts: Vec<(Option<u32>, Option<Option<String>>)> = Vec::new();
+    let mut parts: Vec<(Option<u32>, Option<Option<&str>>)> = Vec::new();
     // The part of each partition (the last entry: records without a key), and of each record.
     let mut part_of_partition = vec![usize::MAX; partitions.max(1) as usize + 1];
     let mut part_of_row = Vec::with_capacity(keys.len());
-    for value in keys {
-        let partition = value
-            .as_deref()
-            .map(|k| partition_of(k.as_bytes(), partitions));
+    for value in keys.iter() {
+        let partition = value.map(|k| partition_of(k.as_bytes(), partitions));
         let slot = partition.map_or(part_of_partition.len() - 1, |p| p as usize);
         if part_of_partition[slot] == usize::MAX {
             part_of_partition[slot] = parts.len();
-            parts.push((partition, Some(value.clone())));
+            parts.push((partition, Some(value)));
         }
         let part = &mut parts[part_of_partition[slot]];
-        if part.1.as_ref().is_some_and(|k| *k != value) {
+        if part.1.is_some_and(|k| k != value) {
             part.1 = None;
         }
         part_of_row.push(part_of_partition[slot]);
@@ -153,7 +159,7 @@ pub fn split_by_key(batch: &OtapBatch, key: &KeyPlan, partitions: u32) -> Result
             };
             Ok(Part {
                 partition,
-                key: shared.flatten().map(String::into_bytes),
+                key: shared.flatten().map(|k| k.as_bytes().to_vec()),
                 batch,
             })
         })
@@ -176,10 +182,12 @@ pub fn halve(batch: &OtapBatch) -> Result<Option<(OtapBatch, OtapBatch)>> {
     )))
 }
 
-/// Each root record's key as text (trace ids in lower-case hex), `None` where it has none.
-fn key_strings(batch: &OtapBatch, plan: &KeyPlan) -> Result<Vec<Option<String>>> {
+/// Each root record's key as text (trace ids in lower-case hex; null where it has none), or
+/// `None` when no record can have one (an expression over another signal's columns, trace ids
+/// of metrics).
+fn keys(batch: &OtapBatch, plan: &KeyPlan) -> Result<Option<StringArray>> {
     let rows = Rows::new(batch, batch.signal().root())?;
-    match &plan.key {
+    let values = match &plan.key {
         PartitionKey::Expression(_) => {
             let compiled = match batch.signal() {
                 Signal::Logs => plan.logs.as_ref(),
@@ -187,41 +195,41 @@ fn key_strings(batch: &OtapBatch, plan: &KeyPlan) -> Result<Vec<Option<String>>>
                 Signal::Metrics => None,
             };
             let Some(compiled) = compiled else {
-                return Ok(vec![None; rows.len()]);
+                return Ok(None);
             };
-            let values = compiled.evaluate(&rows)?;
-            let text = arrow::compute::cast(&values, &DataType::Utf8)
-                .map_err(|e| PipelineError::arrow("reading a key as text", e))?;
-            Ok(text
-                .as_string::<i32>()
-                .iter()
-                .map(|v| v.map(str::to_string))
-                .collect())
+            compiled.evaluate(&rows)?
         }
-        PartitionKey::Attribute(scope, name) => {
-            let values = column(
-                &rows,
-                &ColumnRef::Attr {
-                    scope: *scope,
-                    key: name.clone(),
-                    ty: AttrType::Str,
-                },
-            )?;
-            let values = values.as_string::<i32>();
-            Ok(values.iter().map(|v| v.map(str::to_string)).collect())
-        }
+        PartitionKey::Attribute(scope, name) => column(
+            &rows,
+            &ColumnRef::Attr {
+                scope: *scope,
+                key: name.clone(),
+                ty: AttrType::Str,
+            },
+        )?,
         PartitionKey::TraceId => {
             let Some(ids) = rows.own(&["trace_id"]) else {
-                return Ok(vec![None; rows.len()]);
+                return Ok(None);
             };
             let ids = plain(ids)?;
-            let ids = ids.as_fixed_size_binary();
-            Ok(ids
-                .iter()
-                .map(|id| id.filter(|id| id.iter().any(|b| *b != 0)).map(hex))
-                .collect())
+            let mut text = StringBuilder::with_capacity(ids.len(), ids.len() * 32);
+            let mut digits = String::with_capacity(32);
+            for id in ids.as_fixed_size_binary() {
+                match id.filter(|id| id.iter().any(|b| *b != 0)) {
+                    Some(id) => {
+                        digits.clear();
+                        hex_into(id, &mut digits);
+                        text.append_value(&digits);
+                    }
+                    None => text.append_null(),
+                }
+            }
+            Arc::new(text.finish())
         }
-    }
+    };
+    let text = arrow::compute::cast(&values, &DataType::Utf8)
+        .map_err(|e| PipelineError::arrow("reading a key as text", e))?;
+    Ok(Some(text.as_string::<i32>().clone()))
 }
 
 /// A dictionary-encoded column unpacked to its values.
@@ -233,14 +241,13 @@ fn plain(array: ArrayRef) -> Result<ArrayRef> {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// Appends `bytes` to `text` in lower-case hex.
+fn hex_into(bytes: &[u8], text: &mut String) {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut text = String::with_capacity(bytes.len() * 2);
     for b in bytes {
         text.push(DIGITS[usize::from(b >> 4)] as char);
         text.push(DIGITS[usize::from(b & 15)] as char);
     }
-    text
 }
 
 #[cfg(test)]

@@ -38,6 +38,12 @@ fn service(resource: Option<&Resource>) -> Option<String> {
     })
 }
 
+fn hex(bytes: &[u8]) -> String {
+    let mut text = String::new();
+    hex_into(bytes, &mut text);
+    text
+}
+
 fn trace_id() -> KeyPlan {
     KeyPlan::compile(&PartitionKey::TraceId).unwrap()
 }

@@ -100,11 +100,7 @@ fn pool(signal: Signal, batch: usize) -> Vec<Bytes> {
 
 /// What the records of `signal` are called.
 fn records_name(signal: Signal) -> &'static str {
-    match signal {
-        Signal::Logs => "logs",
-        Signal::Traces => "spans",
-        Signal::Metrics => "metrics",
-    }
+    penstock_pipeline::table_of(signal).name()
 }
 
 /// A bar on standard error (drawn only when it is a terminal) following the records

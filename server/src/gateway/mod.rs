@@ -15,7 +15,7 @@ pub mod delivery;
 pub mod drain;
 pub mod error;
 pub mod forwarding;
-pub mod kafka_context;
+pub mod kafka;
 pub mod memory;
 pub mod program;
 pub mod progress;

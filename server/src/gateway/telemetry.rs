@@ -217,7 +217,7 @@ pub struct Telemetry {
     /// The process's memory budget.
     pub memory: Arc<Memory>,
     /// The consumer lag of KAFKA sources, by source.
-    pub kafka_lag: BTreeMap<String, Arc<super::kafka_context::ConsumerLag>>,
+    pub kafka_lag: BTreeMap<String, Arc<super::kafka::ConsumerLag>>,
 }
 
 impl Telemetry {
@@ -308,7 +308,7 @@ impl Telemetry {
         self.write_totals(&mut out);
         super::buffer::metrics::write(&mut out, &self.buffers);
         self.memory.write_metrics(&mut out);
-        super::kafka_context::ConsumerLag::write_metrics(&mut out, &self.kafka_lag);
+        super::kafka::ConsumerLag::write_metrics(&mut out, &self.kafka_lag);
         out
     }
 

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use penstock_dialect::Source;
+use penstock_dialect::model::Table;
 use penstock_engine::Signal;
 use penstock_engine::datagen::DataGen;
 use prost::Message;
@@ -42,11 +43,10 @@ impl Share {
     /// Share `worker` of `workers` of a GENERATOR source.
     pub fn of(source: &Source, index: usize, worker: usize, workers: usize) -> Share {
         let o = &source.options;
-        let signal = match o.str("signal").unwrap_or("logs") {
-            "spans" => Signal::Traces,
-            "metrics" => Signal::Metrics,
-            _ => Signal::Logs,
-        };
+        let signal = o
+            .str("signal")
+            .and_then(Table::parse)
+            .map_or(Signal::Logs, penstock_pipeline::signal_of);
         let split = |total: u64| {
             total / workers as u64 + u64::from((worker as u64) < total % workers as u64)
         };

@@ -161,7 +161,27 @@ fn start_generator(
     }
 }
 
-/// Starts a FILE source on one worker (sources take turns over the workers).
+/// The worker a one-task source runs on: sources take turns over the workers.
+fn worker_of<'a>(setup: &'a SourceSetup<'_>, index: usize) -> Option<&'a Worker> {
+    setup.workers.get(index % setup.workers.len().max(1))
+}
+
+/// Runs `run` on worker `w`'s runtime; its end (or its panic, named `source NAME: what`)
+/// goes to `tasks`.
+fn spawn_on(
+    w: &Worker,
+    tasks: &mut JoinSet<Result<(), GatewayError>>,
+    what: String,
+    run: impl Future<Output = Result<(), GatewayError>> + Send + 'static,
+) {
+    let task = w.handle.runtime.spawn(run);
+    tasks.spawn(async move {
+        task.await
+            .map_err(|source| GatewayError::Task { task: what, source })?
+    });
+}
+
+/// Starts a FILE source on one worker.
 fn start_file(
     source: &Source,
     index: usize,
@@ -169,46 +189,34 @@ fn start_file(
     tasks: &mut JoinSet<Result<(), GatewayError>>,
 ) {
     let path = resolve_path(setup.base, source.options.str("path").unwrap_or_default());
-    let Some(w) = setup.workers.get(index % setup.workers.len().max(1)) else {
+    let Some(w) = worker_of(setup, index) else {
         return;
     };
-    let task = w.handle.runtime.spawn(file::run(
+    let run = file::run(
         source.name.clone(),
         index,
         path,
         w.handle.clone(),
         Arc::clone(setup.telemetry),
         setup.shutdown.clone(),
-    ));
-    let name = source.name.clone();
-    tasks.spawn(async move {
-        task.await.map_err(|source| GatewayError::Task {
-            task: format!("source {name}: the file reader"),
-            source,
-        })?
-    });
+    );
+    let what = format!("source {}: the file reader", source.name);
+    spawn_on(w, tasks, what, run);
 }
 
-/// Starts a KAFKA source's consumer on one worker (sources take turns over the workers); its
-/// messages are handled on every worker.
+/// Starts a KAFKA source's consumer on one worker; its messages are handled on every worker.
 fn start_kafka(
     source: &Source,
     index: usize,
     setup: &SourceSetup<'_>,
     tasks: &mut JoinSet<Result<(), GatewayError>>,
 ) -> Result<(), GatewayError> {
-    let Some(w) = setup.workers.get(index % setup.workers.len().max(1)) else {
+    let Some(w) = worker_of(setup, index) else {
         return Ok(());
     };
     let consumer = kafka::KafkaSource::new(source, index, setup.telemetry, setup.shutdown)?;
     let workers = setup.workers.iter().map(|w| w.handle.clone()).collect();
-    let task = w.handle.runtime.spawn(consumer.run(workers));
-    let name = source.name.clone();
-    tasks.spawn(async move {
-        task.await.map_err(|source| GatewayError::Task {
-            task: format!("source {name}: the Kafka consumer"),
-            source,
-        })?
-    });
+    let what = format!("source {}: the Kafka consumer", source.name);
+    spawn_on(w, tasks, what, consumer.run(workers));
     Ok(())
 }

@@ -10,7 +10,7 @@ use rdkafka::ClientConfig;
 use rdkafka::producer::FutureProducer;
 
 use crate::gateway::error::GatewayError;
-use crate::gateway::kafka_context::KafkaContext;
+use crate::gateway::kafka::{Encoding, KafkaContext};
 
 /// The default largest message payload, under the broker's default limit on a record batch
 /// (`message.max.bytes`, 1,048,588 bytes) with room for the record's framing.
@@ -19,34 +19,12 @@ const DEFAULT_MAX_MESSAGE_BYTES: u64 = 1_000_000;
 /// Messages waiting in one producer for the broker, at most (librdkafka's default is 1 GiB).
 const PRODUCER_QUEUE_KIB: u64 = 32 << 10;
 
-/// How records are written into messages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Encoding {
-    /// One `Export*ServiceRequest` in protobuf per message.
-    OtlpProto,
-    /// One `Export*ServiceRequest` in OTLP JSON per message.
-    OtlpJson,
-    /// One self-contained OTAP `BatchArrowRecords` per message.
-    Otap,
-}
-
-impl Encoding {
-    /// From an `encoding` option (`otlp_proto` when absent).
-    pub fn of(option: Option<&str>) -> Encoding {
-        match option {
-            Some("otlp_json") => Encoding::OtlpJson,
-            Some("otap") => Encoding::Otap,
-            _ => Encoding::OtlpProto,
-        }
-    }
-}
-
 /// A KAFKA sink instance's settings.
 pub struct Config {
     /// The sink's name.
     pub name: String,
-    /// The `topic` option, `{signal}` not yet replaced.
-    pub topic: String,
+    /// The topic of each signal's batches: logs, traces, metrics.
+    topics: [String; 3],
     /// The message format.
     pub encoding: Encoding,
     /// What records are partitioned by, planned.
@@ -110,7 +88,8 @@ impl Config {
                 })?;
         Ok(Config {
             name: sink.name.clone(),
-            topic: options.str("topic").unwrap_or_default().to_string(),
+            topics: [Signal::Logs, Signal::Traces, Signal::Metrics]
+                .map(|s| super::topic_for(options.str("topic").unwrap_or_default(), s)),
             encoding: Encoding::of(options.str("encoding")),
             key: match options.str("key").map(PartitionKey::parse) {
                 Some(Ok(key)) => Some(KeyPlan::compile(&key)?),
@@ -125,7 +104,12 @@ impl Config {
     }
 
     /// The topic batches of `signal` go to.
-    pub fn topic_of(&self, signal: Signal) -> String {
-        super::topic_for(&self.topic, signal)
+    pub fn topic_of(&self, signal: Signal) -> &str {
+        let at = match signal {
+            Signal::Logs => 0,
+            Signal::Traces => 1,
+            Signal::Metrics => 2,
+        };
+        &self.topics[at]
     }
 }

@@ -8,13 +8,13 @@ use penstock_pipeline::partition::{Part, halve, split_by_key};
 use prost::Message as _;
 
 use super::Message;
-use super::config::{Config, Encoding};
+use super::config::Config;
+use crate::gateway::kafka::Encoding;
 
-/// The messages of `batch` for `topic`, which has `partitions` partitions when the sink has a
-/// key (and the count is known).
+/// The messages of `batch`, whose topic has `partitions` partitions when the sink has a key
+/// (and the count is known).
 pub(super) fn messages(
     config: &Config,
-    topic: &str,
     batch: &OtapBatch,
     partitions: Option<u32>,
 ) -> Result<Vec<Message>, String> {
@@ -40,7 +40,6 @@ pub(super) fn messages(
         let key = part.key.filter(|_| payloads.len() == 1);
         for payload in payloads {
             messages.push(Message {
-                topic: topic.to_string(),
                 partition: part.partition.map(|p| p as i32),
                 key: key.clone(),
                 payload,

@@ -18,10 +18,10 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use tokio::sync::{Semaphore, mpsc};
 
-pub use config::{Config, Encoding};
+pub use config::Config;
 
 use crate::gateway::delivery::{Delivery, DeliveryError, complete};
-use crate::gateway::kafka_context::KafkaContext;
+use crate::gateway::kafka::KafkaContext;
 use crate::gateway::telemetry::Telemetry;
 
 /// Batches being written at once by one sink instance.
@@ -30,9 +30,9 @@ const IN_FLIGHT: usize = 64;
 /// How long a topic's partition count is trusted before it is asked again.
 const METADATA_TTL: Duration = Duration::from_secs(30);
 
-/// One message: where it goes and what it holds.
+/// One message of a batch (all of a batch's messages go to its signal's topic): its partition
+/// and what it holds.
 struct Message {
-    topic: String,
     partition: Option<i32>,
     key: Option<Vec<u8>>,
     payload: Vec<u8>,
@@ -48,9 +48,10 @@ pub async fn run(
     let slots = Arc::new(Semaphore::new(IN_FLIGHT));
     let mut partitions = Partitions::default();
     while let Some(Delivery { batch, ack, .. }) = deliveries.recv().await {
-        let topic = config.topic_of(batch.signal());
+        let signal = batch.signal();
+        let topic = config.topic_of(signal);
         let counted = match &config.key {
-            Some(_) => partitions.count(&config.producer, &topic).await,
+            Some(_) => partitions.count(&config.producer, topic).await,
             None => Ok(None),
         };
         let messages = counted
@@ -59,7 +60,7 @@ pub async fn run(
                 retryable: true,
             })
             .and_then(|count| {
-                encode::messages(&config, &topic, &batch, count).map_err(|message| Unwritable {
+                encode::messages(&config, &batch, count).map_err(|message| Unwritable {
                     message,
                     retryable: false,
                 })
@@ -85,7 +86,7 @@ pub async fn run(
         let (config, telemetry) = (Arc::clone(&config), Arc::clone(&telemetry));
         let records = batch.num_items();
         tokio::spawn(async move {
-            let outcome = write(&config, records, messages, &telemetry).await;
+            let outcome = write(&config, signal, records, messages, &telemetry).await;
             drop(slot);
             complete(ack, outcome);
         });
@@ -99,13 +100,15 @@ pub async fn run(
 /// Sends `messages` and waits for the broker's acknowledgement of each.
 async fn write(
     config: &Config,
+    signal: Signal,
     records: usize,
     messages: Vec<Message>,
     telemetry: &Telemetry,
 ) -> Result<(), DeliveryError> {
     let bytes: usize = messages.iter().map(|m| m.payload.len()).sum();
     let sends = messages.iter().map(|m| {
-        let mut record = FutureRecord::<[u8], [u8]>::to(&m.topic).payload(&m.payload[..]);
+        let mut record =
+            FutureRecord::<[u8], [u8]>::to(config.topic_of(signal)).payload(&m.payload[..]);
         if let Some(partition) = m.partition {
             record = record.partition(partition);
         }
@@ -211,10 +214,5 @@ impl Partitions {
 /// `metrics` (the names of the Collector's default topics `otlp_logs`, `otlp_spans`,
 /// `otlp_metrics`).
 pub fn topic_for(template: &str, signal: Signal) -> String {
-    let name = match signal {
-        Signal::Logs => "logs",
-        Signal::Traces => "spans",
-        Signal::Metrics => "metrics",
-    };
-    template.replace("{signal}", name)
+    template.replace("{signal}", penstock_pipeline::table_of(signal).name())
 }

@@ -16,8 +16,8 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use tokio::sync::watch;
 
 use crate::gateway::delivery::DeliveryError;
-use crate::gateway::kafka_context::KafkaContext;
-use crate::gateway::sinks::kafka::Encoding;
+use crate::gateway::kafka::Encoding;
+use crate::gateway::kafka::KafkaContext;
 use crate::gateway::telemetry::Telemetry;
 use crate::gateway::worker::WorkerHandle;
 

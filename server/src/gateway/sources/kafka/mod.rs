@@ -17,7 +17,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use penstock_dialect::Source;
-use penstock_engine::Signal;
+use penstock_dialect::model::Table;
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use rdkafka::message::Message as _;
@@ -28,8 +28,8 @@ use tokio::sync::watch;
 use self::handle::{Handled, Received, Shared};
 use self::offsets::{Offsets, Ticket};
 use crate::gateway::error::GatewayError;
-use crate::gateway::kafka_context::KafkaContext;
-use crate::gateway::sinks::kafka::Encoding;
+use crate::gateway::kafka::Encoding;
+use crate::gateway::kafka::KafkaContext;
 use crate::gateway::telemetry::Telemetry;
 use crate::gateway::worker::WorkerHandle;
 
@@ -128,11 +128,10 @@ impl KafkaSource {
             index,
             topic,
             encoding: Encoding::of(options.str("encoding")),
-            signal: options.str("signal").map(|s| match s {
-                "spans" => Signal::Traces,
-                "metrics" => Signal::Metrics,
-                _ => Signal::Logs,
-            }),
+            signal: options
+                .str("signal")
+                .and_then(Table::parse)
+                .map(penstock_pipeline::signal_of),
             max_message_bytes: max_message_bytes as usize,
             dead_letter,
             telemetry: Arc::clone(telemetry),

@@ -1,6 +1,6 @@
-//! What the Kafka clients of sources and sinks report: librdkafka's own log lines and errors
-//! (connection failures, broker restarts) as the gateway's events, and, for consumers, the
-//! partitions the group assigns and takes away.
+//! What KAFKA sources and sinks share: the message encodings, and what their Kafka clients
+//! report (librdkafka's own log lines and errors as the gateway's events; for consumers, the
+//! partitions the group assigns and takes away, and the lag).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -11,6 +11,28 @@ use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, ConsumerContext, Rebalance};
 use rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode};
 use rdkafka::topic_partition_list::TopicPartitionList;
+
+/// How records are written into messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    /// One `Export*ServiceRequest` in protobuf per message.
+    OtlpProto,
+    /// One `Export*ServiceRequest` in OTLP JSON per message.
+    OtlpJson,
+    /// One self-contained OTAP `BatchArrowRecords` per message.
+    Otap,
+}
+
+impl Encoding {
+    /// From an `encoding` option (`otlp_proto` when absent).
+    pub fn of(option: Option<&str>) -> Encoding {
+        match option {
+            Some("otlp_json") => Encoding::OtlpJson,
+            Some("otap") => Encoding::Otap,
+            _ => Encoding::OtlpProto,
+        }
+    }
+}
 
 /// The context of a source's or sink's Kafka client.
 pub struct KafkaContext {
