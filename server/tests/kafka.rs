@@ -167,8 +167,9 @@ fn messages_written_as_the_collector_writes_them_are_read() {
     let logs = broker.generate("logs", 8, 40, 7);
     let spans = broker.generate("traces", 6, 30, 8);
     broker.produce("otlp_logs", "logs", "otlp_proto", &logs);
-    broker.produce("otlp_logs_json", "logs", "otlp_json", &logs);
-    broker.produce("otlp_spans", "traces", "otlp_proto", &spans);
+    // The exporter's default is no compression; its other codecs are read too.
+    broker.produce_compressed("otlp_logs_json", "logs", "otlp_json", "lz4", &logs);
+    broker.produce_compressed("otlp_spans", "traces", "otlp_proto", "zstd", &spans);
     // A JSON message where protobuf is expected, then good ones.
     broker.produce("mixed", "logs", "otlp_json", &logs[..1]);
     broker.produce("mixed", "logs", "otlp_proto", &logs[1..4]);

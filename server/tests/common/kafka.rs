@@ -95,11 +95,25 @@ impl Broker {
     }
 
     /// Writes each of `requests` (Export*ServiceRequest protobuf) as one message, as the
-    /// Collector's kafka exporter does, and waits for the broker's acknowledgements.
+    /// Collector's kafka exporter does with its defaults (no compression), and waits for the
+    /// broker's acknowledgements.
     pub fn produce(&self, topic: &str, signal: &str, encoding: &str, requests: &[Vec<u8>]) {
+        self.produce_compressed(topic, signal, encoding, "none", requests);
+    }
+
+    /// [`Broker::produce`] with the producer's `compression` (gzip, snappy, lz4, zstd).
+    pub fn produce_compressed(
+        &self,
+        topic: &str,
+        signal: &str,
+        encoding: &str,
+        compression: &str,
+        requests: &[Vec<u8>],
+    ) {
         let mut child = Command::new(&self.kafka_go)
             .args(["produce", "-brokers", &self.addr, "-topic", topic])
             .args(["-signal", signal, "-encoding", encoding])
+            .args(["-compression", compression])
             .stdin(Stdio::piped())
             // One line per message written; the acknowledgement is the exit status.
             .stdout(Stdio::null())
