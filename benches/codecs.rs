@@ -4,7 +4,10 @@
 //! - `otlp_encode`: batch → OTLP protobuf bytes;
 //! - `otap_encode`: batch → `BatchArrowRecords` (steady state of a stream), with and without
 //!   Arrow IPC zstd;
-//! - `otap_decode`: `BatchArrowRecords` → batch (steady state of a stream).
+//! - `otap_decode`: `BatchArrowRecords` → batch (steady state of a stream);
+//! - `otlp_splice`: OTLP protobuf bytes → the same request with one attribute key renamed in
+//!   every record that has it (`rename`) or only counted (`count`), as a route that only
+//!   renames keys sends OTLP on.
 //!
 //! Throughput is reported per item (log record, span or data point). Wire sizes per item are
 //! printed before the measurements.
@@ -18,10 +21,11 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use penstock_engine::Signal;
 use penstock_engine::datagen::DataGen;
+use penstock_engine::otap::raw::KeyRenames;
 use penstock_engine::otap::{EncodeOptions, OtapDecoder, OtapEncoder};
-use penstock_engine::otlp::encode;
+use penstock_engine::otlp::{encode, splice};
+use penstock_engine::{PayloadType, Signal};
 use prost::Message;
 
 /// The gateway's allocator (see the `penstock` binary), so that these numbers are the product's.
@@ -86,6 +90,24 @@ fn print_wire_sizes() {
     }
 }
 
+/// A rename of a record attribute most records of `signal` have.
+fn one_rename(signal: Signal) -> KeyRenames {
+    let mut renames = KeyRenames::default();
+    match signal {
+        Signal::Logs => renames.add(PayloadType::LogAttrs, "http.request.method", "method"),
+        Signal::Traces => renames.add(PayloadType::SpanAttrs, "http.request.method", "method"),
+        Signal::Metrics => {
+            renames.add(PayloadType::NumberDpAttrs, "http.request.method", "method");
+            renames.add(
+                PayloadType::HistogramDpAttrs,
+                "http.request.method",
+                "method",
+            );
+        }
+    }
+    renames
+}
+
 fn codecs(c: &mut Criterion) {
     print_wire_sizes();
     for signal in Signal::ALL {
@@ -100,6 +122,15 @@ fn codecs(c: &mut Criterion) {
         });
         group.bench_function("otlp_encode", |b| {
             b.iter(|| encode::encode(black_box(&batch)).unwrap())
+        });
+        let bytes = bytes::Bytes::from(bytes.clone());
+        group.bench_function("otlp_splice/rename", |b| {
+            let renames = one_rename(signal);
+            b.iter(|| splice::splice(signal, black_box(&bytes), &renames).unwrap())
+        });
+        group.bench_function("otlp_splice/count", |b| {
+            let none = KeyRenames::default();
+            b.iter(|| splice::splice(signal, black_box(&bytes), &none).unwrap())
         });
         for (name, options) in [
             ("otap_encode/ipc_zstd", EncodeOptions::default()),

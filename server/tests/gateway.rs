@@ -18,6 +18,7 @@ use penstock_engine::proto::BatchArrowRecords;
 use prost::Message;
 use tonic::codegen::http::uri::PathAndQuery;
 
+use common::raw_codec::RawCodec;
 use common::{
     Gateway, RENAME_AND_FILTER, block_on, connect, expected, export_otap, export_otlp,
     export_otlp_fallible, otap_statuses, received, recorder, send_logs, temp_dir,
@@ -296,53 +297,6 @@ fn an_otap_message_that_is_not_protobuf_ends_its_stream_with_invalid_argument() 
     block_on(export_otlp(&back.url(), DataGen::new(4).logs(5))).unwrap();
     let (ok, _) = back.terminate();
     assert!(ok);
-}
-
-/// Sends raw bytes, expects an empty response.
-#[derive(Default)]
-struct RawCodec;
-
-struct RawEncoder;
-struct EmptyDecoder;
-
-impl tonic::codec::Encoder for RawEncoder {
-    type Item = Vec<u8>;
-    type Error = tonic::Status;
-    fn encode(
-        &mut self,
-        item: Vec<u8>,
-        dst: &mut tonic::codec::EncodeBuf<'_>,
-    ) -> Result<(), tonic::Status> {
-        use prost::bytes::BufMut;
-        dst.put_slice(&item);
-        Ok(())
-    }
-}
-
-impl tonic::codec::Decoder for EmptyDecoder {
-    type Item = ();
-    type Error = tonic::Status;
-    fn decode(
-        &mut self,
-        src: &mut tonic::codec::DecodeBuf<'_>,
-    ) -> Result<Option<()>, tonic::Status> {
-        use prost::bytes::Buf;
-        src.advance(src.remaining());
-        Ok(Some(()))
-    }
-}
-
-impl tonic::codec::Codec for RawCodec {
-    type Encode = Vec<u8>;
-    type Decode = ();
-    type Encoder = RawEncoder;
-    type Decoder = EmptyDecoder;
-    fn encoder(&mut self) -> RawEncoder {
-        RawEncoder
-    }
-    fn decoder(&mut self) -> EmptyDecoder {
-        EmptyDecoder
-    }
 }
 
 #[test]

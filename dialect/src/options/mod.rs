@@ -127,7 +127,7 @@ const ENDPOINT: OptionSpec = opt(
 );
 
 /// The options of the sinks that send OTLP export requests (OTLP, OTLP_HTTP).
-const EXPORT: [OptionSpec; 5] = [
+const EXPORT: [OptionSpec; 6] = [
     opt("timeout", Duration, false, "deadline of one export"),
     opt("retries", Count, false, "retries of a failed export"),
     opt("batch", Count, false, "target records per request"),
@@ -142,6 +142,12 @@ const EXPORT: [OptionSpec; 5] = [
         Count,
         false,
         "largest merged request body before compression",
+    ),
+    opt(
+        "pass_through",
+        Bool,
+        false,
+        "send OTLP requests the pipelines only rename keys in as received, spliced (default true)",
     ),
 ];
 

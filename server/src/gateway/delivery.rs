@@ -2,6 +2,7 @@
 
 use penstock_engine::OtapBatch;
 use penstock_engine::otap::raw::{Forwarder, Placed, RawBatch};
+use penstock_engine::otlp::splice::Spliced;
 use tokio::sync::{mpsc, oneshot};
 
 /// Why a batch was not delivered.
@@ -54,6 +55,18 @@ pub struct Delivery {
     /// The batch as received, for OTAP sinks to forward (see
     /// [`crate::gateway::forwarding`]).
     pub raw: Option<Forwarded>,
+    /// The OTLP request as received with its keys renamed, for OTLP sinks to send (see
+    /// [`crate::gateway::forwarding`]).
+    pub spliced: Option<Spliced>,
+}
+
+/// A batch as received, for a sink to send without decoding.
+#[derive(Debug)]
+pub enum Raw {
+    /// An OTAP batch, for an OTAP sink.
+    Otap(Forwarded),
+    /// An OTLP export request, for an OTLP sink.
+    Otlp(Spliced),
 }
 
 /// A batch forwarded as received, and the input stream it came on.
@@ -77,6 +90,7 @@ impl Delivery {
             batch,
             ack,
             raw: None,
+            spliced: None,
         }
     }
 }

@@ -198,6 +198,8 @@ pub struct Telemetry {
     pub otap_streams: AtomicU64,
     /// OTAP batches forwarded as received, and decoded.
     pub otap_batches: [AtomicU64; 2],
+    /// OTLP export requests received: spliced as received, decoded.
+    pub otlp_requests: [AtomicU64; 2],
     /// Batches of derived metrics (closed aggregation windows) a sink failed to deliver.
     pub derived_failures: AtomicU64,
     /// Connections closed on arrival because a source had its most.
@@ -262,6 +264,7 @@ impl Telemetry {
             stream_state_bytes: AtomicU64::new(0),
             otap_streams: AtomicU64::new(0),
             otap_batches: [AtomicU64::new(0), AtomicU64::new(0)],
+            otlp_requests: [AtomicU64::new(0), AtomicU64::new(0)],
         }
     }
 
@@ -470,16 +473,24 @@ impl Telemetry {
 
     /// Derived batches failed, reloads, connections refused, OTAP batches by path.
     fn write_totals(&self, out: &mut String) {
-        let _ = writeln!(
-            out,
-            "# HELP penstock_otap_batches_total OTAP batches received, by whether they were forwarded as received or decoded\n# TYPE penstock_otap_batches_total counter"
-        );
-        for (path, count) in ["forwarded", "decoded"].iter().zip(&self.otap_batches) {
-            let _ = writeln!(
-                out,
-                "penstock_otap_batches_total{{path=\"{path}\"}} {}",
-                count.load(Relaxed)
-            );
+        for (name, help, paths, counts) in [
+            (
+                "penstock_otap_batches_total",
+                "OTAP batches received, by whether they were forwarded as received or decoded",
+                ["forwarded", "decoded"],
+                &self.otap_batches,
+            ),
+            (
+                "penstock_otlp_requests_total",
+                "OTLP export requests received, by whether they were spliced as received or decoded",
+                ["spliced", "decoded"],
+                &self.otlp_requests,
+            ),
+        ] {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+            for (path, count) in paths.iter().zip(counts) {
+                let _ = writeln!(out, "{name}{{path=\"{path}\"}} {}", count.load(Relaxed));
+            }
         }
         let _ = writeln!(
             out,

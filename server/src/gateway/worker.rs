@@ -12,7 +12,7 @@ use penstock_pipeline::{Pipeline, nanos_since_epoch};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 
-use super::delivery::{Ack, Delivery, DeliveryError, Forwarded, SinkQueue, all, complete};
+use super::delivery::{Ack, Delivery, DeliveryError, Raw, SinkQueue, all, complete};
 use super::error::GatewayError;
 use super::report;
 use super::sinks::{self, SinkTask};
@@ -45,7 +45,7 @@ pub struct ForwardedJob {
     /// Its log records, spans or data points.
     pub items: usize,
     /// Each sink it goes to, with its copy.
-    pub outputs: Vec<(String, Forwarded)>,
+    pub outputs: Vec<(String, Raw)>,
 }
 
 /// How sources reach a worker.
@@ -430,10 +430,15 @@ async fn forward(
             continue;
         };
         let (ack, done) = oneshot::channel();
+        let (raw, spliced) = match forwarded {
+            Raw::Otap(forwarded) => (Some(forwarded), None),
+            Raw::Otlp(spliced) => (None, Some(spliced)),
+        };
         let delivery = Delivery {
             batch: OtapBatch::new(job.signal),
             ack,
-            raw: Some(forwarded),
+            raw,
+            spliced,
         };
         match queue.send(delivery).await {
             Ok(()) => acks.push(done),

@@ -7,6 +7,7 @@ pub mod flight;
 pub mod go;
 pub mod kafka;
 pub mod otlp_go;
+pub mod raw_codec;
 
 use std::future::Future;
 use std::io::{BufRead, BufReader};

@@ -47,6 +47,11 @@ impl KeyRenames {
         self.tables.iter().all(|(_, r)| r.is_empty())
     }
 
+    /// The tables with renames listed (some lists may be empty).
+    pub fn tables(&self) -> impl Iterator<Item = PayloadType> + '_ {
+        self.tables.iter().map(|(t, _)| *t)
+    }
+
     /// The renames of `table`, in order.
     pub fn of(&self, table: PayloadType) -> &[(String, String)] {
         self.tables

@@ -132,6 +132,8 @@ pub fn timeout(sink: &Sink) -> Duration {
 /// A delivery with its batch encoded as an export request.
 struct Encoded {
     delivery: Delivery,
+    signal: Signal,
+    items: usize,
     body: Vec<u8>,
 }
 
@@ -150,10 +152,25 @@ fn refuse(settings: &Settings, telemetry: &Telemetry, acks: Vec<Ack>, message: S
     }
 }
 
-/// Encodes a delivery's batch; a batch that does not encode fails on its own.
-fn encoded(settings: &Settings, telemetry: &Telemetry, delivery: Delivery) -> Option<Encoded> {
+/// Encodes a delivery's batch (or takes the request spliced for it); a batch that does not
+/// encode fails on its own.
+fn encoded(settings: &Settings, telemetry: &Telemetry, mut delivery: Delivery) -> Option<Encoded> {
+    let signal = delivery.batch.signal();
+    if let Some(spliced) = delivery.spliced.take() {
+        return Some(Encoded {
+            delivery,
+            signal,
+            items: spliced.items,
+            body: Vec::from(spliced.body),
+        });
+    }
     match encode::encode(&delivery.batch) {
-        Ok(body) => Some(Encoded { delivery, body }),
+        Ok(body) => Some(Encoded {
+            items: delivery.batch.num_items(),
+            delivery,
+            signal,
+            body,
+        }),
         Err(e) => {
             let message = format!("encoding OTLP: {e}");
             refuse(settings, telemetry, vec![delivery.ack], message);
@@ -185,8 +202,8 @@ pub async fn run<T: Transport>(
                 None => break,
             },
         };
-        let signal = first.delivery.batch.signal();
-        let mut records = first.delivery.batch.num_items();
+        let signal = first.signal;
+        let mut records = first.items;
         let mut body = first.body;
         let mut acks: Vec<Ack> = vec![first.delivery.ack];
         // Merge what is already queued, and what comes within `linger` of the first batch, up
@@ -211,11 +228,11 @@ pub async fn run<T: Transport>(
                 continue;
             };
             let fits = body.len() + next.body.len() <= settings.max_request_bytes;
-            if next.delivery.batch.signal() != signal || !fits {
+            if next.signal != signal || !fits {
                 held = Some(next);
                 break;
             }
-            records += next.delivery.batch.num_items();
+            records += next.items;
             body.extend_from_slice(&next.body);
             acks.push(next.delivery.ack);
         }

@@ -505,12 +505,13 @@ pub enum ExportError {
     Delivery(#[from] crate::gateway::delivery::DeliveryError),
 }
 
-/// Decodes an OTLP export request straight into batches, runs them through the source's
-/// pipelines and waits until every sink accepted them, counting it on the source's flow.
+/// Runs an OTLP export request through the source's pipelines and waits until every sink
+/// accepted it, counting it on the source's flow: spliced as received when the plan lets it
+/// (see [`super::splice`]), otherwise decoded straight into batches.
 pub async fn export_otlp(
     context: &SourceContext,
     signal: penstock_engine::Signal,
-    bytes: &[u8],
+    bytes: &bytes::Bytes,
 ) -> Result<(), ExportError> {
     let flow = context.telemetry.sources.get(&context.name);
     let fail = || {
@@ -518,13 +519,33 @@ pub async fn export_otlp(
             flow.fail();
         }
     };
-    let batches = penstock_engine::otlp::decode::decode(signal, bytes).map_err(|source| {
+    let malformed = |source| {
         fail();
         ExportError::Malformed {
             signal: signal.name(),
             source,
         }
-    })?;
+    };
+    let spliced = super::splice::job(context, signal, bytes).map_err(malformed)?;
+    let path = usize::from(spliced.is_none());
+    context.telemetry.otlp_requests[path].fetch_add(1, Relaxed);
+    if let Some(job) = spliced {
+        if let Some(flow) = flow {
+            flow.add(job.items, bytes.len());
+        }
+        if job.items == 0 {
+            return Ok(());
+        }
+        return context
+            .worker
+            .forward(context.index, job)
+            .await
+            .map_err(|e| {
+                fail();
+                e.into()
+            });
+    }
+    let batches = penstock_engine::otlp::decode::decode(signal, bytes).map_err(malformed)?;
     let records: usize = batches.iter().map(|b| b.num_items()).sum();
     if let Some(flow) = flow {
         flow.add(records, bytes.len());

@@ -7,6 +7,7 @@ pub mod grpc;
 pub mod http;
 pub mod kafka;
 pub mod listener;
+mod splice;
 mod start;
 
 pub use start::{SourceSetup, Started, start};

@@ -23,7 +23,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::headers::HeaderDecoder;
-use crate::gateway::delivery::{DeliveryError, Forwarded};
+use crate::gateway::delivery::{DeliveryError, Forwarded, Raw};
 use crate::gateway::sources::listener::{Admitted, SourceContext, admit, bearer_matches};
 use crate::gateway::status::{Fault, Refusal};
 use crate::gateway::telemetry::Running;
@@ -95,7 +95,7 @@ impl Forwarding {
                 placed,
                 forwarder,
             };
-            outputs.push((sink.clone(), forwarded));
+            outputs.push((sink.clone(), Raw::Otap(forwarded)));
         }
         Ok(Some(ForwardedJob {
             signal,
