@@ -79,9 +79,10 @@ stop_receiver() {
 # penstock IN OUT COMPRESSION WORKERS PIPELINE: starts Penstock on port 4317; sets
 # system_pid.
 penstock() {
-  local kind=OTLP extra=""
-  # PASS_THROUGH=false makes an OTAP sink decode and re-encode what it could forward.
-  [ "$2" = otap ] && kind=OTAP && extra=", pass_through = ${PASS_THROUGH:-true}"
+  local kind=OTLP extra=", pass_through = ${PASS_THROUGH:-true}"
+  # PASS_THROUGH=false makes an OTAP sink decode and re-encode what it could forward, and an
+  # OTLP sink decode and re-encode what it could splice.
+  [ "$2" = otap ] && kind=OTAP
   cat > "$work/penstock.sql" <<SQL
 CREATE SOURCE edge FROM GRPC WITH (listen = '127.0.0.1:4317');
 CREATE SINK out TO $kind WITH (endpoint = 'http://127.0.0.1:4418', compression = '$3'$extra);

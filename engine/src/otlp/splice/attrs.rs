@@ -26,7 +26,9 @@ pub(super) struct Attr<'x> {
 
 impl<'x> Splicer<'x> {
     /// Reads the attributes (field `field`) of `message` (at `base` in the request) and
-    /// applies `renames` to their keys; true when a key changes or an attribute goes.
+    /// applies `renames` to their keys; true when a key changes or an attribute goes. Only
+    /// the attributes whose key some rename names (as `from` or `to`) are kept to decide:
+    /// the others stay as they are whatever the renames do.
     pub(super) fn plan(
         &mut self,
         field: u32,
@@ -49,7 +51,12 @@ impl<'x> Splicer<'x> {
             r.expect(wire, WireType::Len)?;
             let (kv, kv_base) = r.bytes()?;
             let (key, key_bytes) = key_of(kv, kv_base)?;
-            matched |= renames.iter().any(|(from, _)| from.as_bytes() == key);
+            let named = |k: &String| k.as_bytes() == key;
+            let is_from = renames.iter().any(|(from, _)| named(from));
+            if !is_from && !renames.iter().any(|(_, to)| named(to)) {
+                continue;
+            }
+            matched |= is_from;
             self.attrs.push(Attr {
                 start,
                 end: r.offset() - base,
@@ -141,6 +148,14 @@ fn kv_len(a: &Attr<'_>) -> usize {
 /// The key of a `KeyValue` (the last key field, as protobuf reads it; empty without one) and
 /// the bytes its key fields take.
 fn key_of(kv: &[u8], base: usize) -> Result<(&[u8], usize)> {
+    // The usual layout: a short key, then the value as the one other field.
+    if let [0x0a, len, rest @ ..] = kv
+        && *len < 0x80
+        && let Some((key, value)) = rest.split_at_checked(usize::from(*len))
+        && only_value(value)
+    {
+        return Ok((key, 2 + key.len()));
+    }
     let mut r = Reader::nested(kv, base);
     let mut key: &[u8] = &[];
     let mut key_bytes = 0;
@@ -158,4 +173,17 @@ fn key_of(kv: &[u8], base: usize) -> Result<(&[u8], usize)> {
         }
     }
     Ok((key, key_bytes))
+}
+
+/// Whether `fields` is nothing, or exactly one value field (2) with a one- or two-byte length.
+#[inline]
+fn only_value(fields: &[u8]) -> bool {
+    match fields {
+        [] => true,
+        [0x12, len, body @ ..] if *len < 0x80 => body.len() == usize::from(*len),
+        [0x12, low, high, body @ ..] if *low >= 0x80 && *high < 0x80 => {
+            body.len() == (usize::from(*low & 0x7f) | usize::from(*high) << 7)
+        }
+        _ => false,
+    }
 }

@@ -6,9 +6,11 @@
 //!
 //! A rename follows the pipeline's semantics: with `from` renamed to `to`, a resource, scope,
 //! record or data point that has `from` loses any `to` it had, and its `from` becomes `to`;
-//! renames apply in order. The framing of every message walked is checked (tags, wire types,
-//! lengths); the bodies of fields copied as they came are not, so a field with bytes a decoder
-//! would refuse (a string that is not UTF-8) goes on as it came.
+//! renames apply in order. The framing of the request down to each record (resource, scope,
+//! log record, span, data point) is checked: tags, wire types, lengths. A record is read only
+//! when its bytes hold a key to rename (found with a substring search); the bodies of fields
+//! copied as they came are not read, so a field with bytes a decoder would refuse (a string
+//! that is not UTF-8) goes on as it came.
 
 mod attrs;
 mod shape;
@@ -16,6 +18,7 @@ mod shape;
 mod tests;
 
 use bytes::Bytes;
+use memchr::memmem::Finder;
 
 use self::attrs::Attr;
 use self::shape::Node;
@@ -53,8 +56,16 @@ pub fn splice(signal: Signal, request: &Bytes, renames: &KeyRenames) -> Result<S
     let Node::Container(children) = root else {
         unreachable!("a request is a container");
     };
+    let finders = tables
+        .iter()
+        .map(|t| {
+            let froms = renames.of(*t).iter();
+            (*t, froms.map(|(from, _)| Finder::new(from)).collect())
+        })
+        .collect();
     let mut splicer = Splicer {
         renames,
+        finders,
         active: tables,
         out: Writer::default(),
         items: 0,
@@ -78,6 +89,9 @@ pub fn splice(signal: Signal, request: &Bytes, renames: &KeyRenames) -> Result<S
 /// The walk's state: what to rename, where the output goes, what was counted.
 struct Splicer<'x> {
     renames: &'x KeyRenames,
+    /// Per table with renames, a search for each key it renames: a message whose bytes hold
+    /// none of them keeps its keys, and its attributes are not read.
+    finders: Vec<(PayloadType, Vec<Finder<'x>>)>,
     /// The tables with renames.
     active: Vec<PayloadType>,
     out: Writer,
@@ -113,7 +127,10 @@ impl<'x> Splicer<'x> {
                 Node::Leaf { attrs, table, item } => {
                     self.items += usize::from(item);
                     let renames = self.renames.of(table);
-                    if !renames.is_empty() && self.plan(attrs, renames, bytes, at)? {
+                    if !renames.is_empty()
+                        && self.mentions(table, bytes)
+                        && self.plan(attrs, renames, bytes, at)?
+                    {
                         self.out.raw(&body[copied..start]);
                         self.write_leaf(number, attrs, bytes);
                         copied = r.offset() - base;
@@ -123,6 +140,15 @@ impl<'x> Splicer<'x> {
         }
         self.out.raw(&body[copied..]);
         Ok(())
+    }
+
+    /// Whether `message` holds the bytes of a key `table`'s renames rename.
+    #[inline]
+    fn mentions(&self, table: PayloadType, message: &[u8]) -> bool {
+        self.finders
+            .iter()
+            .find(|(t, _)| *t == table)
+            .is_some_and(|(_, finders)| finders.iter().any(|f| f.find(message).is_some()))
     }
 
     /// Counts the items of a container message that nothing under it renames.

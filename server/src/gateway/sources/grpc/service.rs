@@ -132,6 +132,28 @@ async fn receive_message(
     Ok((bytes, Some(admitted)))
 }
 
+/// A compressed message (`frame`) inflated into the uncompressed frame tonic reads, the call's
+/// `grpc-encoding` removed; the frame as it is when tonic has to read it (not one whole
+/// message, or an encoding inflated only there).
+fn inflated(
+    headers: &mut http::HeaderMap,
+    frame: bytes::Bytes,
+    max: usize,
+) -> Result<super::inflate::Chunks, tonic::Status> {
+    let encoding = headers.get("grpc-encoding").and_then(|v| v.to_str().ok());
+    match super::inflate::frame(&frame, encoding.unwrap_or(""), max) {
+        None => Ok(super::inflate::Chunks::one(frame)),
+        Some(Ok(inflated)) => {
+            headers.remove("grpc-encoding");
+            Ok(inflated)
+        }
+        Some(Err(e @ super::inflate::InflateError::TooLarge(_))) => {
+            Err(Fault::TooLarge.to_status(e.to_string()))
+        }
+        Some(Err(e)) => Err(Fault::Malformed.to_status(e.to_string())),
+    }
+}
+
 impl hyper::service::Service<Request<Incoming>> for GrpcService {
     type Response = Response<Body>;
     type Error = Infallible;
@@ -166,14 +188,16 @@ impl hyper::service::Service<Request<Incoming>> for GrpcService {
                 .send_compressed(CompressionEncoding::Gzip)
                 .send_compressed(CompressionEncoding::Zstd)
                 .max_decoding_message_size(max);
-                let (parts, body) = request.into_parts();
+                let (mut parts, body) = request.into_parts();
                 // An uncompressed message goes to tonic as it arrives; a compressed one is
-                // received first, to be admitted for its size while it is inflated.
+                // received first, to be admitted for its size while it is inflated, and
+                // inflated here (tonic then reads an uncompressed message).
                 let (body, compressed) = if is_compressed(&parts.headers) {
                     match receive_message(&context, body).await {
-                        Ok((bytes, admitted)) => {
-                            (Either::Right(http_body_util::Full::new(bytes)), admitted)
-                        }
+                        Ok((bytes, admitted)) => match inflated(&mut parts.headers, bytes, max) {
+                            Ok(bytes) => (Either::Right(bytes), admitted),
+                            Err(status) => return Ok(status.into_http()),
+                        },
                         Err(status) => return Ok(status.into_http()),
                     }
                 } else {
