@@ -1,7 +1,7 @@
 //! OTLP requests that the pipelines only rename keys in and route whole are spliced: sent on
 //! as received, with the renamed keys rewritten in the protobuf. A real grpc-go OTLP receiver
 //! (`otap-interop serve-otlp`, the pdata services the Collector's receiver serves) and a real
-//! OTLP/HTTP one (`serve-otlp-http`, reading OTLP JSON) get, record for record, what the
+//! OTLP/HTTP one (`serve-otlp-http`, net/http with the pdata types) get, record for record, what the
 //! decoding path (`pass_through = false`) sends them for the same requests, renames of keys
 //! onto keys a record already has included. The requests come compressed with zstd.
 
@@ -158,12 +158,12 @@ fn spliced_requests_reach_grpc_go_as_the_decoded_ones_do() {
 }
 
 #[test]
-fn spliced_requests_reach_an_otlp_http_receiver_in_json_as_the_decoded_ones_do() {
+fn spliced_requests_reach_an_otlp_http_receiver_as_the_decoded_ones_do() {
     spliced_equals_decoded(
         "splice-http",
         "serve-otlp-http",
         "OTLP_HTTP",
-        ", encoding = 'json', compression = 'gzip'",
+        ", compression = 'gzip'",
     );
 }
 
@@ -198,6 +198,49 @@ fn a_request_with_broken_framing_is_refused_and_splicing_goes_on() {
     assert_eq!(failures, Some(1.0));
     let spliced = series(&text, "penstock_otlp_requests_total{path=\"spliced\"}");
     assert_eq!(spliced, Some(3.0), "the 3 good requests");
+    let (ok, _) = gateway.terminate();
+    assert!(ok);
+}
+
+/// A metrics request whose metrics have no data points is sent on, as the decoding path
+/// sends it; spliced requests are counted.
+#[test]
+fn metrics_without_data_points_are_sent_on() {
+    use opentelemetry_proto::tonic::metrics::v1::{Gauge, Metric, metric::Data};
+    let Some(binary) = interop_binary() else {
+        return;
+    };
+    let receiver = OtlpReceiver::start(&binary, "serve-otlp", &[]);
+    let dir = temp_dir("splice-empty-metrics");
+    let sink = format!("OTLP WITH (endpoint = 'http://{}')", receiver.addr);
+    let gateway = gateway(&dir, "splice-empty-metrics", &sink);
+    let mut request = DataGen::new(3).metrics(10);
+    let scope = &mut request.resource_metrics[0].scope_metrics[0];
+    scope.metrics = vec![Metric {
+        name: "no.points".into(),
+        data: Some(Data::Gauge(Gauge::default())),
+        ..Metric::default()
+    }];
+    request.resource_metrics.truncate(1);
+    request.resource_metrics[0].scope_metrics.truncate(1);
+    let url = gateway.url();
+    block_on(export(&url, "metrics.v1.MetricsService", request));
+    let (signal, frame) = receiver
+        .frames()
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .unwrap();
+    assert_eq!(signal, 2);
+    let got =
+        opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest::decode(
+            frame.as_slice(),
+        )
+        .unwrap();
+    let metrics = &got.resource_metrics[0].scope_metrics[0].metrics;
+    assert_eq!(metrics.len(), 1);
+    assert_eq!(metrics[0].name, "no.points");
+    let text = gateway.metrics_text();
+    let spliced = series(&text, "penstock_otlp_requests_total{path=\"spliced\"}");
+    assert_eq!(spliced, Some(1.0));
     let (ok, _) = gateway.terminate();
     assert!(ok);
 }

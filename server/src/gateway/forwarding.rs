@@ -7,8 +7,9 @@
 //!   are re-encoded), compressed bodies (a forwarded body stays as it came), and no `linger`
 //!   (forwarded batches are not merged), and `pass_through` not turned off;
 //! - OTLP requests (spliced, see [`penstock_engine::otlp::splice`]) when every sink they reach
-//!   is an OTLP or OTLP_HTTP sink without a disk buffer and with `pass_through` not turned
-//!   off, and the renames are of attributes a splice rewrites.
+//!   is an OTLP sink or an OTLP_HTTP sink sending protobuf, without a disk buffer, without
+//!   `linger` (spliced requests are not merged) and with `pass_through` not turned off, and
+//!   the renames are of attributes a splice rewrites.
 
 use std::sync::Arc;
 
@@ -46,10 +47,18 @@ fn takes_forwarded(sink: &Sink) -> bool {
         && sink.options.bool("pass_through").unwrap_or(true)
 }
 
-/// Whether `sink` sends spliced OTLP requests.
+/// Whether `sink` sends spliced OTLP requests: an OTLP sink, or an OTLP_HTTP one sending
+/// protobuf (one sending JSON decodes every request to write it), that does not wait to merge
+/// requests (`linger`: spliced requests go alone).
 fn takes_spliced(sink: &Sink) -> bool {
-    matches!(sink.kind, SinkKind::Otlp | SinkKind::OtlpHttp)
+    let protobuf = match sink.kind {
+        SinkKind::Otlp => true,
+        SinkKind::OtlpHttp => sink.options.str("encoding").unwrap_or("protobuf") == "protobuf",
+        _ => false,
+    };
+    protobuf
         && sink.options.str("buffer") != Some("disk")
+        && sink.options.duration("linger").is_none_or(|l| l.is_zero())
         && sink.options.bool("pass_through").unwrap_or(true)
 }
 

@@ -6,11 +6,14 @@
 //!
 //! A rename follows the pipeline's semantics: with `from` renamed to `to`, a resource, scope,
 //! record or data point that has `from` loses any `to` it had, and its `from` becomes `to`;
-//! renames apply in order. The framing of the request down to each record (resource, scope,
-//! log record, span, data point) is checked: tags, wire types, lengths. A record is read only
-//! when its bytes hold a key to rename (found with a substring search); the bodies of fields
-//! copied as they came are not read, so a field with bytes a decoder would refuse (a string
-//! that is not UTF-8) goes on as it came.
+//! renames apply in order. A resource or scope field given twice in one message (protobuf
+//! merges the copies; the decoder keeps the first) is renamed copy by copy.
+//!
+//! The framing of the request down to each record (resource, scope, log record, span, data
+//! point) is checked: tags, wire types, lengths. A record is read only when its bytes hold a
+//! key to rename (found with a substring search); the bodies of fields copied as they came are
+//! not read, so a field with bytes a decoder would refuse (a string that is not UTF-8) goes on
+//! as it came.
 
 mod attrs;
 mod shape;

@@ -135,6 +135,9 @@ struct Encoded {
     signal: Signal,
     items: usize,
     body: Vec<u8>,
+    /// A request spliced as received: its fields were not all read, so a backend may refuse
+    /// it, and it goes alone (merged, it would take other senders' records down with it).
+    spliced: bool,
 }
 
 /// Fails `acks` with a sink error that retrying will not help, and counts the failure.
@@ -162,6 +165,7 @@ fn encoded(settings: &Settings, telemetry: &Telemetry, mut delivery: Delivery) -
             signal,
             items: spliced.items,
             body: Vec::from(spliced.body),
+            spliced: true,
         });
     }
     match encode::encode(&delivery.batch) {
@@ -170,6 +174,7 @@ fn encoded(settings: &Settings, telemetry: &Telemetry, mut delivery: Delivery) -
             delivery,
             signal,
             body,
+            spliced: false,
         }),
         Err(e) => {
             let message = format!("encoding OTLP: {e}");
@@ -203,13 +208,14 @@ pub async fn run<T: Transport>(
             },
         };
         let signal = first.signal;
+        let alone = first.spliced;
         let mut records = first.items;
         let mut body = first.body;
         let mut acks: Vec<Ack> = vec![first.delivery.ack];
         // Merge what is already queued, and what comes within `linger` of the first batch, up
         // to the target size and the largest request.
         let deadline = tokio::time::Instant::now() + settings.linger;
-        while records < settings.target_records {
+        while records < settings.target_records && !alone {
             let next = match deliveries.try_recv() {
                 Ok(next) => next,
                 Err(mpsc::error::TryRecvError::Empty) if !settings.linger.is_zero() => {
@@ -228,7 +234,7 @@ pub async fn run<T: Transport>(
                 continue;
             };
             let fits = body.len() + next.body.len() <= settings.max_request_bytes;
-            if next.signal != signal || !fits {
+            if next.signal != signal || !fits || next.spliced {
                 held = Some(next);
                 break;
             }

@@ -533,7 +533,9 @@ pub async fn export_otlp(
         if let Some(flow) = flow {
             flow.add(job.items, bytes.len());
         }
-        if job.items == 0 {
+        // As decoded: a request without records goes nowhere, but metrics without data
+        // points are sent on.
+        if job.items == 0 && signal != penstock_engine::Signal::Metrics {
             return Ok(());
         }
         return context

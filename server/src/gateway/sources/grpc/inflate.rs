@@ -48,6 +48,10 @@ impl http_body::Body for Chunks {
     }
 }
 
+/// The most a message's own content size is believed over its compressed size when sizing the
+/// buffer (OTLP compresses 4 to 10 times): a larger claim costs memory only as it is filled.
+const MAX_TRUSTED_RATIO: usize = 32;
+
 /// Why a compressed message could not be inflated.
 #[derive(Debug, thiserror::Error)]
 pub enum InflateError {
@@ -76,9 +80,17 @@ pub fn frame(frame: &[u8], encoding: &str, max: usize) -> Option<Result<Chunks, 
         "gzip" => None,
         _ => return None,
     };
+    if hint.is_some_and(|n| n > max) {
+        return Some(Err(InflateError::TooLarge(max)));
+    }
     // Room for the whole message when its size is known (one byte more for the end of input
-    // to be seen without another chunk), a guess otherwise.
-    let room = hint.map_or(message.len().saturating_mul(4), |n| n + 1);
+    // to be seen without another chunk) and believable (the sender says it), a guess
+    // otherwise; the rest comes in chunks.
+    let believable = message.len().saturating_mul(MAX_TRUSTED_RATIO);
+    let room = match hint {
+        Some(n) if n <= believable => n + 1,
+        _ => message.len().saturating_mul(4),
+    };
     let mut chunks = Chunks::default();
     let read = match encoding {
         "zstd" => zstd_into(message, &mut chunks, room.min(max + 1), max),
@@ -138,7 +150,9 @@ fn zstd_into(
             if out.len() == out.capacity() {
                 before_out += out.len();
                 chunks.0.push_back(Bytes::from(std::mem::take(&mut out)));
-                out.reserve((before_out / 2).max(64 << 10));
+                // Never past one byte more than the limit allows.
+                let left = (max + 1).saturating_sub(before_out).max(1);
+                out.reserve((before_out / 2).max(64 << 10).min(left));
             }
             let before = out.len();
             let hint = {
