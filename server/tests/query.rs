@@ -18,7 +18,10 @@ use tonic::transport::Channel;
 /// A gateway whose generator makes logs (about 5000 a second) for a pipeline that renames
 /// `exception.type` and sends severity 13 and up to the sink `kept`.
 fn gateway(extra: &[&str]) -> (Gateway, String) {
-    let dir = temp_dir("query");
+    // Tests run at once in one process: each gateway gets a directory of its own.
+    static GATEWAYS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = GATEWAYS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = temp_dir(&format!("query-{n}"));
     let sql = format!(
         "CREATE SOURCE gen FROM GENERATOR WITH (signal = 'logs', rate = 5000, batch = 250);
          CREATE SINK kept TO FILE WITH (path = '{}');
