@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
+use bytes::Bytes;
 use penstock_dialect::Sink;
 use penstock_engine::Signal;
 use penstock_engine::otlp::encode;
@@ -77,7 +78,7 @@ pub trait Transport: Send + Sync + 'static {
 
     /// Makes the request for the protobuf bytes of an export request of `signal`; an error
     /// fails its batches without sending.
-    fn prepare(&self, signal: Signal, protobuf: Vec<u8>) -> Result<Self::Request, String>;
+    fn prepare(&self, signal: Signal, protobuf: Bytes) -> Result<Self::Request, String>;
 
     /// Sends a request once.
     fn send(
@@ -134,7 +135,7 @@ struct Encoded {
     delivery: Delivery,
     signal: Signal,
     items: usize,
-    body: Vec<u8>,
+    body: Bytes,
     /// A request spliced as received: its fields were not all read, so a backend may refuse
     /// it, and it goes alone (merged, it would take other senders' records down with it).
     spliced: bool,
@@ -164,7 +165,7 @@ fn encoded(settings: &Settings, telemetry: &Telemetry, mut delivery: Delivery) -
             delivery,
             signal,
             items: spliced.items,
-            body: Vec::from(spliced.body),
+            body: spliced.body,
             spliced: true,
         });
     }
@@ -173,7 +174,7 @@ fn encoded(settings: &Settings, telemetry: &Telemetry, mut delivery: Delivery) -
             items: delivery.batch.num_items(),
             delivery,
             signal,
-            body,
+            body: Bytes::from(body),
             spliced: false,
         }),
         Err(e) => {
@@ -210,7 +211,8 @@ pub async fn run<T: Transport>(
         let signal = first.signal;
         let alone = first.spliced;
         let mut records = first.items;
-        let mut body = first.body;
+        let mut bytes = first.body.len();
+        let mut bodies = vec![first.body];
         let mut acks: Vec<Ack> = vec![first.delivery.ack];
         // Merge what is already queued, and what comes within `linger` of the first batch, up
         // to the target size and the largest request.
@@ -233,19 +235,23 @@ pub async fn run<T: Transport>(
             let Some(next) = encoded(&settings, &telemetry, next) else {
                 continue;
             };
-            let fits = body.len() + next.body.len() <= settings.max_request_bytes;
+            let fits = bytes + next.body.len() <= settings.max_request_bytes;
             if next.signal != signal || !fits || next.spliced {
                 held = Some(next);
                 break;
             }
             records += next.items;
-            body.extend_from_slice(&next.body);
+            bytes += next.body.len();
+            bodies.push(next.body);
             acks.push(next.delivery.ack);
         }
         while requests.len() >= settings.concurrency {
             requests.join_next().await;
         }
-        let bytes = body.len();
+        let body = match bodies.as_slice() {
+            [one] => one.clone(),
+            _ => Bytes::from(bodies.concat()),
+        };
         let request = match transport.prepare(signal, body) {
             Ok(request) => request,
             Err(why) => {

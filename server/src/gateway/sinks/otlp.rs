@@ -45,8 +45,8 @@ pub fn export_path(signal: Signal) -> &'static str {
 impl Transport for Grpc {
     type Request = Bytes;
 
-    fn prepare(&self, _signal: Signal, protobuf: Vec<u8>) -> Result<Bytes, String> {
-        Ok(Bytes::from(protobuf))
+    fn prepare(&self, _signal: Signal, protobuf: Bytes) -> Result<Bytes, String> {
+        Ok(protobuf)
     }
 
     async fn send(&self, signal: Signal, request: &Bytes) -> Result<Accepted, Failure> {

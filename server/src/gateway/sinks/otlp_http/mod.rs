@@ -136,14 +136,15 @@ fn headers(
 impl Transport for OtlpHttp {
     type Request = Bytes;
 
-    fn prepare(&self, signal: Signal, protobuf: Vec<u8>) -> Result<Bytes, String> {
+    fn prepare(&self, signal: Signal, protobuf: Bytes) -> Result<Bytes, String> {
         let body = match self.encoding {
             Encoding::Protobuf => protobuf,
             Encoding::Json => json::protobuf_to_json(signal, &protobuf)
+                .map(Bytes::from)
                 .map_err(|e| format!("encoding OTLP JSON: {e}"))?,
         };
         match self.compression {
-            Compression::None => Ok(Bytes::from(body)),
+            Compression::None => Ok(body),
             compression => compress::append(Vec::new(), &body, compression)
                 .map(Bytes::from)
                 .map_err(|e| format!("compressing the request: {e}")),
