@@ -69,6 +69,7 @@ fn gateway(name: &str, workers: &str, source_options: &str) -> Gateway {
         &sql,
         &["--workers", workers, "--admin-listen", "127.0.0.1:0"],
     )
+    .keeping(dir)
 }
 
 /// One HTTP/2 connection to `addr` (hyper's client: it keeps to the server's limit on

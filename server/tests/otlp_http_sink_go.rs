@@ -14,7 +14,6 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceResponse;
 use penstock_engine::datagen::DataGen;
@@ -68,10 +67,10 @@ fn requests(stderr: &str) -> Vec<Request> {
 /// through `CREATE SINK out TO OTLP_HTTP` with `sink_options`; `None` without Go.
 fn setup(name: &str, flags: &[&str], sink_options: &str) -> Option<(Gateway, OtlpReceiver)> {
     let binary = interop_binary()?;
-    let dir: PathBuf = temp_dir(name);
+    let dir = temp_dir(name);
     let receiver = OtlpReceiver::start(&binary, "serve-otlp-http", flags);
     let endpoint = format!("http://{}", receiver.addr);
-    let gateway = common::otlp_go::relay(&dir, "OTLP_HTTP", &endpoint, sink_options);
+    let gateway = common::otlp_go::relay(&dir, "OTLP_HTTP", &endpoint, sink_options).keeping(dir);
     Some((gateway, receiver))
 }
 

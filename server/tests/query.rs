@@ -33,7 +33,7 @@ fn gateway(extra: &[&str]) -> (Gateway, String) {
     );
     let mut args = vec!["--query-listen", "127.0.0.1:0", "--workers", "1"];
     args.extend_from_slice(extra);
-    let gateway = Gateway::start_with(&dir, "query", &sql, &args);
+    let gateway = Gateway::start_with(&dir, "query", &sql, &args).keeping(dir);
     let endpoint = query_endpoint(&gateway);
     (gateway, endpoint)
 }

@@ -21,7 +21,7 @@ pub fn flight_gateway(name: &str, extra: &[&str]) -> (Gateway, String) {
     let dir = temp_dir(name);
     let mut args = vec!["--query-listen", "127.0.0.1:0", "--workers", "1"];
     args.extend_from_slice(extra);
-    let gateway = Gateway::start_with(&dir, "flight", PIPELINE, &args);
+    let gateway = Gateway::start_with(&dir, "flight", PIPELINE, &args).keeping(dir);
     let address = flight_address(&gateway);
     (gateway, address)
 }

@@ -36,6 +36,8 @@ pub struct Gateway {
     /// The lines of its output read while waiting for the addresses.
     pub startup: Vec<String>,
     pub stdout: std::sync::mpsc::Receiver<String>,
+    /// A scratch directory removed after the gateway stops (see [`Gateway::keeping`]).
+    scratch: Option<TestDir>,
 }
 
 /// The message of a log line: the line itself in the text format (time, level and target
@@ -123,6 +125,7 @@ impl Gateway {
             listening,
             startup,
             stdout,
+            scratch: None,
         };
         if args.contains(&"--admin-listen") {
             let line = loop {
@@ -220,6 +223,13 @@ impl Gateway {
             .1
     }
 
+    /// The gateway, owning `dir` (removed once the gateway has stopped): for helpers that
+    /// make a directory and return the gateway using it.
+    pub fn keeping(mut self, dir: TestDir) -> Gateway {
+        self.scratch = Some(dir);
+        self
+    }
+
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
     }
@@ -259,11 +269,36 @@ pub fn unused_port() -> u16 {
         .port()
 }
 
-pub fn temp_dir(name: &str) -> PathBuf {
+/// A scratch directory of one test, removed with everything in it when dropped (declare it
+/// before the gateway that writes into it, so that the gateway stops first).
+pub struct TestDir(PathBuf);
+
+impl std::ops::Deref for TestDir {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for TestDir {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TestDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A fresh, empty scratch directory named after `name` and this test process.
+pub fn temp_dir(name: &str) -> TestDir {
     let dir = std::env::temp_dir().join(format!("penstock-gw-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    dir
+    TestDir(dir)
 }
 
 /// Two pipelines from source `edge`, sending the records below severity 13 and the others
