@@ -440,3 +440,102 @@ fn forwarded_streams_open_at_once_reach_a_backend_that_limits_concurrent_streams
     let _ = consumer.kill();
     let _ = consumer.wait();
 }
+
+/// Spliced requests (a pipeline that only renames keys, into an OTLP sink) fanned in: 200
+/// gzip-compressed Exports of 4096 logs at once on one connection, each sent again when
+/// refused, towards the grpc-go OTLP receiver with its defaults. Every request is
+/// acknowledged, each went the spliced way, and the receiver gets every record exactly once,
+/// with the key renamed.
+#[test]
+fn otlp_200_gzip_senders_spliced_into_a_grpc_go_receiver() {
+    let Some(binary) = common::go::interop_binary() else {
+        return;
+    };
+    let _serial = one_at_a_time();
+    let receiver = common::otlp_go::OtlpReceiver::start(&binary, "serve-otlp", &[]);
+    let dir = temp_dir("fan_in_spliced");
+    let relay = Gateway::start_with(
+        &dir,
+        "relay",
+        &format!(
+            "CREATE SOURCE otlp FROM GRPC WITH (listen = '127.0.0.1:0');
+             CREATE SINK downstream TO OTLP WITH (endpoint = 'http://{}');
+             CREATE PIPELINE p FROM otlp AS BEGIN
+               ALTER TABLE logs RENAME ATTRIBUTE 'exception.type' TO 'error.type';
+               INSERT INTO downstream SELECT * FROM logs;
+             END;",
+            receiver.addr
+        ),
+        &["--admin-listen", "127.0.0.1:0"],
+    );
+    const SENDERS: usize = 200;
+    let body = logs_body();
+    let renamed_per_request = key_count(&body, "exception.type");
+    assert!(renamed_per_request > 0, "the requests have keys to rename");
+    let tally = block_on(fan_in_otlp(&relay.url(), SENDERS, body, true));
+    assert_eq!(tally.acked.load(Relaxed), SENDERS as u64);
+    let (mut records, mut renamed) = (0, 0);
+    while records < SENDERS * RECORDS {
+        let (_, otlp) = receiver
+            .frames()
+            .recv_timeout(DEADLINE)
+            .unwrap_or_else(|_| panic!("{records} of {} records arrived", SENDERS * RECORDS));
+        assert_eq!(
+            key_count(&otlp, "exception.type"),
+            0,
+            "a key left as it was"
+        );
+        renamed += key_count(&otlp, "error.type");
+        let request =
+            opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest::decode(
+                otlp.as_slice(),
+            )
+            .unwrap();
+        records += common::otlp_go::log_records(&request);
+    }
+    assert_eq!(records, SENDERS * RECORDS, "records received");
+    assert!(renamed >= SENDERS * renamed_per_request, "renamed keys");
+    let text = relay.metrics_text();
+    let path = |path: &str| {
+        common::otlp_go::series(
+            &text,
+            &format!("penstock_otlp_requests_total{{path=\"{path}\"}}"),
+        )
+    };
+    assert!(path("spliced") >= Some(SENDERS as f64), "{text}");
+    assert_eq!(path("decoded").unwrap_or(0.0), 0.0);
+    println!(
+        "spliced fan-in: {SENDERS} senders, {} refusals retried",
+        tally.refused.load(Relaxed)
+    );
+    let (clean, _) = relay.terminate();
+    assert!(clean, "the gateway did not stop cleanly");
+    let (rest, _) = receiver.finish();
+    assert_eq!(rest.items, [0; 3], "records received twice");
+}
+
+/// How many attribute keys equal to `key` the OTLP logs request `otlp` holds, anywhere.
+fn key_count(otlp: &[u8], key: &str) -> usize {
+    let request =
+        opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest::decode(otlp)
+            .unwrap();
+    let keys = |attrs: &[opentelemetry_proto::tonic::common::v1::KeyValue]| {
+        attrs.iter().filter(|kv| kv.key == key).count()
+    };
+    request
+        .resource_logs
+        .iter()
+        .map(|rl| {
+            rl.resource.as_ref().map_or(0, |r| keys(&r.attributes))
+                + rl.scope_logs
+                    .iter()
+                    .map(|sl| {
+                        sl.log_records
+                            .iter()
+                            .map(|r| keys(&r.attributes))
+                            .sum::<usize>()
+                    })
+                    .sum::<usize>()
+        })
+        .sum()
+}

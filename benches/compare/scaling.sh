@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Scaling of the gateway's workers on this machine: the same job with 1 and with 2 workers,
+# nothing else running. On 2 cores an outside load generator would take the second worker's
+# core, so the load is made inside the gateway: a GENERATOR source (every worker generates its
+# share: synthetic OTLP logs, encoded and decoded into Arrow as a receiver would) goes through
+# a pipeline (PIPELINE of pipelines.sh, `full` by default: four renames and a filter) into a
+# CONSOLE sink that shows nothing. Per run: wall-clock seconds, logs/s and CPU-seconds per
+# million logs; the median of RUNS runs per worker count, and the throughput of 2 workers as
+# a multiple of 1's.
+#
+# usage: [PENSTOCK_BIN=path] [RUNS=3] [RECORDS=4000000] [BATCH=4096] [PIPELINE=full]
+#        benches/compare/scaling.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+runs="${RUNS:-3}"
+records="${RECORDS:-4000000}"
+batch="${BATCH:-4096}"
+pipeline="${PIPELINE:-full}"
+bin="${PENSTOCK_BIN:-target/release/penstock}"
+[ -x "$bin" ] || cargo build --release -p penstock-server --locked
+. benches/compare/pipelines.sh
+out=target/compare
+mkdir -p "$out"
+sql="$out/scaling.sql"
+{
+  echo "CREATE SOURCE gen FROM GENERATOR WITH (signal = 'logs', rate = 0, batch = $batch, records = $records);"
+  echo "CREATE SINK quiet TO CONSOLE WITH (limit = 0);"
+  echo "CREATE PIPELINE p FROM gen AS BEGIN"
+  penstock_statements "$pipeline"
+  echo "INSERT INTO quiet SELECT * FROM logs;"
+  echo "END;"
+} > "$sql"
+results="$out/scaling.jsonl"
+: > "$results"
+TIMEFORMAT='%R %U %S'
+for run in $(seq 1 "$runs"); do
+  for workers in 1 2; do
+    timing=$( { time "$bin" run --workers "$workers" "$sql" > /dev/null 2>&1; } 2>&1 )
+    read -r real user sys <<< "$timing"
+    python3 - "$workers" "$run" "$records" "$real" "$user" "$sys" >> "$results" <<'PY'
+import json, sys
+workers, run, records = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+real, user, sys_ = map(float, sys.argv[4:7])
+print(json.dumps({"workers": workers, "run": run, "records": records, "seconds": real,
+                  "logs_per_s": records / real, "cpu_s_per_m": (user + sys_) / records * 1e6}))
+PY
+    tail -1 "$results"
+  done
+done
+python3 - "$results" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+median = {w: {k: statistics.median(r[k] for r in rows if r["workers"] == w)
+              for k in ("logs_per_s", "cpu_s_per_m")} for w in (1, 2)}
+for w in (1, 2):
+    print(f"{w} worker(s): {median[w]['logs_per_s']:,.0f} logs/s, "
+          f"{median[w]['cpu_s_per_m']:.3f} CPU-s per million logs (median)")
+print(f"2 workers / 1 worker: {median[2]['logs_per_s'] / median[1]['logs_per_s']:.2f}x the throughput")
+PY
