@@ -1,21 +1,11 @@
-//! gRPC codecs that keep OTLP requests as raw protobuf bytes, so they reach the OTLP decoder
-//! (which writes straight into Arrow builders) without a prost object tree in between.
+//! The gRPC codec of clients that send OTLP requests already encoded as protobuf bytes (no
+//! prost object tree in between) and read prost responses.
 
 use std::marker::PhantomData;
 
-use bytes::{Buf, BufMut, Bytes};
+use bytes::{BufMut, Bytes};
 use tonic::Status;
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
-
-/// Server side: requests arrive as raw bytes, responses are prost messages.
-#[derive(Debug)]
-pub struct RawRequestCodec<R>(PhantomData<R>);
-
-impl<R> Default for RawRequestCodec<R> {
-    fn default() -> Self {
-        RawRequestCodec(PhantomData)
-    }
-}
 
 /// Client side: requests are sent as raw bytes, responses are prost messages.
 #[derive(Debug)]
@@ -24,19 +14,6 @@ pub struct RawResponseCodec<R>(PhantomData<R>);
 impl<R> Default for RawResponseCodec<R> {
     fn default() -> Self {
         RawResponseCodec(PhantomData)
-    }
-}
-
-/// Takes a message's bytes as they are.
-#[derive(Debug, Default)]
-pub struct BytesDecoder;
-
-impl Decoder for BytesDecoder {
-    type Item = Bytes;
-    type Error = Status;
-
-    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Bytes>, Status> {
-        Ok(Some(src.copy_to_bytes(src.remaining())))
     }
 }
 
@@ -54,20 +31,6 @@ impl Encoder for BytesEncoder {
     }
 }
 
-/// Encodes a prost message.
-#[derive(Debug)]
-pub struct MessageEncoder<R>(PhantomData<R>);
-
-impl<R: prost::Message> Encoder for MessageEncoder<R> {
-    type Item = R;
-    type Error = Status;
-
-    fn encode(&mut self, item: R, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
-        item.encode(dst)
-            .map_err(|e| Status::internal(format!("encoding a response: {e}")))
-    }
-}
-
 /// Decodes a prost message.
 #[derive(Debug)]
 pub struct MessageDecoder<R>(PhantomData<R>);
@@ -80,21 +43,6 @@ impl<R: prost::Message + Default> Decoder for MessageDecoder<R> {
         R::decode(src)
             .map(Some)
             .map_err(|e| Status::internal(format!("decoding a response: {e}")))
-    }
-}
-
-impl<R: prost::Message + Send + 'static> Codec for RawRequestCodec<R> {
-    type Encode = R;
-    type Decode = Bytes;
-    type Encoder = MessageEncoder<R>;
-    type Decoder = BytesDecoder;
-
-    fn encoder(&mut self) -> Self::Encoder {
-        MessageEncoder(PhantomData)
-    }
-
-    fn decoder(&mut self) -> Self::Decoder {
-        BytesDecoder
     }
 }
 

@@ -2,11 +2,12 @@
 //! than by tonic: zstd and gzip at their fast levels, in one pass into the frame that is sent
 //! (tonic's own compression uses fixed, slower levels and copies the message twice).
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use http::header::{CONTENT_TYPE, HeaderValue, TE};
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
 use tonic::{Code, Status};
 use tower_service::Service;
 
@@ -17,17 +18,54 @@ use crate::gateway::status::from_http;
 /// Largest response accepted (an export response is a few bytes).
 const MAX_RESPONSE_BYTES: usize = 4 << 20;
 
-/// The gRPC frame of `message`: flag, length, then the (compressed) bytes.
-fn frame(message: &[u8], compression: Compression) -> Result<Bytes, Status> {
-    let mut out = Vec::with_capacity(5 + message.len() / 2);
-    out.push(u8::from(compression != Compression::None));
-    out.extend_from_slice(&[0; 4]);
-    let mut out = compress::append(out, message, compression)
+/// The gRPC frame of `message` as a request body: flag and length, then the bytes as they
+/// are (not copied), or compressed into the frame.
+fn frame(message: &Bytes, compression: Compression) -> Result<Chunks, Status> {
+    let prefix = |flag: bool, length: usize| -> Result<[u8; 5], Status> {
+        let length = u32::try_from(length)
+            .map_err(|_| Status::internal("the request is larger than 4 GiB"))?;
+        let [a, b, c, d] = length.to_be_bytes();
+        Ok([u8::from(flag), a, b, c, d])
+    };
+    if compression == Compression::None {
+        let prefix = Bytes::copy_from_slice(&prefix(false, message.len())?);
+        return Ok(Chunks(VecDeque::from([prefix, message.clone()])));
+    }
+    let out = compress::append(vec![0; 5], message, compression)
         .map_err(|e| Status::internal(format!("compressing the request: {e}")))?;
-    let length = u32::try_from(out.len() - 5)
-        .map_err(|_| Status::internal("the request is larger than 4 GiB"))?;
-    out[1..5].copy_from_slice(&length.to_be_bytes());
-    Ok(Bytes::from(out))
+    let mut out = out;
+    let prefix = prefix(true, out.len() - 5)?;
+    out[..5].copy_from_slice(&prefix);
+    Ok(Chunks(VecDeque::from([Bytes::from(out)])))
+}
+
+/// A request body made of chunks already in memory.
+#[derive(Debug)]
+struct Chunks(VecDeque<Bytes>);
+
+impl http_body::Body for Chunks {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        std::task::Poll::Ready(
+            self.get_mut()
+                .0
+                .pop_front()
+                .map(|b| Ok(http_body::Frame::data(b))),
+        )
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.0.iter().map(|b| b.len() as u64).sum())
+    }
 }
 
 /// What a call that the server answered with status OK brought back.
@@ -47,7 +85,7 @@ const ACCEPTED_ENCODINGS: &str = "gzip,zstd,identity";
 pub async fn call(
     upstream: &Upstream,
     path: &'static str,
-    message: &[u8],
+    message: &Bytes,
     compression: Compression,
     timeout: Duration,
 ) -> Result<Reply, Status> {
@@ -57,7 +95,7 @@ pub async fn call(
         .header(TE, "trailers")
         .header("grpc-accept-encoding", ACCEPTED_ENCODINGS)
         .header("grpc-timeout", format!("{}m", timeout.as_millis().max(1)))
-        .body(tonic::body::Body::new(Full::new(body)))
+        .body(tonic::body::Body::new(body))
         .map_err(|e| Status::internal(format!("building the request: {e}")))?;
     if let Some(encoding) = compression.header() {
         request
@@ -181,16 +219,21 @@ mod tests {
 
     #[test]
     fn frames_carry_the_flag_and_length() {
-        let message = b"hello hello hello hello".repeat(10);
+        let message = Bytes::from(b"hello hello hello hello".repeat(10));
+        let whole = |chunks: Chunks| -> Vec<u8> { chunks.0.into_iter().flatten().collect() };
         let plain = frame(&message, Compression::None).unwrap();
+        assert_eq!(plain.0[1].as_ptr(), message.as_ptr(), "not copied");
+        let plain = whole(plain);
         assert_eq!(plain[0], 0);
+        assert_eq!(&plain[1..5], &(message.len() as u32).to_be_bytes());
         assert_eq!(&plain[5..], &message[..]);
-        let zstd = frame(&message, Compression::Zstd).unwrap();
+        let zstd = whole(frame(&message, Compression::Zstd).unwrap());
         assert_eq!(zstd[0], 1);
         let length = u32::from_be_bytes(zstd[1..5].try_into().unwrap()) as usize;
         assert_eq!(length, zstd.len() - 5);
         assert_eq!(zstd::decode_all(&zstd[5..]).unwrap(), message);
-        let gzip = frame(&message, Compression::Gzip).unwrap();
+        let gzip = whole(frame(&message, Compression::Gzip).unwrap());
+        assert_eq!(gzip[0], 1);
         let mut inflated = Vec::new();
         std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&gzip[5..]), &mut inflated)
             .unwrap();
@@ -243,11 +286,17 @@ mod tests {
 
     const OK: (&str, &str) = ("grpc-status", "0");
 
+    /// The frame of `message`, as one buffer.
+    fn framed(message: &[u8], compression: Compression) -> Vec<u8> {
+        let chunks = frame(&Bytes::copy_from_slice(message), compression).unwrap();
+        chunks.0.into_iter().flatten().collect()
+    }
+
     #[test]
     fn compressed_responses_are_read_per_their_encoding() {
         let message = b"partial success: none".repeat(4);
         for (compression, name) in [(Compression::Gzip, "gzip"), (Compression::Zstd, "zstd")] {
-            let body = frame(&message, compression).unwrap();
+            let body = framed(&message, compression);
             let reply = read(
                 &[("grpc-encoding", name)],
                 vec![data(&body), trailers(&[OK])],
@@ -258,7 +307,7 @@ mod tests {
                 "{name}"
             );
         }
-        let plain = frame(&message, Compression::None).unwrap();
+        let plain = framed(&message, Compression::None);
         let reply = read(
             &[("grpc-encoding", "gzip")],
             vec![data(&plain), trailers(&[OK])],
@@ -269,7 +318,7 @@ mod tests {
     #[test]
     fn a_response_split_over_frames_is_joined() {
         let message = b"0123456789".repeat(10);
-        let body = frame(&message, Compression::Zstd).unwrap();
+        let body = framed(&message, Compression::Zstd);
         let (a, b) = body.split_at(3);
         let (b, c) = b.split_at(b.len() / 2);
         let frames = vec![data(a), data(b), data(c), trailers(&[OK])];
@@ -323,8 +372,8 @@ mod tests {
     #[test]
     fn an_ok_response_that_cannot_be_read_is_unreadable_not_failed() {
         let two = [
-            frame(b"a", Compression::None).unwrap(),
-            frame(b"b", Compression::None).unwrap(),
+            framed(b"a", Compression::None),
+            framed(b"b", Compression::None),
         ]
         .concat();
         let extra = read(&[], vec![data(&two), trailers(&[OK])]);
@@ -334,7 +383,7 @@ mod tests {
         assert!(matches!(oversized, Ok(Reply::Unreadable(why)) if why.contains("over")));
         let failed = read(&[], vec![data(&huge), trailers(&[("grpc-status", "14")])]);
         assert_eq!(failed.unwrap_err().code(), Code::Unavailable);
-        let body = frame(b"abc", Compression::Gzip).unwrap();
+        let body = framed(b"abc", Compression::Gzip);
         let unknown = read(
             &[("grpc-encoding", "snappy")],
             vec![data(&body), trailers(&[OK])],

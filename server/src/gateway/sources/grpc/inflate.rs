@@ -1,52 +1,11 @@
-//! Compressed OTLP messages inflated before tonic reads them. The message is already received
-//! whole (to be admitted for its compressed size), so it is inflated in one pass straight
-//! into the uncompressed frame tonic then reads, as a body of chunks: the first sized from
-//! the zstd frame's content size when the sender wrote it, so that nothing is copied to
-//! grow a buffer; the input is read in place.
+//! Compressed OTLP messages inflated in one pass. The message is already received whole (to be
+//! admitted for its compressed size), so it is read in place and inflated into a buffer sized
+//! from the zstd frame's content size when the sender wrote it: nothing is copied to grow a
+//! buffer, and the export reads the inflated message where it was written.
 
-use std::collections::VecDeque;
-use std::convert::Infallible;
 use std::io::Read;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http_body::{Frame, SizeHint};
-
-/// A request body made of the chunks of one message, already in memory.
-#[derive(Debug, Default)]
-pub struct Chunks(VecDeque<Bytes>);
-
-impl Chunks {
-    /// A body of one chunk.
-    pub fn one(bytes: Bytes) -> Chunks {
-        Chunks(VecDeque::from([bytes]))
-    }
-
-    fn len(&self) -> usize {
-        self.0.iter().map(Bytes::len).sum()
-    }
-}
-
-impl http_body::Body for Chunks {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        _: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        Poll::Ready(self.get_mut().0.pop_front().map(|b| Ok(Frame::data(b))))
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        SizeHint::with_exact(self.len() as u64)
-    }
-}
 
 /// The most a message's own content size is believed over its compressed size when sizing the
 /// buffer (OTLP compresses 4 to 10 times): a larger claim costs memory only as it is filled.
@@ -63,15 +22,12 @@ pub enum InflateError {
     Corrupt(std::io::Error),
 }
 
-/// The one gRPC message of `frame` (length-prefixed, flagged compressed with `encoding`),
-/// inflated as an uncompressed frame of at most `max` message bytes. None when `frame` is not
-/// exactly one compressed message or `encoding` is not zstd or gzip: tonic reads it as it is.
-pub fn frame(frame: &[u8], encoding: &str, max: usize) -> Option<Result<Chunks, InflateError>> {
-    let (&[flag, a, b, c, d], message) = frame.split_first_chunk::<5>()?;
-    let whole = u32::from_be_bytes([a, b, c, d]) as usize == message.len();
-    if flag != 1 || !whole {
-        return None;
-    }
+/// The compressions a message may come in.
+pub const ENCODINGS: &str = "zstd,gzip";
+
+/// `message`, compressed with `encoding` (`zstd` or `gzip`), inflated to at most `max` bytes;
+/// None when `encoding` is neither.
+pub fn message(message: &[u8], encoding: &str, max: usize) -> Option<Result<Bytes, InflateError>> {
     let hint = match encoding {
         "zstd" => zstd::zstd_safe::get_frame_content_size(message)
             .ok()
@@ -84,36 +40,30 @@ pub fn frame(frame: &[u8], encoding: &str, max: usize) -> Option<Result<Chunks, 
         return Some(Err(InflateError::TooLarge(max)));
     }
     // Room for the whole message when its size is known (one byte more for the end of input
-    // to be seen without another chunk) and believable (the sender says it), a guess
-    // otherwise; the rest comes in chunks.
+    // to be seen without growing the buffer) and believable (the sender says it), a guess
+    // otherwise.
     let believable = message.len().saturating_mul(MAX_TRUSTED_RATIO);
     let room = match hint {
         Some(n) if n <= believable => n + 1,
         _ => message.len().saturating_mul(4),
     };
-    let mut chunks = Chunks::default();
-    let read = match encoding {
-        "zstd" => zstd_into(message, &mut chunks, room.min(max + 1), max),
+    let room = room.min(max + 1);
+    let inflated = match encoding {
+        "zstd" => zstd_into(message, room, max),
         _ => {
-            let mut out = Vec::with_capacity(room.min(max + 1));
-            let read = flate2::read::GzDecoder::new(message)
+            let mut out = Vec::with_capacity(room);
+            flate2::read::GzDecoder::new(message)
                 .take(max as u64 + 1)
-                .read_to_end(&mut out);
-            chunks.0.push_back(Bytes::from(out));
-            read.map(drop).map_err(InflateError::Corrupt)
+                .read_to_end(&mut out)
+                .map(|_| out)
+                .map_err(InflateError::Corrupt)
         }
     };
-    if let Err(e) = read {
-        return Some(Err(e));
-    }
-    let len = chunks.len();
-    if len > max {
-        return Some(Err(InflateError::TooLarge(max)));
-    }
-    let mut prefix = vec![0];
-    prefix.extend_from_slice(&(len as u32).to_be_bytes());
-    chunks.0.push_front(Bytes::from(prefix));
-    Some(Ok(chunks))
+    Some(match inflated {
+        Ok(out) if out.len() > max => Err(InflateError::TooLarge(max)),
+        Ok(out) => Ok(Bytes::from(out)),
+        Err(e) => Err(e),
+    })
 }
 
 thread_local! {
@@ -122,15 +72,9 @@ thread_local! {
         const { std::cell::RefCell::new(None) };
 }
 
-/// Inflates the zstd frames of `message` into `chunks`, straight into each chunk's spare
-/// capacity: the first of `room` bytes, each next one half as big as all before (at least
-/// 64 KiB); at most `max` bytes.
-fn zstd_into(
-    message: &[u8],
-    chunks: &mut Chunks,
-    room: usize,
-    max: usize,
-) -> Result<(), InflateError> {
+/// Inflates the zstd frames of `message` straight into a buffer's spare capacity: `room`
+/// bytes at first, grown by half (at least 64 KiB) when full; at most `max` bytes.
+fn zstd_into(message: &[u8], room: usize, max: usize) -> Result<Vec<u8>, InflateError> {
     let corrupt = |code| {
         let name = zstd::zstd_safe::get_error_name(code);
         InflateError::Corrupt(std::io::Error::other(name))
@@ -142,17 +86,14 @@ fn zstd_into(
             .map_err(corrupt)?;
         let mut input = zstd::zstd_safe::InBuffer::around(message);
         let mut out: Vec<u8> = Vec::with_capacity(room);
-        let mut before_out = 0;
         loop {
-            if before_out + out.len() > max {
+            if out.len() > max {
                 return Err(InflateError::TooLarge(max));
             }
             if out.len() == out.capacity() {
-                before_out += out.len();
-                chunks.0.push_back(Bytes::from(std::mem::take(&mut out)));
                 // Never past one byte more than the limit allows.
-                let left = (max + 1).saturating_sub(before_out).max(1);
-                out.reserve((before_out / 2).max(64 << 10).min(left));
+                let left = (max + 1).saturating_sub(out.len()).max(1);
+                out.reserve((out.len() / 2).max(64 << 10).min(left));
             }
             let before = out.len();
             let hint = {
@@ -163,9 +104,8 @@ fn zstd_into(
             let stuck = out.len() == before && out.len() < out.capacity();
             if input.pos() == message.len() && (hint == 0 || stuck) {
                 // Every frame ended (hint 0), or the input ended inside one.
-                chunks.0.push_back(Bytes::from(out));
                 return match hint {
-                    0 => Ok(()),
+                    0 => Ok(out),
                     _ => Err(InflateError::Corrupt(std::io::Error::other(
                         "truncated frame",
                     ))),
@@ -181,40 +121,23 @@ mod tests {
 
     use super::*;
 
-    fn framed(message: &[u8]) -> Vec<u8> {
-        let mut frame = vec![1];
-        frame.extend_from_slice(&(message.len() as u32).to_be_bytes());
-        frame.extend_from_slice(message);
-        frame
-    }
-
     #[test]
-    fn zstd_and_gzip_messages_become_uncompressed_frames() {
+    fn zstd_and_gzip_messages_are_inflated_within_the_limit() {
         let message = b"a message, a message, a message".repeat(500);
-        let zstd_frame = framed(&zstd::bulk::compress(&message, 1).unwrap());
+        let zstd = zstd::bulk::compress(&message, 1).unwrap();
         let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
         gzip.write_all(&message).unwrap();
-        let gzip_frame = framed(&gzip.finish().unwrap());
-        // A streamed zstd frame does not say its size.
+        let gzip = gzip.finish().unwrap();
+        // A streamed zstd frame does not say its size: its buffer grows.
         let mut streamed = zstd::stream::write::Encoder::new(Vec::new(), 1).unwrap();
         streamed.write_all(&message).unwrap();
-        let streamed_frame = framed(&streamed.finish().unwrap());
-        for (frame, encoding) in [
-            (zstd_frame, "zstd"),
-            (gzip_frame, "gzip"),
-            (streamed_frame, "zstd"),
-        ] {
-            let out: Vec<u8> = super::frame(&frame, encoding, 1 << 20)
+        let streamed = streamed.finish().unwrap();
+        for (compressed, encoding) in [(zstd, "zstd"), (gzip, "gzip"), (streamed, "zstd")] {
+            let out = super::message(&compressed, encoding, 1 << 20)
                 .unwrap()
-                .unwrap()
-                .0
-                .into_iter()
-                .flatten()
-                .collect();
-            assert_eq!(out[0], 0, "{encoding}");
-            assert_eq!(&out[1..5], &(message.len() as u32).to_be_bytes());
-            assert_eq!(&out[5..], &message[..], "{encoding}");
-            let too_small = super::frame(&frame, encoding, message.len() - 1).unwrap();
+                .unwrap();
+            assert_eq!(&out[..], &message[..], "{encoding}");
+            let too_small = super::message(&compressed, encoding, message.len() - 1).unwrap();
             assert!(
                 matches!(too_small, Err(InflateError::TooLarge(_))),
                 "{encoding}"
@@ -223,18 +146,16 @@ mod tests {
     }
 
     #[test]
-    fn other_frames_are_left_to_tonic_and_garbage_is_refused() {
-        let frame = framed(b"not compressed at all");
-        assert!(super::frame(&frame, "deflate", 100).is_none());
-        assert!(super::frame(&frame[..frame.len() - 1], "zstd", 100).is_none());
-        let mut uncompressed = frame.clone();
-        uncompressed[0] = 0;
-        assert!(super::frame(&uncompressed, "zstd", 100).is_none());
-        let refused = super::frame(&frame, "zstd", 100).unwrap();
+    fn other_encodings_are_not_inflated_and_garbage_is_refused() {
+        let plain = b"not compressed at all";
+        assert!(message(plain, "deflate", 100).is_none());
+        assert!(message(plain, "identity", 100).is_none());
+        let refused = message(plain, "zstd", 100).unwrap();
+        assert!(matches!(refused, Err(InflateError::Corrupt(_))));
+        let refused = message(plain, "gzip", 100).unwrap();
         assert!(matches!(refused, Err(InflateError::Corrupt(_))));
         let whole = zstd::bulk::compress(&b"some message ".repeat(100), 1).unwrap();
-        let cut = framed(&whole[..whole.len() - 4]);
-        let refused = super::frame(&cut, "zstd", 1 << 20).unwrap();
+        let refused = message(&whole[..whole.len() - 4], "zstd", 1 << 20).unwrap();
         assert!(
             matches!(refused, Err(InflateError::Corrupt(_))),
             "{refused:?}"

@@ -1,49 +1,198 @@
-//! OTLP/gRPC Export: raw request bytes decoded straight into batches on the worker, run
-//! through the pipelines, answered once every sink accepted them.
+//! OTLP/gRPC Export, served without a gRPC codec in between: the call's one length-prefixed
+//! message is received whole, inflated in one pass when compressed, and read where it lies by
+//! the export (decoded straight into batches on the worker, or spliced); the answer, once every
+//! sink accepted the records, is an empty `ExportResponse` with status OK, else the refusal's
+//! status.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use http::header::CONTENT_TYPE;
+use http::{HeaderMap, HeaderValue, Request, Response};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
 use penstock_engine::Signal;
-use tonic::{Request, Response, Status};
+use tonic::Status;
+use tonic::body::Body;
 
-use crate::gateway::sinks::ExportResponse;
-use crate::gateway::sources::listener::{Admitted, Receiving, SourceContext, admit, export_otlp};
-use crate::gateway::status::Refusal;
+use super::inflate::{self, InflateError};
+use crate::gateway::sources::listener::{
+    Admitted, Deadline, RECEIVE_TIMEOUT, Receiving, SourceContext, admit, export_otlp,
+};
+use crate::gateway::status::{Fault, Refusal};
 
-/// The Export method of one signal, for one request.
-pub struct OtlpExport {
-    pub(super) signal: Signal,
-    pub(super) context: Arc<SourceContext>,
-    /// The request's place among those being received, given up once it is admitted.
-    pub(super) receiving: Option<Receiving>,
-    /// What the compressed message was admitted for, given up once it is inflated.
-    pub(super) compressed: Option<Admitted>,
+/// Serves one Export call of `signal` that holds a place among the requests being received.
+pub async fn export(
+    context: Arc<SourceContext>,
+    signal: Signal,
+    receiving: Receiving,
+    request: Request<Incoming>,
+) -> Response<Body> {
+    match call(&context, signal, receiving, request).await {
+        Ok(()) => accepted(),
+        Err(status) => status.into_http(),
+    }
 }
 
-impl tonic::server::UnaryService<Bytes> for OtlpExport {
-    type Response = ExportResponse;
-    type Future = Pin<Box<dyn Future<Output = Result<Response<ExportResponse>, Status>> + Send>>;
+async fn call(
+    context: &SourceContext,
+    signal: Signal,
+    receiving: Receiving,
+    request: Request<Incoming>,
+) -> Result<(), Status> {
+    let (parts, body) = request.into_parts();
+    let max = context.limits.max_message_bytes;
+    let (frame, compressed) = receive_message(context, body).await?;
+    let message = message_of(&parts.headers, frame, max)?;
+    // Inflated: the compressed share is given up before waiting for the inflated one.
+    drop(compressed);
+    let _admitted = admit(context, message.len())
+        .await
+        .map_err(|e| e.to_status())?;
+    drop(receiving);
+    export_otlp(context, signal, &message)
+        .await
+        .map_err(|e| e.to_status())
+}
 
-    fn call(&mut self, request: Request<Bytes>) -> Self::Future {
-        let context = Arc::clone(&self.context);
-        let signal = self.signal;
-        let receiving = self.receiving.take();
-        let compressed = self.compressed.take();
-        Box::pin(async move {
-            let bytes = request.into_inner();
-            // Inflated: the compressed share is given up before waiting for the inflated one.
-            drop(compressed);
-            let _admitted = admit(&context, bytes.len())
-                .await
-                .map_err(|e| e.to_status())?;
-            drop(receiving);
-            export_otlp(&context, signal, &bytes)
-                .await
-                .map_err(|e| e.to_status())?;
-            Ok(Response::new(ExportResponse::default()))
-        })
+/// Receives the call's body (its one length-prefixed gRPC message, up to the source's largest
+/// message); a compressed message is admitted for its compressed size, held while it is
+/// inflated.
+async fn receive_message(
+    context: &SourceContext,
+    body: Incoming,
+) -> Result<(Bytes, Option<Admitted>), Status> {
+    let max = context.limits.max_message_bytes;
+    let limited = http_body_util::Limited::new(Deadline::new(body, RECEIVE_TIMEOUT), max + 5);
+    let bytes = match limited.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+            let message = format!("the request message exceeds {max} bytes");
+            return Err(Fault::TooLarge.to_status(message));
+        }
+        Err(e) => return Err(Status::cancelled(format!("reading the request: {e}"))),
+    };
+    // The prefix's first byte says whether the message is compressed.
+    if bytes.first() != Some(&1) {
+        return Ok((bytes, None));
+    }
+    let admitted = admit(context, bytes.len())
+        .await
+        .map_err(|e| e.to_status())?;
+    Ok((bytes, Some(admitted)))
+}
+
+/// The message of `frame` (a whole request body: flag, length, message), inflated when
+/// flagged compressed with the call's `grpc-encoding`, at most `max` bytes.
+fn message_of(headers: &HeaderMap, frame: Bytes, max: usize) -> Result<Bytes, Status> {
+    let malformed = |message: String| Fault::Malformed.to_status(message);
+    let Some((&[flag, a, b, c, d], message)) = frame.split_first_chunk::<5>() else {
+        let n = frame.len();
+        return Err(malformed(format!(
+            "the request body ({n} bytes) is not a length-prefixed gRPC message"
+        )));
+    };
+    let length = u32::from_be_bytes([a, b, c, d]) as usize;
+    if length != message.len() {
+        return Err(malformed(format!(
+            "the request body holds {} message bytes where its prefix says {length}: a unary call \
+             sends exactly one message",
+            message.len()
+        )));
+    }
+    match flag {
+        0 => Ok(frame.slice(5..)),
+        1 => {
+            let encoding = headers.get("grpc-encoding").and_then(|v| v.to_str().ok());
+            let encoding = encoding.unwrap_or("identity");
+            match inflate::message(message, encoding, max) {
+                Some(Ok(inflated)) => Ok(inflated),
+                Some(Err(e @ InflateError::TooLarge(_))) => {
+                    Err(Fault::TooLarge.to_status(e.to_string()))
+                }
+                Some(Err(e)) => Err(malformed(e.to_string())),
+                None if encoding == "identity" => Err(malformed(
+                    "the message is flagged compressed but the call has no grpc-encoding".into(),
+                )),
+                None => Err(Fault::Unimplemented.to_status(format!(
+                    "grpc-encoding {encoding} is not supported ({} are)",
+                    inflate::ENCODINGS
+                ))),
+            }
+        }
+        other => Err(malformed(format!(
+            "the message's compressed flag is {other} (0 or 1)"
+        ))),
+    }
+}
+
+/// The answer to an Export whose records were accepted: an empty `ExportResponse` (all
+/// accepted, no partial success), status OK in the trailers.
+fn accepted() -> Response<Body> {
+    let mut trailers = HeaderMap::new();
+    trailers.insert("grpc-status", HeaderValue::from_static("0"));
+    let body = Full::new(Bytes::from_static(&[0; 5]))
+        .with_trailers(std::future::ready(Some(Ok(trailers))));
+    let mut response = Response::new(Body::new(body));
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+    headers.insert(
+        "grpc-accept-encoding",
+        HeaderValue::from_static(inflate::ENCODINGS),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn framed(flag: u8, message: &[u8]) -> Bytes {
+        let mut frame = vec![flag];
+        frame.extend_from_slice(&(message.len() as u32).to_be_bytes());
+        frame.extend_from_slice(message);
+        Bytes::from(frame)
+    }
+
+    fn encoded(encoding: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert("grpc-encoding", HeaderValue::from_str(encoding).unwrap());
+        headers
+    }
+
+    #[test]
+    fn a_plain_message_is_read_in_place_and_a_compressed_one_inflated() {
+        let message = b"an export request, an export request".repeat(100);
+        let frame = framed(0, &message);
+        let plain = message_of(&HeaderMap::new(), frame.clone(), 1 << 20).unwrap();
+        assert_eq!(plain, message);
+        assert_eq!(plain.as_ptr(), frame[5..].as_ptr(), "not copied");
+        let zstd = framed(1, &zstd::bulk::compress(&message, 1).unwrap());
+        let inflated = message_of(&encoded("zstd"), zstd.clone(), 1 << 20).unwrap();
+        assert_eq!(inflated, message);
+        let too_large = message_of(&encoded("zstd"), zstd, 100).unwrap_err();
+        assert_eq!(too_large.code(), tonic::Code::ResourceExhausted);
+    }
+
+    #[test]
+    fn broken_frames_and_unknown_encodings_are_refused() {
+        let message = b"some message";
+        let code = |headers: &HeaderMap, frame: Bytes| {
+            message_of(headers, frame, 1 << 20).unwrap_err().code()
+        };
+        let none = HeaderMap::new();
+        let invalid = tonic::Code::InvalidArgument;
+        assert_eq!(code(&none, Bytes::from_static(&[0, 0, 0])), invalid);
+        let mut short = framed(0, message).to_vec();
+        short.pop();
+        assert_eq!(code(&none, Bytes::from(short)), invalid);
+        let mut two = framed(0, message).to_vec();
+        two.extend_from_slice(&framed(0, message));
+        assert_eq!(code(&none, Bytes::from(two)), invalid);
+        assert_eq!(code(&none, framed(2, message)), invalid);
+        assert_eq!(code(&none, framed(1, message)), invalid);
+        assert_eq!(code(&encoded("zstd"), framed(1, message)), invalid);
+        let snappy = code(&encoded("snappy"), framed(1, message));
+        assert_eq!(snappy, tonic::Code::Unimplemented);
     }
 }

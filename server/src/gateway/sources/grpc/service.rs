@@ -7,18 +7,13 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use http::{HeaderValue, Request, Response};
-use http_body_util::Either;
 use hyper::body::Incoming;
 use penstock_engine::Signal;
 use tonic::body::Body;
 use tonic::codec::CompressionEncoding;
 
 use super::otap::OtapStream;
-use super::otlp::OtlpExport;
-use crate::gateway::sources::listener::{
-    Admitted, Deadline, RECEIVE_TIMEOUT, SourceContext, admit, bearer_matches, discard_body,
-    receive,
-};
+use crate::gateway::sources::listener::{SourceContext, bearer_matches, discard_body, receive};
 use crate::gateway::status::{Fault, Refusal};
 
 /// The gRPC service of one connection.
@@ -83,77 +78,6 @@ fn authorized(request: &Request<Incoming>, token: Option<&str>) -> bool {
     bearer_matches(given, token)
 }
 
-/// tonic refuses a request over `max_message_bytes` with OUT_OF_RANGE; OTLP senders treat
-/// RESOURCE_EXHAUSTED as "too large" (and the docs promise it), so the answer says that.
-fn too_large_is_resource_exhausted<B>(mut response: Response<B>) -> Response<B> {
-    // "11" is OUT_OF_RANGE, "8" RESOURCE_EXHAUSTED (gRPC status codes as header values).
-    let status = response.headers_mut().get_mut("grpc-status");
-    if let Some(code) = status.filter(|v| v.as_bytes() == b"11") {
-        *code = HeaderValue::from_static("8");
-    }
-    response
-}
-
-/// Whether a call's messages may be compressed (a `grpc-encoding` other than identity).
-fn is_compressed(headers: &http::HeaderMap) -> bool {
-    headers
-        .get("grpc-encoding")
-        .is_some_and(|v| v.as_bytes() != b"identity")
-}
-
-/// Receives an OTLP call's body (its one length-prefixed gRPC message, up to the source's
-/// largest message) before tonic decodes it; a compressed message is admitted for its
-/// compressed size, held while it is inflated (up to the same limit).
-async fn receive_message(
-    context: &SourceContext,
-    body: Incoming,
-) -> Result<(bytes::Bytes, Option<Admitted>), tonic::Status> {
-    use http_body_util::BodyExt;
-    let max = context.limits.max_message_bytes;
-    let limited = http_body_util::Limited::new(Deadline::new(body, RECEIVE_TIMEOUT), max + 5);
-    let bytes = match limited.collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
-            let message = format!("the request message exceeds {max} bytes");
-            return Err(Fault::TooLarge.to_status(message));
-        }
-        Err(e) => {
-            let message = format!("reading the request: {e}");
-            return Err(tonic::Status::cancelled(message));
-        }
-    };
-    // The prefix's first byte says whether the message is compressed.
-    if bytes.first() != Some(&1) {
-        return Ok((bytes, None));
-    }
-    let admitted = admit(context, bytes.len())
-        .await
-        .map_err(|e| e.to_status())?;
-    Ok((bytes, Some(admitted)))
-}
-
-/// A compressed message (`frame`) inflated into the uncompressed frame tonic reads, the call's
-/// `grpc-encoding` removed; the frame as it is when tonic has to read it (not one whole
-/// message, or an encoding inflated only there).
-fn inflated(
-    headers: &mut http::HeaderMap,
-    frame: bytes::Bytes,
-    max: usize,
-) -> Result<super::inflate::Chunks, tonic::Status> {
-    let encoding = headers.get("grpc-encoding").and_then(|v| v.to_str().ok());
-    match super::inflate::frame(&frame, encoding.unwrap_or(""), max) {
-        None => Ok(super::inflate::Chunks::one(frame)),
-        Some(Ok(inflated)) => {
-            headers.remove("grpc-encoding");
-            Ok(inflated)
-        }
-        Some(Err(e @ super::inflate::InflateError::TooLarge(_))) => {
-            Err(Fault::TooLarge.to_status(e.to_string()))
-        }
-        Some(Err(e)) => Err(Fault::Malformed.to_status(e.to_string())),
-    }
-}
-
 impl hyper::service::Service<Request<Incoming>> for GrpcService {
     type Response = Response<Body>;
     type Error = Infallible;
@@ -180,39 +104,7 @@ impl hyper::service::Service<Request<Incoming>> for GrpcService {
                         return Ok(e.to_status().into_http());
                     }
                 };
-                let mut grpc = tonic::server::Grpc::new(crate::gateway::codec::RawRequestCodec::<
-                    crate::gateway::sinks::ExportResponse,
-                >::default())
-                .accept_compressed(CompressionEncoding::Gzip)
-                .accept_compressed(CompressionEncoding::Zstd)
-                .send_compressed(CompressionEncoding::Gzip)
-                .send_compressed(CompressionEncoding::Zstd)
-                .max_decoding_message_size(max);
-                let (mut parts, body) = request.into_parts();
-                // An uncompressed message goes to tonic as it arrives; a compressed one is
-                // received first, to be admitted for its size while it is inflated, and
-                // inflated here (tonic then reads an uncompressed message).
-                let (body, compressed) = if is_compressed(&parts.headers) {
-                    match receive_message(&context, body).await {
-                        Ok((bytes, admitted)) => match inflated(&mut parts.headers, bytes, max) {
-                            Ok(bytes) => (Either::Right(bytes), admitted),
-                            Err(status) => return Ok(status.into_http()),
-                        },
-                        Err(status) => return Ok(status.into_http()),
-                    }
-                } else {
-                    (Either::Left(Deadline::new(body, RECEIVE_TIMEOUT)), None)
-                };
-                let export = OtlpExport {
-                    signal,
-                    context,
-                    receiving: Some(receiving),
-                    compressed,
-                };
-                let request = Request::from_parts(parts, body);
-                Ok(too_large_is_resource_exhausted(
-                    grpc.unary(export, request).await,
-                ))
+                Ok(super::otlp::export(context, signal, receiving, request).await)
             }),
             Some(Route::Otap(signal)) => Box::pin(async move {
                 let codec = tonic_prost::ProstCodec::<
