@@ -9,13 +9,14 @@
 # a multiple of 1's.
 #
 # usage: [PENSTOCK_BIN=path] [RUNS=3] [RECORDS=4000000] [BATCH=4096] [PIPELINE=full]
-#        benches/compare/scaling.sh
+#        [DISTINCT=16 (0: every batch generated)] benches/compare/scaling.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 runs="${RUNS:-3}"
 records="${RECORDS:-4000000}"
 batch="${BATCH:-4096}"
 pipeline="${PIPELINE:-full}"
+distinct="${DISTINCT:-16}"
 bin="${PENSTOCK_BIN:-target/release/penstock}"
 [ -x "$bin" ] || cargo build --release -p penstock-server --locked
 . benches/compare/pipelines.sh
@@ -23,7 +24,7 @@ out=target/compare
 mkdir -p "$out"
 sql="$out/scaling.sql"
 {
-  echo "CREATE SOURCE gen FROM GENERATOR WITH (signal = 'logs', rate = 0, batch = $batch, records = $records);"
+  echo "CREATE SOURCE gen FROM GENERATOR WITH (signal = 'logs', rate = 0, batch = $batch, records = $records, distinct = $distinct);"
   echo "CREATE SINK quiet TO CONSOLE WITH (limit = 0);"
   echo "CREATE PIPELINE p FROM gen AS BEGIN"
   penstock_statements "$pipeline"

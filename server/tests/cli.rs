@@ -238,3 +238,50 @@ fn run_reports_progress_and_refuses_zero_workers() {
     assert!(line.contains("| sinks quiet "), "{line}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// With `distinct = 2`, a generator makes two batches and sends them in turn: 8 batches of
+/// 25 logs archived hold only 50 different records, and every record 4 times; without it,
+/// every record is new.
+#[test]
+fn a_generator_with_distinct_batches_sends_them_in_turn() {
+    let dir = temp("distinct");
+    for (distinct, different) in [(", distinct = 2", 50), ("", 200)] {
+        let out = dir.join("logs.jsonl");
+        let _ = std::fs::remove_file(&out);
+        let file = dir.join("distinct.sql");
+        std::fs::write(
+            &file,
+            format!(
+                "CREATE SOURCE gen FROM GENERATOR WITH (signal = 'logs', batch = 25, records = 200{distinct});
+                 CREATE SINK archive TO FILE WITH (path = '{}');
+                 CREATE PIPELINE p FROM gen AS BEGIN INSERT INTO archive SELECT * FROM logs; END;",
+                out.display()
+            ),
+        )
+        .expect("write");
+        let (ok, stdout, stderr) =
+            penstock(&["run", "--workers", "1", file.to_str().expect("utf-8 path")]);
+        assert!(ok, "{stdout}\n{stderr}");
+        let text = std::fs::read_to_string(&out).expect("the archive");
+        let mut records: Vec<String> = text
+            .lines()
+            .flat_map(|line| {
+                let request: serde_json::Value = serde_json::from_str(line).expect("JSON");
+                let mut found = Vec::new();
+                for rl in request["resourceLogs"].as_array().into_iter().flatten() {
+                    for sl in rl["scopeLogs"].as_array().into_iter().flatten() {
+                        for r in sl["logRecords"].as_array().into_iter().flatten() {
+                            found.push(r.to_string());
+                        }
+                    }
+                }
+                found
+            })
+            .collect();
+        assert_eq!(records.len(), 200, "{distinct}");
+        records.sort();
+        records.dedup();
+        assert_eq!(records.len(), different, "{distinct}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

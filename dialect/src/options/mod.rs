@@ -196,6 +196,12 @@ pub fn source_options(kind: SourceKind) -> Vec<OptionSpec> {
             opt("batch", Count, false, "records per batch"),
             opt("records", Count, false, "stop after this many records"),
             opt("seed", Count, false, "random seed"),
+            opt(
+                "distinct",
+                Count,
+                false,
+                "batches made once per worker and sent in turn (0: every batch is new)",
+            ),
         ],
         SourceKind::File => vec![
             opt("path", Str, true, "OTLP JSON lines file"),

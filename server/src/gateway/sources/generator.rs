@@ -4,6 +4,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
+
 use penstock_dialect::Source;
 use penstock_dialect::model::Table;
 use penstock_engine::Signal;
@@ -37,6 +39,9 @@ pub struct Share {
     pub records: Option<u64>,
     /// Random seed.
     pub seed: u64,
+    /// Batches made once and sent in turn (0: every batch is made anew): the load then costs
+    /// only the decoding a receiver does, not the generating.
+    pub distinct: usize,
 }
 
 impl Share {
@@ -58,6 +63,7 @@ impl Share {
             rate: o.count("rate").unwrap_or(0) as f64 / workers as f64,
             records: o.count("records").map(split),
             seed: o.count("seed").unwrap_or(1) + worker as u64 * 7919,
+            distinct: o.count("distinct").unwrap_or(0).min(4096) as usize,
         }
     }
 }
@@ -71,6 +77,7 @@ pub async fn run(
     telemetry: Arc<Telemetry>,
 ) -> Result<u64, GatewayError> {
     let mut data = DataGen::new(share.seed);
+    let mut kept = Kept::default();
     let mut made = 0u64;
     let mut in_flight = JoinSet::new();
     let start = Instant::now();
@@ -89,11 +96,7 @@ pub async fn run(
                 _ = shutdown.changed() => break,
             }
         }
-        let bytes = match share.signal {
-            Signal::Logs => data.logs(n).encode_to_vec(),
-            Signal::Traces => data.traces(n).encode_to_vec(),
-            Signal::Metrics => data.metrics(n).encode_to_vec(),
-        };
+        let bytes = made_or_kept(&mut data, &mut kept, share.signal, n, share.distinct);
         let batches =
             penstock_engine::otlp::decode::decode(share.signal, &bytes).map_err(|source| {
                 GatewayError::Generate {
@@ -131,6 +134,48 @@ pub async fn run(
         });
     }
     Ok(made)
+}
+
+/// The encoded requests a share with `distinct` batches sends in turn.
+#[derive(Default)]
+struct Kept {
+    requests: Vec<(usize, Bytes)>,
+    next: usize,
+}
+
+/// The encoded request of the next `n` records: made anew, or, with `distinct` batches, one
+/// of those made before (of `n` records) in turn.
+fn made_or_kept(
+    data: &mut DataGen,
+    kept: &mut Kept,
+    signal: Signal,
+    n: usize,
+    distinct: usize,
+) -> Bytes {
+    let make = |data: &mut DataGen| -> Bytes {
+        match signal {
+            Signal::Logs => data.logs(n).encode_to_vec(),
+            Signal::Traces => data.traces(n).encode_to_vec(),
+            Signal::Metrics => data.metrics(n).encode_to_vec(),
+        }
+        .into()
+    };
+    if distinct == 0 {
+        return make(data);
+    }
+    if kept.requests.len() < distinct {
+        let bytes = make(data);
+        kept.requests.push((n, bytes.clone()));
+        return bytes;
+    }
+    let (size, bytes) = &kept.requests[kept.next % distinct];
+    kept.next += 1;
+    if *size == n {
+        bytes.clone()
+    } else {
+        // The last, shorter batch of a set number of records.
+        make(data)
+    }
 }
 
 /// Batches a generator could not deliver: each is counted on the source's flow; the first
