@@ -28,6 +28,12 @@ def median(rows, system, cell, key):
     return statistics.median(values) if values else None
 
 
+def completed(rows, system, cell):
+    """Runs of the cell that completed, of those made, as "2/3"."""
+    made = [r for r in rows if r["system"] == system and r["cell"] == cell]
+    return f"{sum(r['logs_per_s'] > 0 for r in made)}/{len(made)}"
+
+
 def fmt(value, spec):
     return "n/a" if value is None else format(value, spec)
 
@@ -48,8 +54,9 @@ def table(rows, cells):
     lines = [
         "| cell (in-out-compression-batch-workers-pipeline) | Penstock logs/s | Collector logs/s "
         "| Penstock CPU-s/M | Collector CPU-s/M | Collector / Penstock CPU | codec floor CPU-s/M "
-        "| Penstock / floor | wire bytes per log | Penstock peak RSS | Collector peak RSS |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| Penstock / floor | wire bytes per log | Penstock peak RSS | Collector peak RSS "
+        "| runs completed (Penstock, Collector) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for cell in cells:
         m = {(s, k): median(rows, s, cell, k) for s in SYSTEMS
@@ -66,7 +73,8 @@ def table(rows, cells):
             f"| {times(ratio(m[('penstock', 'cpu_s_per_million')], floor) if floor else None)} "
             f"| {fmt(m[('penstock', 'wire_bytes_per_log')], '.1f')} "
             f"| {mebibytes(m[('penstock', 'peak_rss_bytes')])} "
-            f"| {mebibytes(m[('collector', 'peak_rss_bytes')])} |")
+            f"| {mebibytes(m[('collector', 'peak_rss_bytes')])} "
+            f"| {completed(rows, 'penstock', cell)}, {completed(rows, 'collector', cell)} |")
     return "\n".join(lines) + "\n"
 
 

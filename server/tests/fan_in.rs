@@ -539,3 +539,47 @@ fn key_count(otlp: &[u8], key: &str) -> usize {
         })
         .sum()
 }
+
+/// Request bodies that are not exactly one gRPC message, sent raw on one HTTP/2 connection:
+/// each is answered with a status (INVALID_ARGUMENT; INTERNAL for a message flagged
+/// compressed without an encoding), never a broken stream or connection, and the same
+/// connection then gets a good request acknowledged.
+#[test]
+fn broken_request_frames_are_refused_and_the_connection_goes_on() {
+    let _serial = one_at_a_time();
+    let gateway = gateway("fan_in_broken_frames", "1", "");
+    let message = DataGen::new(3).logs(20).encode_to_vec();
+    let good = grpc_frame(&message, false);
+    let mut trailing = good.to_vec();
+    trailing.extend_from_slice(&good);
+    let mut flagged = good.to_vec();
+    flagged[0] = 2;
+    let broken: [(&str, Bytes); 5] = [
+        ("shorter than a prefix", Bytes::from_static(&[0, 0, 0])),
+        ("cut short", good.slice(..good.len() - 1)),
+        ("two messages", Bytes::from(trailing)),
+        ("compressed flag 2", Bytes::from(flagged)),
+        ("empty", Bytes::new()),
+    ];
+    let url = gateway.url();
+    block_on(async {
+        let mut sender = connect_h2(url.trim_start_matches("http://")).await;
+        for (what, frame) in broken {
+            let status = export(&mut sender, &url, frame, false).await;
+            assert_eq!(status.code(), Code::InvalidArgument, "{what}: {status:?}");
+        }
+        // Flagged compressed, without grpc-encoding: INTERNAL, as gRPC's compression
+        // specification says.
+        let mut flagged = good.to_vec();
+        flagged[0] = 1;
+        let status = export(&mut sender, &url, Bytes::from(flagged), false).await;
+        assert_eq!(status.code(), Code::Internal, "{status:?}");
+        let status = export(&mut sender, &url, good.clone(), false).await;
+        assert_eq!(status.code(), Code::Ok, "{status:?}");
+    });
+    gateway.wait_until("the good request counted", |g| {
+        g.metric("penstock_source_records_total{source=\"otlp\"}") == 20.0
+    });
+    let (clean, _) = gateway.terminate();
+    assert!(clean, "the gateway did not stop cleanly");
+}

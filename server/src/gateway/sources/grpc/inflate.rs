@@ -17,6 +17,9 @@ pub enum InflateError {
     /// It inflates to more than the source accepts.
     #[error("the request message inflates to more than {0} bytes")]
     TooLarge(usize),
+    /// Its zstd frame asks for a larger window than the source allows (2^N bytes).
+    #[error("the request message's zstd window is over {} bytes", 1u64 << .0)]
+    WindowTooLarge(u32),
     /// It is not valid for its encoding.
     #[error("decompressing the request message: {0}")]
     Corrupt(std::io::Error),
@@ -61,7 +64,14 @@ pub fn message(message: &[u8], encoding: &str, max: usize) -> Option<Result<Byte
     };
     Some(match inflated {
         Ok(out) if out.len() > max => Err(InflateError::TooLarge(max)),
-        Ok(out) => Ok(Bytes::from(out)),
+        Ok(mut out) => {
+            // The message is admitted for its length: a buffer grown past it by a guess gives
+            // the room back (a copy, only where the sender did not say the size).
+            if out.capacity() - out.len() > out.len() / 8 {
+                out.shrink_to_fit();
+            }
+            Ok(Bytes::from(out))
+        }
         Err(e) => Err(e),
     })
 }
@@ -75,14 +85,22 @@ thread_local! {
 /// Inflates the zstd frames of `message` straight into a buffer's spare capacity: `room`
 /// bytes at first, grown by half (at least 64 KiB) when full; at most `max` bytes.
 fn zstd_into(message: &[u8], room: usize, max: usize) -> Result<Vec<u8>, InflateError> {
+    let window = window_log(max);
     let corrupt = |code| {
         let name = zstd::zstd_safe::get_error_name(code);
+        if name == WINDOW_TOO_LARGE {
+            return InflateError::WindowTooLarge(window);
+        }
         InflateError::Corrupt(std::io::Error::other(name))
     };
     DCTX.with(|cell| {
         let mut cell = cell.borrow_mut();
         let dctx = cell.get_or_insert_with(zstd::zstd_safe::DCtx::create);
         dctx.reset(zstd::zstd_safe::ResetDirective::SessionOnly)
+            .map_err(corrupt)?;
+        // A frame may not ask for a window larger than the largest message needs (zstd allows
+        // 128 MiB, which the worker's reused context would then keep).
+        dctx.set_parameter(zstd::zstd_safe::DParameter::WindowLogMax(window))
             .map_err(corrupt)?;
         let mut input = zstd::zstd_safe::InBuffer::around(message);
         let mut out: Vec<u8> = Vec::with_capacity(room);
@@ -115,6 +133,16 @@ fn zstd_into(message: &[u8], room: usize, max: usize) -> Result<Vec<u8>, Inflate
     })
 }
 
+/// zstd's name for the error of a frame whose window is over the limit.
+const WINDOW_TOO_LARGE: &str = "Frame requires too much memory for decoding";
+
+/// The window log that covers `max` bytes: at least 2^24 (what zstd's levels up to 19 use,
+/// whatever the input's size), at most zstd's default limit of 2^27.
+fn window_log(max: usize) -> u32 {
+    let bits = usize::BITS - max.saturating_sub(1).leading_zeros();
+    bits.clamp(24, 27)
+}
+
 #[cfg(test)]
 mod tests {
     use std::io::Write;
@@ -143,6 +171,27 @@ mod tests {
                 "{encoding}"
             );
         }
+    }
+
+    #[test]
+    fn windows_cover_the_largest_message_and_no_more() {
+        assert_eq!(window_log(16 << 20), 24);
+        assert_eq!(window_log((16 << 20) + 1), 25);
+        assert_eq!(window_log(1), 24);
+        assert_eq!(window_log(usize::MAX), 27);
+        // A frame whose window is over the limit is refused, not inflated.
+        let message = vec![7u8; 1 << 20];
+        let mut encoder = zstd::stream::write::Encoder::new(Vec::new(), 1).unwrap();
+        encoder.window_log(25).unwrap();
+        encoder.write_all(&message).unwrap();
+        let wide = encoder.finish().unwrap();
+        let refused = super::message(&wide, "zstd", 16 << 20).unwrap();
+        assert!(
+            matches!(refused, Err(InflateError::WindowTooLarge(24))),
+            "{refused:?}"
+        );
+        let inflated = super::message(&wide, "zstd", 32 << 20).unwrap().unwrap();
+        assert_eq!(inflated.len(), message.len());
     }
 
     #[test]

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http::header::CONTENT_TYPE;
 use http::{HeaderMap, HeaderValue, Request, Response};
 use http_body_util::{BodyExt, Full};
@@ -63,23 +63,62 @@ async fn receive_message(
     body: Incoming,
 ) -> Result<(Bytes, Option<Admitted>), Status> {
     let max = context.limits.max_message_bytes;
-    let limited = http_body_util::Limited::new(Deadline::new(body, RECEIVE_TIMEOUT), max + 5);
-    let bytes = match limited.collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
-            let message = format!("the request message exceeds {max} bytes");
-            return Err(Fault::TooLarge.to_status(message));
-        }
-        Err(e) => return Err(Status::cancelled(format!("reading the request: {e}"))),
-    };
+    let frame = read_frame(Deadline::new(body, RECEIVE_TIMEOUT), max).await?;
     // The prefix's first byte says whether the message is compressed.
-    if bytes.first() != Some(&1) {
-        return Ok((bytes, None));
+    if frame.first() != Some(&1) {
+        return Ok((frame, None));
     }
-    let admitted = admit(context, bytes.len())
+    let admitted = admit(context, frame.len())
         .await
         .map_err(|e| e.to_status())?;
-    Ok((bytes, Some(admitted)))
+    Ok((frame, Some(admitted)))
+}
+
+/// The whole body: a message over `max` bytes is refused from its prefix, before it is read;
+/// a body that comes in one piece is taken as it is, else the pieces are gathered into one
+/// buffer of the size the prefix says (what does not fit is left for [`message_of`] to
+/// refuse).
+async fn read_frame<B>(mut body: B, max: usize) -> Result<Bytes, Status>
+where
+    B: http_body::Body<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
+    // The first piece, kept as it is until a second one comes; then the buffer they go into.
+    let mut first: Option<Bytes> = None;
+    let mut buffer: Option<BytesMut> = None;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| Status::cancelled(format!("reading the request: {e}")))?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        match (buffer.as_mut(), first.take()) {
+            (Some(buffer), _) => buffer.extend_from_slice(&data),
+            (None, None) => first = Some(data),
+            (None, Some(piece)) => {
+                let claimed = claimed_length(&piece).map_or(0, |n| n.min(max) + 5);
+                let mut gathered = BytesMut::with_capacity(claimed.max(piece.len() + data.len()));
+                gathered.extend_from_slice(&piece);
+                gathered.extend_from_slice(&data);
+                buffer = Some(gathered);
+            }
+        }
+        let seen = buffer.as_deref().or(first.as_deref()).unwrap_or_default();
+        if seen.len() > max + 5 || claimed_length(seen).is_some_and(|n| n > max) {
+            return Err(
+                Fault::TooLarge.to_status(format!("the request message exceeds {max} bytes"))
+            );
+        }
+    }
+    Ok(match buffer {
+        Some(buffer) => buffer.freeze(),
+        None => first.unwrap_or_default(),
+    })
+}
+
+/// The message length a body's 5-byte prefix says, once the prefix is there.
+fn claimed_length(body: &[u8]) -> Option<usize> {
+    let (&[_, a, b, c, d], _) = body.split_first_chunk::<5>()?;
+    Some(u32::from_be_bytes([a, b, c, d]) as usize)
 }
 
 /// The message of `frame` (a whole request body: flag, length, message), inflated when
@@ -107,17 +146,30 @@ fn message_of(headers: &HeaderMap, frame: Bytes, max: usize) -> Result<Bytes, St
             let encoding = encoding.unwrap_or("identity");
             match inflate::message(message, encoding, max) {
                 Some(Ok(inflated)) => Ok(inflated),
-                Some(Err(e @ InflateError::TooLarge(_))) => {
+                Some(Err(e @ (InflateError::TooLarge(_) | InflateError::WindowTooLarge(_)))) => {
                     Err(Fault::TooLarge.to_status(e.to_string()))
                 }
                 Some(Err(e)) => Err(malformed(e.to_string())),
-                None if encoding == "identity" => Err(malformed(
-                    "the message is flagged compressed but the call has no grpc-encoding".into(),
-                )),
-                None => Err(Fault::Unimplemented.to_status(format!(
-                    "grpc-encoding {encoding} is not supported ({} are)",
-                    inflate::ENCODINGS
+                // As the gRPC compression specification says: INTERNAL for a compressed
+                // message without an encoding, UNIMPLEMENTED (with the encodings accepted)
+                // for an encoding not supported.
+                None if encoding == "identity" => Err(Status::internal(format!(
+                    "the message is flagged compressed but the call's grpc-encoding is {}",
+                    headers
+                        .get("grpc-encoding")
+                        .map_or("absent", |_| "identity")
                 ))),
+                None => {
+                    let mut status = Fault::Unimplemented.to_status(format!(
+                        "grpc-encoding {encoding} is not supported ({} are)",
+                        inflate::ENCODINGS
+                    ));
+                    status.metadata_mut().insert(
+                        "grpc-accept-encoding",
+                        tonic::metadata::MetadataValue::from_static(inflate::ENCODINGS),
+                    );
+                    Err(status)
+                }
             }
         }
         other => Err(malformed(format!(
@@ -190,9 +242,11 @@ mod tests {
         two.extend_from_slice(&framed(0, message));
         assert_eq!(code(&none, Bytes::from(two)), invalid);
         assert_eq!(code(&none, framed(2, message)), invalid);
-        assert_eq!(code(&none, framed(1, message)), invalid);
+        assert_eq!(code(&none, framed(1, message)), tonic::Code::Internal);
         assert_eq!(code(&encoded("zstd"), framed(1, message)), invalid);
-        let snappy = code(&encoded("snappy"), framed(1, message));
-        assert_eq!(snappy, tonic::Code::Unimplemented);
+        let snappy = message_of(&encoded("snappy"), framed(1, message), 1 << 20).unwrap_err();
+        assert_eq!(snappy.code(), tonic::Code::Unimplemented);
+        let accepted = snappy.metadata().get("grpc-accept-encoding").unwrap();
+        assert_eq!(accepted.to_str().unwrap(), inflate::ENCODINGS);
     }
 }
