@@ -43,18 +43,18 @@ pub fn export_path(signal: Signal) -> &'static str {
 }
 
 impl Transport for Grpc {
-    type Request = Bytes;
+    type Request = unary::Framed;
 
-    fn prepare(&self, _signal: Signal, protobuf: Bytes) -> Result<Bytes, String> {
-        Ok(protobuf)
+    fn prepare(&self, _signal: Signal, protobuf: Bytes) -> Result<unary::Framed, String> {
+        unary::frame(&protobuf, self.compression).map_err(|s| s.message().to_string())
     }
 
-    async fn send(&self, signal: Signal, request: &Bytes) -> Result<Accepted, Failure> {
+    async fn send(&self, signal: Signal, request: &unary::Framed) -> Result<Accepted, Failure> {
         let path = export_path(signal);
         let reply = unary::call(
             &self.upstream,
             path,
-            request,
+            request.clone(),
             self.compression,
             self.timeout,
         )

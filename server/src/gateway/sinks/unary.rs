@@ -18,9 +18,9 @@ use crate::gateway::status::from_http;
 /// Largest response accepted (an export response is a few bytes).
 const MAX_RESPONSE_BYTES: usize = 4 << 20;
 
-/// The gRPC frame of `message` as a request body: flag and length, then the bytes as they
-/// are (not copied), or compressed into the frame.
-fn frame(message: &Bytes, compression: Compression) -> Result<Chunks, Status> {
+/// The gRPC frame of `message` as a request body, made once however often it is sent: flag
+/// and length, then the bytes as they are (not copied), or compressed into the frame.
+pub fn frame(message: &Bytes, compression: Compression) -> Result<Framed, Status> {
     let prefix = |flag: bool, length: usize| -> Result<[u8; 5], Status> {
         let length = u32::try_from(length)
             .map_err(|_| Status::internal("the request is larger than 4 GiB"))?;
@@ -29,21 +29,21 @@ fn frame(message: &Bytes, compression: Compression) -> Result<Chunks, Status> {
     };
     if compression == Compression::None {
         let prefix = Bytes::copy_from_slice(&prefix(false, message.len())?);
-        return Ok(Chunks(VecDeque::from([prefix, message.clone()])));
+        return Ok(Framed(VecDeque::from([prefix, message.clone()])));
     }
     let out = compress::append(vec![0; 5], message, compression)
         .map_err(|e| Status::internal(format!("compressing the request: {e}")))?;
     let mut out = out;
     let prefix = prefix(true, out.len() - 5)?;
     out[..5].copy_from_slice(&prefix);
-    Ok(Chunks(VecDeque::from([Bytes::from(out)])))
+    Ok(Framed(VecDeque::from([Bytes::from(out)])))
 }
 
-/// A request body made of chunks already in memory.
-#[derive(Debug)]
-struct Chunks(VecDeque<Bytes>);
+/// A gRPC request body made of chunks already in memory (cloned to send it again).
+#[derive(Debug, Clone)]
+pub struct Framed(VecDeque<Bytes>);
 
-impl http_body::Body for Chunks {
+impl http_body::Body for Framed {
     type Data = Bytes;
     type Error = std::convert::Infallible;
 
@@ -81,15 +81,15 @@ pub enum Reply {
 /// The compressions a response may come in; sent as `grpc-accept-encoding`.
 const ACCEPTED_ENCODINGS: &str = "gzip,zstd,identity";
 
-/// Calls `path` with `message` and returns the response message's bytes.
+/// Calls `path` with `body` (framed with `compression`) and returns the response message's
+/// bytes.
 pub async fn call(
     upstream: &Upstream,
     path: &'static str,
-    message: &Bytes,
+    body: Framed,
     compression: Compression,
     timeout: Duration,
 ) -> Result<Reply, Status> {
-    let body = frame(message, compression)?;
     let mut request = http::Request::post(path)
         .header(CONTENT_TYPE, "application/grpc")
         .header(TE, "trailers")
@@ -220,7 +220,7 @@ mod tests {
     #[test]
     fn frames_carry_the_flag_and_length() {
         let message = Bytes::from(b"hello hello hello hello".repeat(10));
-        let whole = |chunks: Chunks| -> Vec<u8> { chunks.0.into_iter().flatten().collect() };
+        let whole = |chunks: Framed| -> Vec<u8> { chunks.0.into_iter().flatten().collect() };
         let plain = frame(&message, Compression::None).unwrap();
         assert_eq!(plain.0[1].as_ptr(), message.as_ptr(), "not copied");
         let plain = whole(plain);
