@@ -25,6 +25,7 @@ use tonic::codegen::http::uri::PathAndQuery;
 use tonic::{Code, Status};
 
 use common::{Gateway, block_on, temp_dir};
+use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest as LogsRequest;
 
 /// Records per request: 4096 logs make a request of about 1.3 MB.
 const RECORDS: usize = 4096;
@@ -418,18 +419,7 @@ fn forwarded_streams_open_at_once_reach_a_backend_that_limits_concurrent_streams
     });
     let ok = StatusCode::Ok as i32;
     assert!(statuses.iter().all(|s| *s == ok), "{statuses:?}");
-    let mut records = 0;
-    while records < 2 * STREAMS * 256 {
-        let (_, otlp) = frames
-            .recv_timeout(DEADLINE)
-            .unwrap_or_else(|_| panic!("{records} of {} records arrived", 2 * STREAMS * 256));
-        let request =
-            opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest::decode(
-                otlp.as_slice(),
-            )
-            .unwrap();
-        records += common::otlp_go::log_records(&request);
-    }
+    receive_logs(&frames, 2 * STREAMS * 256, |_| {});
     let forwarded = common::otlp_go::series(
         &relay.metrics_text(),
         "penstock_otap_batches_total{path=\"forwarded\"}",
@@ -470,29 +460,22 @@ fn otlp_200_gzip_senders_spliced_into_a_grpc_go_receiver() {
     );
     const SENDERS: usize = 200;
     let body = logs_body();
-    let renamed_per_request = key_count(&body, "exception.type");
+    let renamed_per_request = key_count(
+        &LogsRequest::decode(body.as_ref()).unwrap(),
+        "exception.type",
+    );
     assert!(renamed_per_request > 0, "the requests have keys to rename");
     let tally = block_on(fan_in_otlp(&relay.url(), SENDERS, body, true));
     assert_eq!(tally.acked.load(Relaxed), SENDERS as u64);
-    let (mut records, mut renamed) = (0, 0);
-    while records < SENDERS * RECORDS {
-        let (_, otlp) = receiver
-            .frames()
-            .recv_timeout(DEADLINE)
-            .unwrap_or_else(|_| panic!("{records} of {} records arrived", SENDERS * RECORDS));
+    let mut renamed = 0;
+    let records = receive_logs(receiver.frames(), SENDERS * RECORDS, |request| {
         assert_eq!(
-            key_count(&otlp, "exception.type"),
+            key_count(request, "exception.type"),
             0,
             "a key left as it was"
         );
-        renamed += key_count(&otlp, "error.type");
-        let request =
-            opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest::decode(
-                otlp.as_slice(),
-            )
-            .unwrap();
-        records += common::otlp_go::log_records(&request);
-    }
+        renamed += key_count(request, "error.type");
+    });
     assert_eq!(records, SENDERS * RECORDS, "records received");
     assert!(renamed >= SENDERS * renamed_per_request, "renamed keys");
     let text = relay.metrics_text();
@@ -514,11 +497,27 @@ fn otlp_200_gzip_senders_spliced_into_a_grpc_go_receiver() {
     assert_eq!(rest.items, [0; 3], "records received twice");
 }
 
-/// How many attribute keys equal to `key` the OTLP logs request `otlp` holds, anywhere.
-fn key_count(otlp: &[u8], key: &str) -> usize {
-    let request =
-        opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest::decode(otlp)
-            .unwrap();
+/// Reads a receiver's frames (OTLP logs requests) until `records` log records arrived, each
+/// request decoded and handed to `each`; returns the records that arrived.
+fn receive_logs(
+    frames: &std::sync::mpsc::Receiver<(u8, Vec<u8>)>,
+    records: usize,
+    mut each: impl FnMut(&LogsRequest),
+) -> usize {
+    let mut arrived = 0;
+    while arrived < records {
+        let (_, otlp) = frames
+            .recv_timeout(DEADLINE)
+            .unwrap_or_else(|_| panic!("{arrived} of {records} records arrived"));
+        let request = LogsRequest::decode(otlp.as_slice()).unwrap();
+        arrived += common::otlp_go::log_records(&request);
+        each(&request);
+    }
+    arrived
+}
+
+/// How many attribute keys equal to `key` a logs request holds, on resources and records.
+fn key_count(request: &LogsRequest, key: &str) -> usize {
     let keys = |attrs: &[opentelemetry_proto::tonic::common::v1::KeyValue]| {
         attrs.iter().filter(|kv| kv.key == key).count()
     };
@@ -529,12 +528,8 @@ fn key_count(otlp: &[u8], key: &str) -> usize {
             rl.resource.as_ref().map_or(0, |r| keys(&r.attributes))
                 + rl.scope_logs
                     .iter()
-                    .map(|sl| {
-                        sl.log_records
-                            .iter()
-                            .map(|r| keys(&r.attributes))
-                            .sum::<usize>()
-                    })
+                    .flat_map(|sl| &sl.log_records)
+                    .map(|r| keys(&r.attributes))
                     .sum::<usize>()
         })
         .sum()
