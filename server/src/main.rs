@@ -20,6 +20,36 @@ use penstock_server::{cli, gateway};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// mimalloc's `mi_option_purge_decommits` (`mimalloc.h`, the same in its v2 and v3): whether
+/// memory the allocator gives back is decommitted (1, unmapped) or only reset (0, MADV_FREE).
+const MI_OPTION_PURGE_DECOMMITS: libmimalloc_sys::mi_option_t = 5;
+
+/// How the gateway's memory is held, set before it starts.
+///
+/// Transparent huge pages are turned off for the process: mimalloc asks for them on its
+/// arenas, and each 2 MiB page is resident (and zeroed) whole as soon as one byte of it is
+/// used. Without them the peak RSS of OTLP → OTLP with 4096-log requests is about 12 MiB
+/// lower, at the same CPU.
+///
+/// Without a memory limit, memory the allocator gives back (a second after it was freed) is
+/// marked free for the kernel to take when it needs it (MADV_FREE) rather than unmapped. Under
+/// steady load the next requests reuse it, and unmapped memory would be faulted in and zeroed
+/// again: about 10% of the gateway's CPU on OTLP → OTLP. With a limit the default stays: the
+/// limit watches resident memory, which memory reset this way still counts until the kernel
+/// takes it. `MIMALLOC_PURGE_DECOMMITS` in the environment wins.
+#[allow(unsafe_code)]
+fn hold_memory(memory_limit: Option<u64>) {
+    if let Err(e) = rustix::thread::disable_transparent_huge_pages(true) {
+        tracing::debug!("transparent huge pages stay on: {e}");
+    }
+    if memory_limit.is_some() || std::env::var_os("MIMALLOC_PURGE_DECOMMITS").is_some() {
+        return;
+    }
+    // SAFETY: mi_option_set stores an integer in mimalloc's option table (an atomic store);
+    // it has no preconditions and may be called at any time from any thread.
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DECOMMITS, 0) };
+}
+
 /// How often `run` reports progress.
 const PROGRESS_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -273,6 +303,7 @@ fn main() -> ExitCode {
             query_tls_cert,
             query_tls_key,
         } => logging::init(log_format).and_then(|()| {
+            hold_memory(memory_limit);
             let query = query_listen.map(|listen| penstock_server::query::QueryOptions {
                 recent_bytes,
                 memory_bytes: query_memory,

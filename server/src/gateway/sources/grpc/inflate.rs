@@ -1,7 +1,9 @@
 //! Compressed OTLP messages inflated in one pass. The message is already received whole (to be
-//! admitted for its compressed size), so it is read in place and inflated into a buffer sized
-//! from the zstd frame's content size when the sender wrote it: nothing is copied to grow a
-//! buffer, and the export reads the inflated message where it was written.
+//! admitted for its compressed size), so it is read in place and a zstd message is inflated
+//! straight into one buffer: sized from the frame's content size when the sender wrote it, or
+//! from the ratio the worker's recent messages inflated by when not (streaming senders do not
+//! know it). Nothing is copied to grow a buffer or through zstd's window, and the export reads
+//! the inflated message where it was written.
 
 use std::io::Read;
 
@@ -46,14 +48,16 @@ pub fn message(message: &[u8], encoding: &str, max: usize) -> Option<Result<Byte
     // to be seen without growing the buffer) and believable (the sender says it), a guess
     // otherwise.
     let believable = message.len().saturating_mul(MAX_TRUSTED_RATIO);
-    let room = match hint {
-        Some(n) if n <= believable => n + 1,
-        _ => message.len().saturating_mul(4),
-    };
-    let room = room.min(max + 1);
     let inflated = match encoding {
-        "zstd" => zstd_into(message, room, max),
+        "zstd" => {
+            let room = match hint {
+                Some(n) if n <= believable => n + 1,
+                _ => RATIO.with(|ratio| ratio.get().room(message.len())),
+            };
+            zstd_whole(message, room.min(max + 1), max)
+        }
         _ => {
+            let room = message.len().saturating_mul(4).min(max + 1);
             let mut out = Vec::with_capacity(room);
             flate2::read::GzDecoder::new(message)
                 .take(max as u64 + 1)
@@ -80,6 +84,91 @@ thread_local! {
     /// A worker's zstd decompression context, reused from one message to the next.
     static DCTX: std::cell::RefCell<Option<zstd::zstd_safe::DCtx<'static>>> =
         const { std::cell::RefCell::new(None) };
+    /// How much the worker's recent zstd messages inflated.
+    static RATIO: std::cell::Cell<Ratio> = const { std::cell::Cell::new(Ratio::FIRST) };
+}
+
+/// The most a worker's recent zstd messages inflated by (inflated bytes per compressed byte),
+/// to size the buffer of a message that does not say its size: the largest ratio seen, let go
+/// of slowly, so that a buffer is seldom too small (which costs inflating the message again)
+/// and seldom much too large (which costs a copy into a smaller one).
+#[derive(Debug, Clone, Copy)]
+struct Ratio(f64);
+
+impl Ratio {
+    /// Before any message: what OTLP usually compresses by.
+    const FIRST: Ratio = Ratio(4.0);
+    /// How much of the largest ratio seen is kept at each message.
+    const KEPT: f64 = 0.97;
+    /// Room over the expected size.
+    const MARGIN: f64 = 1.05;
+
+    /// The room to inflate `compressed` bytes into.
+    fn room(self, compressed: usize) -> usize {
+        (compressed as f64 * self.0 * Self::MARGIN) as usize + 1024
+    }
+
+    /// Learns from a message of `compressed` bytes that inflated to `inflated`.
+    fn saw(self, compressed: usize, inflated: usize) -> Ratio {
+        let ratio = inflated as f64 / compressed.max(1) as f64;
+        Ratio(ratio.max(self.0 * Self::KEPT))
+    }
+}
+
+/// Inflates the zstd frames of `message` (at most `max` bytes) into a buffer of `room` bytes in
+/// one call, which writes them where they end up; when they do not fit, into a buffer that
+/// grows as they are inflated.
+fn zstd_whole(message: &[u8], room: usize, max: usize) -> Result<Vec<u8>, InflateError> {
+    let window = window_log(max);
+    if frame_window(message).is_some_and(|bytes| bytes > 1u64 << window) {
+        return Err(InflateError::WindowTooLarge(window));
+    }
+    let whole = DCTX.with(|cell| {
+        let mut cell = cell.borrow_mut();
+        let dctx = cell.get_or_insert_with(zstd::zstd_safe::DCtx::create);
+        let mut out: Vec<u8> = Vec::with_capacity(room);
+        dctx.decompress(&mut out, message).map(|_| out)
+    });
+    match whole {
+        Ok(out) => {
+            RATIO.with(|ratio| ratio.set(ratio.get().saw(message.len(), out.len())));
+            Ok(out)
+        }
+        Err(code) if code == DESTINATION_TOO_SMALL && room <= max => {
+            let out = zstd_into(message, room.saturating_mul(2).min(max + 1), max)?;
+            RATIO.with(|ratio| ratio.set(ratio.get().saw(message.len(), out.len())));
+            Ok(out)
+        }
+        Err(code) if code == DESTINATION_TOO_SMALL => Err(InflateError::TooLarge(max)),
+        Err(code) => Err(InflateError::Corrupt(std::io::Error::other(
+            zstd::zstd_safe::get_error_name(code),
+        ))),
+    }
+}
+
+/// zstd's code for a destination buffer too small for what the input inflates to.
+const DESTINATION_TOO_SMALL: usize =
+    (zstd::zstd_safe::zstd_sys::ZSTD_ErrorCode::ZSTD_error_dstSize_tooSmall as usize)
+        .wrapping_neg();
+
+/// The window size the zstd frame at the start of `message` asks for (RFC 8878, 3.1.1.1), or
+/// None when `message` does not start with a zstd frame header.
+fn frame_window(message: &[u8]) -> Option<u64> {
+    const MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+    let (magic, rest) = message.split_first_chunk::<4>()?;
+    if *magic != MAGIC {
+        return None;
+    }
+    let (&descriptor, rest) = rest.split_first()?;
+    let single_segment = descriptor & 0x20 != 0;
+    if single_segment {
+        // The window is the content size, which the caller holds to the limit.
+        return Some(0);
+    }
+    let &window = rest.first()?;
+    let log = 10 + u32::from(window >> 3);
+    let base = 1u64 << log;
+    Some(base + (base / 8) * u64::from(window & 7))
 }
 
 /// Inflates the zstd frames of `message` straight into a buffer's spare capacity: `room`
@@ -171,6 +260,47 @@ mod tests {
                 "{encoding}"
             );
         }
+    }
+
+    #[test]
+    fn messages_that_do_not_say_their_size_are_sized_from_the_ratio_seen() {
+        let message = b"a log line that repeats itself ".repeat(4000);
+        let mut streamed = zstd::stream::write::Encoder::new(Vec::new(), 1).unwrap();
+        streamed.write_all(&message).unwrap();
+        let streamed = streamed.finish().unwrap();
+        let ratio = message.len() as f64 / streamed.len() as f64;
+        RATIO.with(|r| r.set(Ratio::FIRST));
+        assert!(
+            Ratio::FIRST.room(streamed.len()) < message.len(),
+            "too small at first"
+        );
+        // Inflated again into a larger buffer, and the ratio learned.
+        let out = super::message(&streamed, "zstd", 1 << 20).unwrap().unwrap();
+        assert_eq!(&out[..], &message[..]);
+        let learned = RATIO.with(std::cell::Cell::get);
+        assert!(learned.0 >= ratio, "{} < {ratio}", learned.0);
+        // The next one fits at once, without room to give back.
+        let room = learned.room(streamed.len());
+        assert!(room >= message.len() && room - message.len() <= message.len() / 8);
+        let out = super::message(&streamed, "zstd", 1 << 20).unwrap().unwrap();
+        assert_eq!(&out[..], &message[..]);
+        // A ratio let go of slowly.
+        let later = learned.saw(100, 100);
+        assert!(later.0 < learned.0 && later.0 > learned.0 * 0.9);
+    }
+
+    #[test]
+    fn frame_windows_are_read_from_the_header() {
+        let frame = |descriptor: u8, window: u8| [0x28, 0xb5, 0x2f, 0xfd, descriptor, window];
+        assert_eq!(frame_window(&frame(0x00, 0x00)), Some(1 << 10));
+        assert_eq!(frame_window(&frame(0x00, 14 << 3)), Some(1 << 24));
+        assert_eq!(frame_window(&frame(0x00, (14 << 3) | 4)), Some(3 << 23));
+        assert_eq!(frame_window(&frame(0x20, 0xff)), Some(0), "single segment");
+        assert_eq!(frame_window(b"not zstd"), None);
+        let mut encoder = zstd::stream::write::Encoder::new(Vec::new(), 1).unwrap();
+        encoder.window_log(25).unwrap();
+        encoder.write_all(b"x").unwrap();
+        assert_eq!(frame_window(&encoder.finish().unwrap()), Some(1 << 25));
     }
 
     #[test]
