@@ -663,7 +663,7 @@ async fn read_statuses(
     grpc.ready()
         .await
         .map_err(|e| tonic::Status::unavailable(format!("connecting: {e}")))?;
-    let codec = tonic_prost::ProstCodec::<BatchArrowRecords, BatchStatus>::default();
+    let codec = crate::gateway::codec::SizedCodec::<BatchArrowRecords, BatchStatus>::default();
     let path = http::uri::PathAndQuery::from_static(stream_path(signal));
     let response = grpc
         .streaming(upstream.request(ReceiverStream::new(outgoing)), path, codec)
