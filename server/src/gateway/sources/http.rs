@@ -297,7 +297,7 @@ async fn export(request: Request<Incoming>, context: &SourceContext) -> Result<F
             }
         },
     };
-    export_otlp(context, signal, &protobuf)
+    export_otlp(context, signal, protobuf)
         .await
         .map_err(|e| refused_for(&e))?;
     Ok(format)

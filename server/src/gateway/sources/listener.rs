@@ -507,11 +507,12 @@ pub enum ExportError {
 
 /// Runs an OTLP export request through the source's pipelines and waits until every sink
 /// accepted it, counting it on the source's flow: spliced as received when the plan lets it
-/// (see [`super::splice`]), otherwise decoded straight into batches.
+/// (see [`super::splice`]), otherwise decoded straight into batches. The request is let go of
+/// once spliced or decoded, not held while the sinks send what was made of it.
 pub async fn export_otlp(
     context: &SourceContext,
     signal: penstock_engine::Signal,
-    bytes: &bytes::Bytes,
+    bytes: bytes::Bytes,
 ) -> Result<(), ExportError> {
     let flow = context.telemetry.sources.get(&context.name);
     let fail = || {
@@ -526,12 +527,14 @@ pub async fn export_otlp(
             source,
         }
     };
-    let spliced = super::splice::job(context, signal, bytes).map_err(malformed)?;
+    let received = bytes.len();
+    let spliced = super::splice::job(context, signal, &bytes).map_err(malformed)?;
     let path = usize::from(spliced.is_none());
     context.telemetry.otlp_requests[path].fetch_add(1, Relaxed);
     if let Some(job) = spliced {
+        drop(bytes);
         if let Some(flow) = flow {
-            flow.add(job.items, bytes.len());
+            flow.add(job.items, received);
         }
         // As decoded: a request without records goes nowhere, but metrics without data
         // points are sent on.
@@ -547,10 +550,11 @@ pub async fn export_otlp(
                 e.into()
             });
     }
-    let batches = penstock_engine::otlp::decode::decode(signal, bytes).map_err(malformed)?;
+    let batches = penstock_engine::otlp::decode::decode(signal, &bytes).map_err(malformed)?;
+    drop(bytes);
     let records: usize = batches.iter().map(|b| b.num_items()).sum();
     if let Some(flow) = flow {
-        flow.add(records, bytes.len());
+        flow.add(records, received);
     }
     let outcomes = futures::future::join_all(
         batches

@@ -50,7 +50,7 @@ async fn call(
         .await
         .map_err(|e| e.to_status())?;
     drop(receiving);
-    export_otlp(context, signal, &message)
+    export_otlp(context, signal, message)
         .await
         .map_err(|e| e.to_status())
 }
