@@ -137,17 +137,26 @@ async fn export(
         .expect("no answer within the request's deadline")
 }
 
-/// `senders` concurrent Exports of `body` on one connection, each sent again when refused
-/// until acknowledged.
-async fn fan_in_otlp(url: &str, senders: usize, body: Bytes, gzip: bool) -> Arc<Tally> {
+/// `senders` concurrent Exports of `body`, spread over `connections` connections, each sent
+/// again when refused until acknowledged.
+async fn fan_in_otlp(
+    url: &str,
+    connections: usize,
+    senders: usize,
+    body: Bytes,
+    gzip: bool,
+) -> Arc<Tally> {
     let addr = url.trim_start_matches("http://").to_string();
-    let sender = connect_h2(&addr).await;
+    let mut opened = Vec::with_capacity(connections);
+    for _ in 0..connections {
+        opened.push(connect_h2(&addr).await);
+    }
     let frame = grpc_frame(&body, gzip);
     let tally = Arc::new(Tally::default());
     let mut tasks = tokio::task::JoinSet::new();
-    for _ in 0..senders {
+    for i in 0..senders {
         let (mut sender, frame, tally, url) = (
-            sender.clone(),
+            opened[i % connections].clone(),
             frame.clone(),
             Arc::clone(&tally),
             url.to_string(),
@@ -180,12 +189,18 @@ fn logs_body() -> Bytes {
     Bytes::from(DataGen::new(7).logs(RECORDS).encode_to_vec())
 }
 
-fn run_otlp_case(name: &str, workers: &str, senders: usize, gzip: bool) {
+fn run_otlp_case(name: &str, workers: &str, connections: usize, senders: usize, gzip: bool) {
     let _serial = one_at_a_time();
     let gateway = gateway(name, workers, "");
     let body = logs_body();
     assert!(body.len() > 1_000_000, "requests of {} bytes", body.len());
-    let tally = block_on(fan_in_otlp(&gateway.url(), senders, body, gzip));
+    let tally = block_on(fan_in_otlp(
+        &gateway.url(),
+        connections,
+        senders,
+        body,
+        gzip,
+    ));
     assert_eq!(tally.acked.load(Relaxed), senders as u64);
     let records = (senders * RECORDS) as f64;
     gateway.wait_until("every record counted in", |g| {
@@ -196,7 +211,7 @@ fn run_otlp_case(name: &str, workers: &str, senders: usize, gzip: bool) {
         records
     );
     println!(
-        "{name}: {senders} senders, {} refusals retried",
+        "{name}: {senders} senders, {connections} connection(s), {} refusals retried",
         tally.refused.load(Relaxed)
     );
     let (clean, _) = gateway.terminate();
@@ -205,18 +220,24 @@ fn run_otlp_case(name: &str, workers: &str, senders: usize, gzip: bool) {
 
 #[test]
 fn otlp_256_uncompressed_senders_on_one_connection_one_worker() {
-    run_otlp_case("fan_in_plain_1", "1", 256, false);
+    run_otlp_case("fan_in_plain_1", "1", 1, 256, false);
 }
 
 #[test]
 fn otlp_256_uncompressed_senders_on_one_connection_default_workers() {
-    run_otlp_case("fan_in_plain_2", "2", 256, false);
+    run_otlp_case("fan_in_plain_2", "2", 1, 256, false);
 }
 
 #[test]
 fn otlp_200_gzip_senders_on_one_connection() {
-    run_otlp_case("fan_in_gzip_1", "1", 200, true);
-    run_otlp_case("fan_in_gzip_2", "2", 200, true);
+    run_otlp_case("fan_in_gzip_1", "1", 1, 200, true);
+    run_otlp_case("fan_in_gzip_2", "2", 1, 200, true);
+}
+
+/// Many clients at once, each on its connection with a few requests, over two workers.
+#[test]
+fn otlp_256_gzip_senders_over_64_connections() {
+    run_otlp_case("fan_in_connections", "2", 64, 256, true);
 }
 
 /// A stream's one batch: every stream starts afresh, so the first message of one encoder
@@ -465,7 +486,7 @@ fn otlp_200_gzip_senders_spliced_into_a_grpc_go_receiver() {
         "exception.type",
     );
     assert!(renamed_per_request > 0, "the requests have keys to rename");
-    let tally = block_on(fan_in_otlp(&relay.url(), SENDERS, body, true));
+    let tally = block_on(fan_in_otlp(&relay.url(), 1, SENDERS, body, true));
     assert_eq!(tally.acked.load(Relaxed), SENDERS as u64);
     let mut renamed = 0;
     let records = receive_logs(receiver.frames(), SENDERS * RECORDS, |request| {
