@@ -19,6 +19,7 @@ pub mod kafka;
 pub mod memory;
 pub mod program;
 pub mod progress;
+pub mod pushback;
 pub mod reload;
 pub mod report;
 mod run;

@@ -95,11 +95,12 @@ impl Fault {
         }
     }
 
-    /// A gRPC status with this fault's code and `message`; a [`Fault::Busy`] one asks the
-    /// client to retry after [`RETRY_DELAY`].
+    /// A gRPC status with this fault's code and `message`; a [`Fault::Busy`] one (counted as
+    /// a refusal) asks the client to retry after the wait the gateway's load calls for (see
+    /// [`super::pushback`]).
     pub fn to_status(self, message: impl Into<String>) -> Status {
         match self {
-            Fault::Busy => retry_later(self.code(), message, RETRY_DELAY),
+            Fault::Busy => retry_later(self.code(), message, super::pushback::refused()),
             _ => Status::new(self.code(), message.into()),
         }
     }
@@ -188,7 +189,7 @@ pub fn from_http(status: http::StatusCode) -> Status {
     Status::new(code, format!("HTTP status {status}"))
 }
 
-/// How long a refused client is asked to wait before it tries again.
+/// How long a refused client is asked to wait before it tries again, at the least.
 pub const RETRY_DELAY: Duration = Duration::from_millis(100);
 
 /// `google.rpc.Status`: what `grpc-status-details-bin` carries, and the body of an OTLP/HTTP
@@ -350,9 +351,10 @@ mod tests {
             assert_eq!(fault.batch_code(), batch, "{fault:?}");
             assert_eq!(fault.to_status("m").code(), code, "{fault:?}");
         }
-        assert_eq!(
-            retry_delay(&Fault::Busy.to_status("busy")),
-            Some(RETRY_DELAY)
+        let busy = retry_delay(&Fault::Busy.to_status("busy")).unwrap();
+        assert!(
+            (RETRY_DELAY..=super::super::pushback::MAX_RETRY_DELAY).contains(&busy),
+            "{busy:?}"
         );
         assert_eq!(retry_delay(&Fault::LimitReached.to_status("streams")), None);
     }

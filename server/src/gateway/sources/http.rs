@@ -146,7 +146,15 @@ fn refused(format: Format, refusal: Refused) -> Response<Full<Bytes>> {
         HeaderValue::from_static(format.content_type()),
     );
     if refusal.fault.retry_after() {
-        headers.insert("retry-after", HeaderValue::from_static("1"));
+        // In whole seconds, at least one.
+        let wait = match refusal.fault {
+            Fault::Busy => crate::gateway::pushback::refused()
+                .as_secs_f64()
+                .ceil()
+                .max(1.0),
+            _ => 1.0,
+        };
+        headers.insert("retry-after", HeaderValue::from(wait as u64));
     }
     response
 }

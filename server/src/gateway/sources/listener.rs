@@ -527,6 +527,7 @@ pub async fn export_otlp(
             source,
         }
     };
+    crate::gateway::pushback::admitted();
     let received = bytes.len();
     let spliced = super::splice::job(context, signal, &bytes).map_err(malformed)?;
     let path = usize::from(spliced.is_none());
