@@ -39,6 +39,7 @@ const MI_OPTION_PURGE_DECOMMITS: libmimalloc_sys::mi_option_t = 5;
 /// takes it. `MIMALLOC_PURGE_DECOMMITS` in the environment wins.
 #[allow(unsafe_code)]
 fn hold_memory(memory_limit: Option<u64>) {
+    #[cfg(target_os = "linux")]
     if let Err(e) = rustix::thread::disable_transparent_huge_pages(true) {
         tracing::debug!("transparent huge pages stay on: {e}");
     }
