@@ -290,6 +290,26 @@ mod tests {
     }
 
     #[test]
+    fn concatenated_and_skippable_frames_are_inflated_whole() {
+        let first = b"the first frame, which says its size ".repeat(300);
+        let second = b"the second frame, streamed ".repeat(300);
+        let sized = zstd::bulk::compress(&first, 1).unwrap();
+        let mut streamed = zstd::stream::write::Encoder::new(Vec::new(), 1).unwrap();
+        streamed.write_all(&second).unwrap();
+        let streamed = streamed.finish().unwrap();
+        // The first frame's size is not the message's: the buffer sized from it is too small.
+        let both = [sized.clone(), streamed].concat();
+        let out = super::message(&both, "zstd", 1 << 20).unwrap().unwrap();
+        assert_eq!(&out[..], &[&first[..], &second[..]].concat()[..]);
+        // A skippable frame (RFC 8878, 3.1.2) before it is passed over.
+        let skippable = [&[0x50, 0x2a, 0x4d, 0x18][..], &4u32.to_le_bytes(), b"skip"].concat();
+        let out = super::message(&[skippable, sized].concat(), "zstd", 1 << 20)
+            .unwrap()
+            .unwrap();
+        assert_eq!(&out[..], &first[..]);
+    }
+
+    #[test]
     fn frame_windows_are_read_from_the_header() {
         let frame = |descriptor: u8, window: u8| [0x28, 0xb5, 0x2f, 0xfd, descriptor, window];
         assert_eq!(frame_window(&frame(0x00, 0x00)), Some(1 << 10));
