@@ -299,11 +299,11 @@ mod tests {
         let streamed = streamed.finish().unwrap();
         // The first frame's size is not the message's: the buffer sized from it is too small.
         let both = [sized.clone(), streamed].concat();
-        let out = super::message(&both, "zstd", 1 << 20).unwrap().unwrap();
+        let out = message(&both, "zstd", 1 << 20).unwrap().unwrap();
         assert_eq!(&out[..], &[&first[..], &second[..]].concat()[..]);
         // A skippable frame (RFC 8878, 3.1.2) before it is passed over.
         let skippable = [&[0x50, 0x2a, 0x4d, 0x18][..], &4u32.to_le_bytes(), b"skip"].concat();
-        let out = super::message(&[skippable, sized].concat(), "zstd", 1 << 20)
+        let out = message(&[skippable, sized].concat(), "zstd", 1 << 20)
             .unwrap()
             .unwrap();
         assert_eq!(&out[..], &first[..]);
