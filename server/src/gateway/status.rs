@@ -95,13 +95,18 @@ impl Fault {
         }
     }
 
-    /// A gRPC status with this fault's code and `message`; a [`Fault::Busy`] one (counted as
-    /// a refusal) asks the client to retry after the wait the gateway's load calls for (see
-    /// [`super::pushback`]).
+    /// The wait a refused sender is asked for: for [`Fault::Busy`] (counted as a refusal)
+    /// the one the gateway's load calls for (see [`super::pushback`]), none for the others.
+    pub fn retry_wait(self) -> Option<Duration> {
+        (self == Fault::Busy).then(super::pushback::refused)
+    }
+
+    /// A gRPC status with this fault's code and `message`; one with a [`Fault::retry_wait`]
+    /// asks the client to retry after it.
     pub fn to_status(self, message: impl Into<String>) -> Status {
-        match self {
-            Fault::Busy => retry_later(self.code(), message, super::pushback::refused()),
-            _ => Status::new(self.code(), message.into()),
+        match self.retry_wait() {
+            Some(wait) => retry_later(self.code(), message, wait),
+            None => Status::new(self.code(), message.into()),
         }
     }
 }

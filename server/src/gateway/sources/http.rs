@@ -147,14 +147,11 @@ fn refused(format: Format, refusal: Refused) -> Response<Full<Bytes>> {
     );
     if refusal.fault.retry_after() {
         // In whole seconds, at least one.
-        let wait = match refusal.fault {
-            Fault::Busy => crate::gateway::pushback::refused()
-                .as_secs_f64()
-                .ceil()
-                .max(1.0),
-            _ => 1.0,
-        };
-        headers.insert("retry-after", HeaderValue::from(wait as u64));
+        let wait = refusal
+            .fault
+            .retry_wait()
+            .map_or(1, |w| w.as_secs_f64().ceil() as u64);
+        headers.insert("retry-after", HeaderValue::from(wait.max(1)));
     }
     response
 }

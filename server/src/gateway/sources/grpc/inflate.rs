@@ -129,21 +129,19 @@ fn zstd_whole(message: &[u8], room: usize, max: usize) -> Result<Vec<u8>, Inflat
         let mut out: Vec<u8> = Vec::with_capacity(room);
         dctx.decompress(&mut out, message).map(|_| out)
     });
-    match whole {
-        Ok(out) => {
-            RATIO.with(|ratio| ratio.set(ratio.get().saw(message.len(), out.len())));
-            Ok(out)
-        }
+    let out = match whole {
+        Ok(out) => out,
         Err(code) if code == DESTINATION_TOO_SMALL && room <= max => {
-            let out = zstd_into(message, room.saturating_mul(2).min(max + 1), max)?;
-            RATIO.with(|ratio| ratio.set(ratio.get().saw(message.len(), out.len())));
-            Ok(out)
+            zstd_into(message, room.saturating_mul(2).min(max + 1), max)?
         }
-        Err(code) if code == DESTINATION_TOO_SMALL => Err(InflateError::TooLarge(max)),
-        Err(code) => Err(InflateError::Corrupt(std::io::Error::other(
-            zstd::zstd_safe::get_error_name(code),
-        ))),
-    }
+        Err(code) if code == DESTINATION_TOO_SMALL => return Err(InflateError::TooLarge(max)),
+        Err(code) => {
+            let name = zstd::zstd_safe::get_error_name(code);
+            return Err(InflateError::Corrupt(std::io::Error::other(name)));
+        }
+    };
+    RATIO.with(|ratio| ratio.set(ratio.get().saw(message.len(), out.len())));
+    Ok(out)
 }
 
 /// zstd's code for a destination buffer too small for what the input inflates to.
