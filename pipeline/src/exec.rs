@@ -67,6 +67,19 @@ pub(crate) fn session() -> SessionState {
     context.state()
 }
 
+/// The planning session of one pipeline, made on first use: a pipeline of renames, drops and
+/// unconditional routes plans no expression, and making the session (DataFusion's few hundred
+/// functions) is then left out, with the code and memory it touches.
+#[derive(Default)]
+pub(crate) struct LazySession(std::cell::OnceCell<SessionState>);
+
+impl LazySession {
+    /// The session, made now if no statement needed it before.
+    pub(crate) fn state(&self) -> &SessionState {
+        self.0.get_or_init(session)
+    }
+}
+
 impl Pipeline {
     /// Compiles pipeline `name` of `program`: every expression is planned now, so a pipeline
     /// that compiles only fails on a batch for reasons of that batch's data.
@@ -114,11 +127,11 @@ impl Pipeline {
     fn compile_steps(
         pipeline: &penstock_dialect::Pipeline,
     ) -> std::result::Result<Pipeline, Vec<PipelineError>> {
-        let state = session();
+        let session = LazySession::default();
         let mut steps = Vec::new();
         let mut errors = Vec::new();
         for step in &pipeline.steps {
-            match compile_step(&state, step, &pipeline.name) {
+            match compile_step(&session, step, &pipeline.name) {
                 Ok(op) => steps.push(CompiledStep {
                     op,
                     step: step.clone(),

@@ -2,7 +2,7 @@
 //! matching rows fold into open windows, which become derived metrics when they close (see
 //! [`crate::aggregate`]).
 
-use datafusion::execution::context::SessionState;
+use crate::exec::LazySession;
 use penstock_dialect::model::Table;
 use penstock_dialect::{Step, StepKind};
 use penstock_engine::OtapBatch;
@@ -23,7 +23,7 @@ pub(crate) struct AggregateOp {
 
 impl AggregateOp {
     /// Plans the condition, keys, aggregates and `HAVING` of an aggregation step.
-    pub(crate) fn compile(state: &SessionState, step: &Step, pipeline: &str) -> Result<Self> {
+    pub(crate) fn compile(session: &LazySession, step: &Step, pipeline: &str) -> Result<Self> {
         let StepKind::Aggregate {
             sink,
             filter,
@@ -35,9 +35,9 @@ impl AggregateOp {
             return Err(super::plan_error(step, "not an aggregation"));
         };
         Ok(AggregateOp {
-            filter: compile_filter(state, step, filter)?,
+            filter: compile_filter(session, step, filter)?,
             aggregation: Aggregation::compile(
-                state,
+                session.state(),
                 outputs,
                 group_by,
                 having.as_deref(),

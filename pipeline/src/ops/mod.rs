@@ -13,7 +13,6 @@ use std::collections::HashMap;
 
 use arrow::array::BooleanArray;
 use arrow::buffer::BooleanBuffer;
-use datafusion::execution::context::SessionState;
 use datafusion::sql::sqlparser::ast::Spanned;
 use penstock_dialect::model::{AttrScope, Table};
 use penstock_dialect::{ResolvedExpr, Step, StepKind};
@@ -24,7 +23,7 @@ pub(crate) use aggregate::AggregateOp;
 
 use crate::aggregate::Aggregation;
 use crate::error::{PipelineError, Result};
-use crate::exec::{RunOutput, StepStats};
+use crate::exec::{LazySession, RunOutput, StepStats};
 use crate::expr::{CompiledExpr, compile};
 use crate::rows::{Rows, attrs_of, spaces};
 
@@ -135,7 +134,7 @@ impl Routing {
 
 /// Compiles `step` of pipeline `pipeline` into its operator.
 pub(crate) fn compile_step(
-    state: &SessionState,
+    session: &LazySession,
     step: &Step,
     pipeline: &str,
 ) -> Result<Box<dyn Operator>> {
@@ -145,9 +144,14 @@ pub(crate) fn compile_step(
         StepKind::Update {
             assignments,
             filter,
-        } => Box::new(update::UpdateOp::compile(state, step, assignments, filter)?),
+        } => Box::new(update::UpdateOp::compile(
+            session,
+            step,
+            assignments,
+            filter,
+        )?),
         StepKind::Delete { filter } => Box::new(delete::DeleteOp {
-            filter: compile_filter(state, step, filter)?,
+            filter: compile_filter(session, step, filter)?,
         }),
         StepKind::Route {
             sink,
@@ -155,10 +159,10 @@ pub(crate) fn compile_step(
             projection,
         } => Box::new(route::RouteOp {
             sink: sink.clone(),
-            filter: compile_filter(state, step, filter)?,
+            filter: compile_filter(session, step, filter)?,
             projection: projection.clone(),
         }),
-        StepKind::Aggregate { .. } => Box::new(AggregateOp::compile(state, step, pipeline)?),
+        StepKind::Aggregate { .. } => Box::new(AggregateOp::compile(session, step, pipeline)?),
     })
 }
 
@@ -169,12 +173,12 @@ pub(crate) fn plan_error(step: &Step, message: impl Into<String>) -> PipelineErr
 
 /// Plans a `WHERE` condition, which must be boolean.
 pub(crate) fn compile_filter(
-    state: &SessionState,
+    session: &LazySession,
     step: &Step,
     e: &Option<ResolvedExpr>,
 ) -> Result<Option<CompiledExpr>> {
     let Some(e) = e else { return Ok(None) };
-    let compiled = compile(state, e, &step.origin)?;
+    let compiled = compile(session.state(), e, &step.origin)?;
     if !matches!(
         compiled.data_type,
         arrow::datatypes::DataType::Boolean | arrow::datatypes::DataType::Null

@@ -2,8 +2,8 @@
 //! attribute upserts, and metric-level or resource/scope changes that split what is shared with
 //! rows the statement does not match.
 
+use crate::exec::LazySession;
 use arrow::array::ArrayRef;
-use datafusion::execution::context::SessionState;
 use penstock_dialect::model::{AttrScope, Table};
 use penstock_dialect::{ResolvedExpr, SetStep, SetTarget, Step};
 use penstock_engine::OtapBatch;
@@ -25,12 +25,13 @@ pub(crate) struct UpdateOp {
 impl UpdateOp {
     /// Plans the condition and every assigned value (converted to the column's type).
     pub(crate) fn compile(
-        state: &SessionState,
+        session: &LazySession,
         step: &Step,
         assignments: &[SetStep],
         filter: &Option<ResolvedExpr>,
     ) -> Result<UpdateOp> {
-        let filter = compile_filter(state, step, filter)?;
+        let filter = compile_filter(session, step, filter)?;
+        let state = session.state();
         let origin = &step.origin;
         let mut sets = Vec::new();
         for a in assignments {
