@@ -3,8 +3,6 @@
 
 use std::time::SystemTime;
 
-use datafusion::execution::context::SessionState;
-use datafusion::prelude::SessionContext;
 use penstock_dialect::{Program, Step};
 use penstock_engine::OtapBatch;
 use penstock_engine::schema::PayloadType;
@@ -14,6 +12,7 @@ use crate::aggregate::windows::Windows;
 use crate::error::{PipelineError, Result};
 use crate::ops::{Operator, Routing, RunContext, compile_step, rows_of};
 use crate::rows::{DATA_POINTS, signal_of};
+use crate::session::LazySession;
 
 /// Rows counted by one step since the pipeline was compiled.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -57,27 +56,6 @@ pub struct Pipeline {
     aggregated: u64,
     /// Whether a statement aggregates.
     aggregates: bool,
-}
-
-/// The session every statement is planned in: DataFusion's functions, with `now()` read per
-/// batch.
-pub(crate) fn session() -> SessionState {
-    let context = SessionContext::new();
-    context.register_udf(crate::clock::BatchClock::udf());
-    context.state()
-}
-
-/// The planning session of one pipeline, made on first use: a pipeline of renames, drops and
-/// unconditional routes plans no expression, and making the session (DataFusion's few hundred
-/// functions) is then left out, with the code and memory it touches.
-#[derive(Default)]
-pub(crate) struct LazySession(std::cell::OnceCell<SessionState>);
-
-impl LazySession {
-    /// The session, made now if no statement needed it before.
-    pub(crate) fn state(&self) -> &SessionState {
-        self.0.get_or_init(session)
-    }
 }
 
 impl Pipeline {

@@ -59,6 +59,7 @@ pub mod partition;
 pub mod query;
 pub mod reference;
 mod rows;
+mod session;
 mod typecheck;
 mod types;
 mod view;

@@ -176,7 +176,7 @@ mod tests {
 
     #[test]
     fn the_session_suggests_the_same_name_every_time() {
-        let state = crate::exec::session();
+        let state = crate::session::session();
         let expr = datafusion::sql::sqlparser::parser::Parser::new(
             &datafusion::sql::sqlparser::dialect::GenericDialect {},
         )
@@ -190,7 +190,7 @@ mod tests {
         );
         assert_eq!((first.span.start.line, first.span.start.column), (1, 7));
         for _ in 0..20 {
-            let again = unknown_function(&crate::exec::session(), &expr).expect("unknown");
+            let again = unknown_function(&crate::session::session(), &expr).expect("unknown");
             assert_eq!(again.message, first.message);
         }
         let known = datafusion::sql::sqlparser::parser::Parser::new(

@@ -73,7 +73,7 @@ pub struct FunctionDoc {
 /// sorted by group (see [`markdown`]) then name. The session's functions that take a lambda
 /// (`array_transform(a, x -> x + 1)`) are left out: pipeline expressions cannot write lambdas.
 pub fn functions() -> Vec<FunctionDoc> {
-    let state = crate::exec::session();
+    let state = crate::session::session();
     let mut out: Vec<FunctionDoc> = Vec::new();
     let mut seen = std::collections::HashSet::new();
     // The registry holds each function once under its name and once under each alias.

@@ -2,7 +2,7 @@
 //! matching rows fold into open windows, which become derived metrics when they close (see
 //! [`crate::aggregate`]).
 
-use crate::exec::LazySession;
+use crate::session::LazySession;
 use penstock_dialect::model::Table;
 use penstock_dialect::{Step, StepKind};
 use penstock_engine::OtapBatch;

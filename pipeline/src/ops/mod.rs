@@ -23,9 +23,10 @@ pub(crate) use aggregate::AggregateOp;
 
 use crate::aggregate::Aggregation;
 use crate::error::{PipelineError, Result};
-use crate::exec::{LazySession, RunOutput, StepStats};
+use crate::exec::{RunOutput, StepStats};
 use crate::expr::{CompiledExpr, compile};
 use crate::rows::{Rows, attrs_of, spaces};
+use crate::session::LazySession;
 
 /// One compiled statement.
 pub(crate) trait Operator: Send {
@@ -178,7 +179,7 @@ pub(crate) fn compile_filter(
     e: &Option<ResolvedExpr>,
 ) -> Result<Option<CompiledExpr>> {
     let Some(e) = e else { return Ok(None) };
-    let compiled = compile(session.state(), e, &step.origin)?;
+    let compiled = session.plan(&e.expr, |state| compile(state, e, &step.origin))?;
     if !matches!(
         compiled.data_type,
         arrow::datatypes::DataType::Boolean | arrow::datatypes::DataType::Null

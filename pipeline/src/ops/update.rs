@@ -2,7 +2,7 @@
 //! attribute upserts, and metric-level or resource/scope changes that split what is shared with
 //! rows the statement does not match.
 
-use crate::exec::LazySession;
+use crate::session::LazySession;
 use arrow::array::ArrayRef;
 use penstock_dialect::model::{AttrScope, Table};
 use penstock_dialect::{ResolvedExpr, SetStep, SetTarget, Step};
@@ -31,16 +31,19 @@ impl UpdateOp {
         filter: &Option<ResolvedExpr>,
     ) -> Result<UpdateOp> {
         let filter = compile_filter(session, step, filter)?;
-        let state = session.state();
         let origin = &step.origin;
         let mut sets = Vec::new();
         for a in assignments {
             let value = match &a.target {
                 SetTarget::Field(field) => {
                     let target = crate::types::data_type(field.ty);
-                    compile_into(state, &a.value, origin, Some((&target, field.name)))?
+                    session.plan(&a.value.expr, |state| {
+                        compile_into(state, &a.value, origin, Some((&target, field.name)))
+                    })?
                 }
-                SetTarget::Attr { .. } => compile(state, &a.value, origin)?,
+                SetTarget::Attr { .. } => {
+                    session.plan(&a.value.expr, |state| compile(state, &a.value, origin))?
+                }
             };
             sets.push((a.target.clone(), value));
         }

@@ -77,7 +77,7 @@ impl KeyPlan {
             spans: None,
         };
         if let PartitionKey::Expression(text) = key {
-            let state = crate::exec::session();
+            let state = crate::session::session();
             let origin = Origin {
                 file: "key".to_string(),
                 location: Location::default(),
