@@ -1,12 +1,11 @@
 //! The DataFusion sessions statements are planned in, and which one an expression needs.
 //!
 //! Making the full session registers DataFusion's few hundred functions; their code, touched
-//! once, stays resident (about 8 MiB here). An
-//! expression built only of what the SQL planner plans by itself (columns, literals,
-//! arithmetic, comparisons, `CASE`, `CAST`, `IN`, `LIKE`, ...) is planned in a session
-//! without functions, exactly as the full session plans it; every other one, and any that
-//! the bare session does not plan, is planned in the full session, which gives the result
-//! or the error.
+//! once, stays resident (about 8 MiB here). An expression built only of what the SQL planner
+//! plans by itself (columns, literals, arithmetic, comparisons, `CASE`, `CAST`, `IN`, `LIKE`,
+//! ...) is planned in a session without functions, exactly as the full session plans it;
+//! every other one, and any that the bare session does not plan, is planned in the full
+//! session, which gives the result or the error.
 
 use std::cell::OnceCell;
 use std::ops::ControlFlow;
