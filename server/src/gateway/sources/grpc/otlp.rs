@@ -76,8 +76,8 @@ async fn receive_message(
 
 /// The whole body: a message over `max` bytes is refused from its prefix, before it is read;
 /// a body that comes in one piece is taken as it is, else the pieces are gathered into one
-/// buffer of the size the prefix says (what does not fit is left for [`message_of`] to
-/// refuse).
+/// buffer of the size the prefix says, however the prefix itself is split (what does not fit
+/// is left for [`message_of`] to refuse).
 async fn read_frame<B>(mut body: B, max: usize) -> Result<Bytes, Status>
 where
     B: http_body::Body<Data = Bytes> + Unpin,
@@ -94,8 +94,20 @@ where
         match (buffer.as_mut(), first.take()) {
             (Some(buffer), _) => buffer.extend_from_slice(&data),
             (None, None) => first = Some(data),
+            (None, Some(piece)) if piece.len() + data.len() < 5 => {
+                // The prefix is not all here yet (a sender short of flow-control window sends
+                // what fits, a few bytes at times): its pieces are joined until it is.
+                let mut head = BytesMut::with_capacity(5);
+                head.extend_from_slice(&piece);
+                head.extend_from_slice(&data);
+                first = Some(head.freeze());
+            }
             (None, Some(piece)) => {
-                let claimed = claimed_length(&piece).map_or(0, |n| n.min(max) + 5);
+                let mut head = [0u8; 5];
+                for (slot, byte) in head.iter_mut().zip(piece.iter().chain(data.iter())) {
+                    *slot = *byte;
+                }
+                let claimed = claimed_length(&head).map_or(0, |n| n.min(max) + 5);
                 let mut gathered = BytesMut::with_capacity(claimed.max(piece.len() + data.len()));
                 gathered.extend_from_slice(&piece);
                 gathered.extend_from_slice(&data);
@@ -224,6 +236,41 @@ mod tests {
         assert_eq!(inflated, message);
         let too_large = message_of(&encoded("zstd"), zstd, 100).unwrap_err();
         assert_eq!(too_large.code(), tonic::Code::ResourceExhausted);
+    }
+
+    /// A body that arrives as `pieces`, each a frame of its own.
+    fn body_of(pieces: Vec<Bytes>) -> impl http_body::Body<Data = Bytes, Error = Status> + Unpin {
+        let frames = pieces
+            .into_iter()
+            .map(|p| Ok::<_, Status>(http_body::Frame::data(p)));
+        http_body_util::StreamBody::new(futures::stream::iter(frames))
+    }
+
+    #[tokio::test]
+    async fn a_body_in_pieces_is_gathered_into_one_buffer_of_its_size_wherever_the_prefix_splits() {
+        let frame = framed(0, &b"one export request".repeat(50));
+        for first in 1..=6 {
+            for second in 1..=6 {
+                let (a, rest) = frame.split_at(first);
+                let (b, c) = rest.split_at(second);
+                let pieces = [a, b].into_iter().chain(c.chunks(64));
+                let pieces = pieces.map(Bytes::copy_from_slice).collect();
+                let gathered = read_frame(body_of(pieces), 1 << 20).await.unwrap();
+                assert_eq!(gathered, frame, "split at {first} and {first}+{second}");
+                let buffer = gathered.try_into_mut().expect("the only reference");
+                assert_eq!(buffer.capacity(), frame.len(), "sized once from the prefix");
+            }
+        }
+        // A prefix claiming too much is refused, however it is split.
+        let mut huge = vec![0u8];
+        huge.extend_from_slice(&(2u32 << 20).to_be_bytes());
+        let pieces = vec![
+            Bytes::copy_from_slice(&huge[..2]),
+            Bytes::copy_from_slice(&huge[2..]),
+            Bytes::from(vec![0; 100]),
+        ];
+        let refused = read_frame(body_of(pieces), 1 << 20).await.unwrap_err();
+        assert_eq!(refused.code(), tonic::Code::ResourceExhausted);
     }
 
     #[test]
