@@ -2,7 +2,6 @@
 //! matching rows fold into open windows, which become derived metrics when they close (see
 //! [`crate::aggregate`]).
 
-use crate::session::LazySession;
 use penstock_dialect::model::Table;
 use penstock_dialect::{Step, StepKind};
 use penstock_engine::OtapBatch;
@@ -14,6 +13,7 @@ use crate::error::Result;
 use crate::explain::{describe_expr, human_nanos};
 use crate::expr::CompiledExpr;
 use crate::rows::{Rows, spaces};
+use crate::session::LazySession;
 
 /// Aggregates matching rows into windows.
 pub(crate) struct AggregateOp {

@@ -2,7 +2,6 @@
 //! attribute upserts, and metric-level or resource/scope changes that split what is shared with
 //! rows the statement does not match.
 
-use crate::session::LazySession;
 use arrow::array::ArrayRef;
 use penstock_dialect::model::{AttrScope, Table};
 use penstock_dialect::{ResolvedExpr, SetStep, SetTarget, Step};
@@ -15,6 +14,7 @@ use crate::explain::describe_expr;
 use crate::expr::{CompiledExpr, compile, compile_into};
 use crate::kernels::assign::{set_attr, set_field, set_metric_field};
 use crate::rows::{Rows, spaces};
+use crate::session::LazySession;
 
 /// Writes computed values into the rows its condition matches.
 pub(crate) struct UpdateOp {
