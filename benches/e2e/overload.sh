@@ -5,8 +5,11 @@
 # maximum against the limit, what senders saw (acknowledged, refusals they sent again,
 # errors) and what the receiver got (acknowledged must equal delivered).
 #
-# usage: [PENSTOCK_BIN=path] [SYSTEM=penstock|collector] benches/e2e/overload.sh [LIMIT]
-#        [SECONDS] [WORKERS] (defaults 256MiB 60 1); writes the RSS curve to $OUT (default
+# usage: [PENSTOCK_BIN=path] [SYSTEM=penstock|collector] [DEADLINE=seconds]
+#        benches/e2e/overload.sh [LIMIT] [SECONDS] [WORKERS] (defaults 256MiB 60 1). With
+#        DEADLINE, the senders give up DEADLINE seconds after the overload starts: nothing is
+#        sent, or sent again after a refusal, past it (what was sent is still waited for), and
+#        the logs left are reported as given up. Writes the RSS curve to $OUT (default
 #        target/overload-rss-SYSTEM.csv). SYSTEM=collector runs the same load through the
 #        OpenTelemetry Collector (benches/compare/build-collector.sh) with its memory_limiter
 #        at LIMIT (spike 20%), GOMAXPROCS=WORKERS, OTLP in, transform, batch, OTLP out.
@@ -85,7 +88,7 @@ echo "seconds,rss_bytes" >> "$out"
 sampler=$!
 pids+=("$sampler")
 "$bin" loadgen --records "$records" --rate "$rate" --batch 4096 --streams 16 --in-flight 16 \
-  | tee "$work/overload.txt"
+  ${DEADLINE:+--deadline "$DEADLINE"} | tee "$work/overload.txt"
 kill "$sampler" 2>/dev/null || true
 metrics="$(curl -s http://127.0.0.1:4419/metrics 2>/dev/null || true)"
 kill -TERM "$gateway"
@@ -99,6 +102,10 @@ max_rss="$(tail -n +2 "$out" | cut -d, -f2 | sort -n | tail -1)"
 echo "== result"
 echo "capacity: $capacity logs/s; offered: $rate logs/s"
 echo "acknowledged to senders: $sent logs; delivered to the receiver: $delivered logs"
+if [ -n "${DEADLINE:-}" ]; then
+  given_up="$(sed -n 's/^deadline of [0-9.]* s: \([0-9]*\) .*/\1/p' "$work/overload.txt")"
+  echo "given up at the ${DEADLINE} s deadline: $given_up of the $records logs offered"
+fi
 echo "peak RSS: $((max_rss >> 20)) MiB of a $((limit_bytes >> 20)) MiB limit ($(echo "scale=1; 100 * $max_rss / $limit_bytes" | bc)%)"
 echo "$metrics" | grep -E '^penstock_memory_(refusals_total|peak_rss_bytes)' || true
 echo "RSS curve: $out"

@@ -234,6 +234,11 @@ enum Command {
         /// decompressing what was sent and compressing it again, per million records.
         #[arg(long)]
         floor: bool,
+        /// Give up after this many seconds: no request is sent, and no refused request sent
+        /// again, past it (requests already sent are still waited for); the records left are
+        /// reported as given up.
+        #[arg(long)]
+        deadline: Option<f64>,
     },
 }
 
@@ -361,6 +366,7 @@ fn main() -> ExitCode {
             measure_pid,
             compression,
             floor,
+            deadline,
         } => parse_load(&protocol, &signal).and_then(|(otap, signal)| {
             let compression = match compression.as_str() {
                 "zstd" => Some(tonic::codec::CompressionEncoding::Zstd),
@@ -370,6 +376,13 @@ fn main() -> ExitCode {
                     anyhow::bail!("unknown compression '{other}': expected zstd, gzip or none")
                 }
             };
+            let deadline = deadline
+                .map(|seconds| {
+                    std::time::Duration::try_from_secs_f64(seconds).map_err(|_| {
+                        anyhow::anyhow!("--deadline {seconds}: expected a number of seconds")
+                    })
+                })
+                .transpose()?;
             cli::loadgen::run(cli::loadgen::LoadOptions {
                 endpoint,
                 otap,
@@ -382,6 +395,7 @@ fn main() -> ExitCode {
                 measure_pid,
                 compression,
                 floor,
+                deadline,
             })
         }),
     };

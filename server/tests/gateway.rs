@@ -624,6 +624,43 @@ fn loadgen_reports_errors_and_ends_when_the_gateway_ends_its_otap_stream() {
     assert!(stdout.contains("first error:"), "{stdout}");
 }
 
+/// Scenario: `penstock loadgen --deadline 1` against a gateway that refuses every request with
+/// a retryable status (its only sink's backend does not listen, and it tries once).
+/// Guarantees: the load ends, nothing is acknowledged or counted as an error, and every record
+/// is reported as given up at the deadline (without one, loadgen would keep sending the
+/// refused requests again).
+#[test]
+fn loadgen_gives_up_at_its_deadline_on_what_keeps_being_refused() {
+    let dir = temp_dir("loadgen-deadline");
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let gateway = Gateway::start(
+        &dir,
+        "refusing",
+        &format!(
+            "CREATE SOURCE edge FROM GRPC WITH (listen = '127.0.0.1:0');
+             CREATE SINK out TO OTLP WITH (endpoint = 'http://127.0.0.1:{port}', retries = 0);
+             CREATE PIPELINE p FROM edge AS BEGIN INSERT INTO out SELECT * FROM logs; END;"
+        ),
+    );
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_penstock"))
+        .args(["loadgen", "--endpoint", &gateway.url(), "--deadline", "1"])
+        .args(["--records", "2000", "--batch", "500"])
+        .args(["--streams", "1", "--in-flight", "2"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    let summary = stdout.lines().next().unwrap_or_default();
+    assert!(summary.starts_with("0 logs acknowledged"), "{stdout}");
+    assert!(summary.ends_with("; 0 errors"), "{stdout}");
+    assert!(
+        stdout.contains("deadline of 1.0 s: 2000 logs given up"),
+        "{stdout}"
+    );
+}
+
 #[test]
 fn a_statement_failing_on_a_batch_is_named_counted_and_refused_to_the_sender() {
     let dir = temp_dir("statement-fails");

@@ -1,6 +1,7 @@
 //! `penstock loadgen`: sends realistic telemetry to a gateway over OTLP or OTAP, waits for
-//! every acknowledgement, and prints records/s, errors and latency percentiles (and, given a
-//! process id, that process's CPU-seconds per million records).
+//! every acknowledgement (or, given a deadline, gives up on what is left once it passes), and
+//! prints records/s, errors and latency percentiles (and, given a process id, that process's
+//! CPU-seconds per million records).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -49,6 +50,10 @@ pub struct LoadOptions {
     pub compression: Option<CompressionEncoding>,
     /// Also report the wire bytes per record and the codec floor (see [`super::floor`]).
     pub floor: bool,
+    /// How long the load may take: past it, no request or batch is sent, and no refused
+    /// request is sent again (those already sent are still waited for); what is left counts
+    /// as given up. None: until every record is acknowledged or failed.
+    pub deadline: Option<Duration>,
 }
 
 #[derive(Default)]
@@ -58,6 +63,8 @@ struct Results {
     errors: u64,
     /// Requests refused with a retryable status and sent again.
     refusals: u64,
+    /// Records not sent, or refused and not sent again, because the deadline had passed.
+    given_up: u64,
     first_error: Option<String>,
 }
 
@@ -153,6 +160,7 @@ async fn load(options: LoadOptions) -> anyhow::Result<()> {
     let bar = progress_bar(sending, &results);
     let cpu_before = options.measure_pid.map(cpu_seconds).transpose()?;
     let started = Instant::now();
+    let deadline = options.deadline.map(|d| started + d);
     let mut tasks = JoinSet::new();
     let streams = options.streams.max(1) as u64;
     for s in 0..streams {
@@ -168,10 +176,15 @@ async fn load(options: LoadOptions) -> anyhow::Result<()> {
             Duration::from_secs_f64(options.batch as f64 * streams as f64 / options.rate as f64)
         });
         tasks.spawn(async move {
+            let plan = Plan {
+                count,
+                pace,
+                deadline,
+            };
             if options.otap {
-                otap_stream(channel, &options, &requests, count, pace, &results).await
+                otap_stream(channel, &options, &requests, plan, &results).await
             } else {
-                otlp_requests(channel, &options, &requests, count, pace, &results).await
+                otlp_requests(channel, &options, &requests, plan, &results).await
             }
         });
     }
@@ -213,6 +226,14 @@ async fn load(options: LoadOptions) -> anyhow::Result<()> {
         percentile(0.99).as_secs_f64() * 1e3,
         percentile(1.0).as_secs_f64() * 1e3
     );
+    if let Some(deadline) = options.deadline {
+        println!(
+            "deadline of {:.1} s: {} {} given up (not sent, or refused and not sent again)",
+            deadline.as_secs_f64(),
+            results.given_up,
+            records_name(options.signal)
+        );
+    }
     if let Some(cpu) = cpu {
         println!(
             "process {}: {:.2} CPU-seconds, {:.3} CPU-seconds per million records",
@@ -235,6 +256,29 @@ async fn load(options: LoadOptions) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What one connection sends: `count` requests or batches, one every `pace` (None: as fast as
+/// room allows), none past `deadline`.
+#[derive(Debug, Clone, Copy)]
+struct Plan {
+    count: u64,
+    pace: Option<Duration>,
+    deadline: Option<Instant>,
+}
+
+impl Plan {
+    /// Whether the deadline has passed, or will have after waiting `wait`.
+    fn past(&self, wait: Duration) -> bool {
+        self.deadline.is_some_and(|d| Instant::now() + wait >= d)
+    }
+}
+
+/// Counts `records` given up at the deadline.
+fn give_up(results: &Mutex<Results>, records: u64) {
+    if let Ok(mut r) = results.lock() {
+        r.given_up += records;
+    }
+}
+
 fn record(results: &Mutex<Results>, outcome: Result<u64, String>, latency: Duration) {
     if let Ok(mut r) = results.lock() {
         match outcome {
@@ -254,18 +298,21 @@ async fn otlp_requests(
     channel: Channel,
     options: &LoadOptions,
     requests: &[Bytes],
-    count: u64,
-    pace: Option<Duration>,
+    plan: Plan,
     results: &Arc<Mutex<Results>>,
 ) -> anyhow::Result<()> {
     let mut running = JoinSet::new();
     let start = Instant::now();
-    for i in 0..count {
-        if let Some(pace) = pace {
+    for i in 0..plan.count {
+        if let Some(pace) = plan.pace {
             tokio::time::sleep_until((start + pace * i as u32).into()).await;
         }
         while running.len() >= options.in_flight.max(1) {
             running.join_next().await;
+        }
+        if plan.past(Duration::ZERO) {
+            give_up(results, (plan.count - i) * options.batch as u64);
+            break;
         }
         let body = requests[i as usize % requests.len()].clone();
         let (channel, results, signal, batch, compression) = (
@@ -285,7 +332,7 @@ async fn otlp_requests(
             let mut refusals = 0;
             let outcome = loop {
                 if let Err(e) = grpc.ready().await {
-                    break Err(e.to_string());
+                    break Some(Err(e.to_string()));
                 }
                 let call = grpc
                     .unary(
@@ -295,22 +342,28 @@ async fn otlp_requests(
                     )
                     .await;
                 match call {
-                    Ok(_) => break Ok(batch as u64),
+                    Ok(_) => break Some(Ok(batch as u64)),
                     // Refused for now: wait as the gateway asks (or a little) and send again,
-                    // as OTLP exporters do.
+                    // as OTLP exporters do, unless that would be past the deadline.
                     Err(s) if retryable(s.code()) && refusals < MAX_RETRIES => {
-                        refusals += 1;
                         let delay = crate::gateway::status::retry_delay(&s)
                             .unwrap_or(Duration::from_millis(50));
+                        if plan.past(delay) {
+                            break None;
+                        }
+                        refusals += 1;
                         tokio::time::sleep(delay).await;
                     }
-                    Err(s) => break Err(format!("{}: {}", s.code(), s.message())),
+                    Err(s) => break Some(Err(format!("{}: {}", s.code(), s.message()))),
                 }
             };
             if let Ok(mut r) = results.lock() {
                 r.refusals += refusals;
             }
-            record(&results, outcome, sent.elapsed());
+            match outcome {
+                Some(outcome) => record(&results, outcome, sent.elapsed()),
+                None => give_up(&results, batch as u64),
+            }
         });
     }
     while running.join_next().await.is_some() {}
@@ -321,10 +374,10 @@ async fn otap_stream(
     channel: Channel,
     options: &LoadOptions,
     requests: &[Bytes],
-    count: u64,
-    pace: Option<Duration>,
+    plan: Plan,
     results: &Arc<Mutex<Results>>,
 ) -> anyhow::Result<()> {
+    let Plan { count, pace, .. } = plan;
     let batches = requests
         .iter()
         .map(|r| decode_otlp(options.signal, r).map(|mut b| b.remove(0)))
@@ -335,13 +388,19 @@ async fn otap_stream(
     grpc.ready().await?;
     let window = Arc::new(Semaphore::new(options.in_flight.max(1)));
     let sent_at: Arc<Mutex<HashMap<i64, (Instant, u64)>>> = Arc::default();
+    // How many batches went out, once the sending is over.
+    let (sent_all, mut total) = tokio::sync::oneshot::channel::<u64>();
     // The call is opened beside the sending: a server may answer with its headers only once
-    // the first batch arrived (grpc-go servers do).
+    // the first batch arrived (grpc-go servers do). The request stream stays open until every
+    // batch sent has its status, as exporters keep theirs: a stream half-closed with batches
+    // unanswered is a case some servers do not get through (the Collector's otelarrow
+    // receiver stops answering one half-closed with more unanswered batches than its cores).
     let reader = {
-        let (window, sent_at, results) = (
+        let (window, sent_at, results, keep_open) = (
             Arc::clone(&window),
             Arc::clone(&sent_at),
             Arc::clone(results),
+            outgoing.clone(),
         );
         let path = http::uri::PathAndQuery::from_static(otap_stream_path(options.signal));
         tokio::spawn(async move {
@@ -355,9 +414,18 @@ async fn otap_stream(
                     return;
                 }
             };
-            let mut seen = 0u64;
-            while seen < count {
-                let status = match statuses.message().await {
+            let (mut seen, mut expected, mut told) = (0u64, count, false);
+            while seen < expected {
+                let message = tokio::select! {
+                    sent = &mut total, if !told => {
+                        told = true;
+                        // Without word from the sender, nothing more is coming.
+                        expected = sent.unwrap_or(seen);
+                        continue;
+                    }
+                    message = statuses.message() => message,
+                };
+                let status = match message {
                     Ok(Some(s)) => s,
                     Ok(None) => break,
                     Err(e) => {
@@ -379,10 +447,15 @@ async fn otap_stream(
                 record(&results, outcome, when.elapsed());
                 window.add_permits(1);
             }
-            // No more statuses: the sender stops waiting for room.
+            // No more statuses: the sender stops waiting for room, the request stream ends,
+            // and the call is seen to its end (for a while).
             window.close();
+            drop(keep_open);
+            let end = async { while let Ok(Some(_)) = statuses.message().await {} };
+            let _ = tokio::time::timeout(Duration::from_secs(5), end).await;
         })
     };
+    let mut sent = 0u64;
     let start = Instant::now();
     for i in 0..count {
         if let Some(pace) = pace {
@@ -402,6 +475,10 @@ async fn otap_stream(
                 break;
             }
         }
+        if plan.past(Duration::ZERO) {
+            give_up(results, (count - i) * options.batch as u64);
+            break;
+        }
         let batch = &batches[i as usize % batches.len()];
         let message = encoder.encode(batch)?;
         if let Ok(mut m) = sent_at.lock() {
@@ -410,8 +487,10 @@ async fn otap_stream(
         if outgoing.send(message).await.is_err() {
             break;
         }
+        sent += 1;
     }
     drop(outgoing);
+    let _ = sent_all.send(sent);
     reader.await?;
     // Batches sent without a status before the stream ended.
     let unanswered = sent_at.lock().map_or(0, |m| m.len());
