@@ -2,6 +2,10 @@
 //! signal only rename attribute keys and send whole batches to sinks (no condition, no column
 //! list). Such a pipeline's effect on a batch is known before the batch is read: for each
 //! sink it routes to, the key renames made before that route.
+//!
+//! Pipelines that also delete log records or spans ([`narrowing_routes`]) let the rows left
+//! through in the batch's own IPC streams: they run on the decoded batch to tell which rows
+//! remain, and only the record batches that lost rows are written again.
 
 use penstock_dialect::model::{AttrScope, Table};
 use penstock_dialect::{Pipeline as Checked, StepKind};
@@ -16,6 +20,17 @@ use crate::rows::{DATA_POINTS, attrs_of, signal_of};
 /// the route, in statement order; None when a statement for the signal does anything else
 /// (filters, drops, updates, deletes, aggregates, projections).
 pub fn forwarding_routes(pipeline: &Checked, signal: Signal) -> Option<Vec<(String, KeyRenames)>> {
+    routes(pipeline, signal, false)
+}
+
+/// Like [`forwarding_routes`], and the statements may also delete log records or spans
+/// (`DELETE FROM logs | spans [WHERE ...]`): the rows each route gets are known once the
+/// pipeline ran on the decoded batch.
+pub fn narrowing_routes(pipeline: &Checked, signal: Signal) -> Option<Vec<(String, KeyRenames)>> {
+    routes(pipeline, signal, true)
+}
+
+fn routes(pipeline: &Checked, signal: Signal, deletes: bool) -> Option<Vec<(String, KeyRenames)>> {
     let mut renames = KeyRenames::default();
     let mut routes = Vec::new();
     for step in pipeline
@@ -39,6 +54,7 @@ pub fn forwarding_routes(pipeline: &Checked, signal: Signal) -> Option<Vec<(Stri
                 filter: None,
                 projection: None,
             } => routes.push((sink.clone(), renames.clone())),
+            StepKind::Delete { .. } if deletes && step.table != Table::Metrics => {}
             _ => return None,
         }
     }

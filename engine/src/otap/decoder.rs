@@ -11,7 +11,7 @@ use super::DecodeLimits;
 use super::growing::DistinctValues;
 use super::ids::{Strings, check_unique_ids, decode_ids};
 use super::prescan::check_payload;
-use super::raw::{Forwarded, KeyRenames, Tracker};
+use super::raw::{DecodedAsSent, Forwarded, KeyRenames, Tracker};
 use super::validate::validate;
 use crate::batch::OtapBatch;
 use crate::error::{Error, Result};
@@ -72,6 +72,8 @@ pub struct OtapDecoder {
     streams: HashMap<PayloadType, PayloadStream>,
     /// While batches are forwarded as received: what they carried so far.
     tracker: Option<Tracker>,
+    /// Whether forwarded batches are decoded too (the IPC streams then stay live).
+    decode_forwarded: bool,
 }
 
 /// Bytes appended when an IPC message with an empty body ends a payload: the decoder completes
@@ -91,6 +93,7 @@ impl OtapDecoder {
             limits,
             streams: HashMap::new(),
             tracker: None,
+            decode_forwarded: false,
         }
     }
 
@@ -99,6 +102,16 @@ impl OtapDecoder {
     pub fn enable_forwarding(&mut self, limit: usize) {
         if self.streams.is_empty() {
             self.tracker = Some(Tracker::new(limit));
+        }
+    }
+
+    /// Like [`OtapDecoder::enable_forwarding`], and each forwarded batch is decoded too
+    /// ([`Forwarded::decoded`]): a pipeline that removes rows runs on it, and the rows left
+    /// are forwarded (see [`RawBatch::narrowed`](crate::otap::raw::RawBatch::narrowed)).
+    pub fn enable_forwarding_decoded(&mut self, limit: usize) {
+        if self.streams.is_empty() {
+            self.tracker = Some(Tracker::new(limit));
+            self.decode_forwarded = true;
         }
     }
 
@@ -124,14 +137,25 @@ impl OtapDecoder {
         };
         // Arrow's readers of IPC metadata panic on some malformed input: that is bad input,
         // not a fault.
-        catch_unwind(AssertUnwindSafe(|| {
+        let forwarded = catch_unwind(AssertUnwindSafe(|| {
             tracker.forward(signal, bar, outputs, &limits)
         }))
         .unwrap_or_else(|_| {
             Err(Error::LimitExceeded(
                 "malformed Arrow IPC data in a forwarded batch".into(),
             ))
-        })
+        })?;
+        match forwarded {
+            Some(mut forwarded) if self.decode_forwarded => {
+                let mut decoded = DecodedAsSent::new(signal);
+                self.decode_tables(bar, |table, sent, plain, strings| {
+                    decoded.add(table, sent, plain, strings)
+                })?;
+                forwarded.decoded = Some(decoded);
+                Ok(Some(forwarded))
+            }
+            other => Ok(other),
+        }
     }
 
     /// Stops forwarding: the messages forwarded so far are replayed into the decoder.
@@ -170,10 +194,24 @@ impl OtapDecoder {
 
     /// Decodes one batch. Ids come out plain (transport encodings removed).
     pub fn decode(&mut self, bar: &BatchArrowRecords) -> Result<OtapBatch> {
-        if let Some(tracker) = self.tracker.take() {
+        if let Some(tracker) = self.tracker.take()
+            && !self.decode_forwarded
+        {
             self.replay(tracker)?;
         }
         let mut batch = OtapBatch::new(self.signal);
+        self.decode_tables(bar, |table, _, plain, _| batch.set(table, plain))?;
+        Ok(batch)
+    }
+
+    /// Decodes each table of `bar` and hands it to `take`: as sent (ids encoded), with its
+    /// ids plain, and how its string dictionaries compare.
+    fn decode_tables(
+        &mut self,
+        bar: &BatchArrowRecords,
+        mut take: impl FnMut(PayloadType, &RecordBatch, RecordBatch, Strings) -> Result<()>,
+    ) -> Result<()> {
+        let mut seen = [false; PayloadType::COUNT];
         for payload in &bar.arrow_payloads {
             let table = PayloadType::from_wire(payload.r#type)
                 .filter(|t| self.signal.payload_types().contains(t))
@@ -181,7 +219,7 @@ impl OtapDecoder {
                     payload_type: payload.r#type,
                     signal: self.signal.name(),
                 })?;
-            if batch.get(table).is_some() {
+            if std::mem::replace(&mut seen[table.slot()], true) {
                 return Err(Error::DuplicatePayload(table));
             }
             let records = self.decode_payload(table, payload)?;
@@ -190,11 +228,11 @@ impl OtapDecoder {
                 (true, Some(stream)) => stream.strings(&records),
                 _ => Strings::MayRepeat,
             };
-            let records = decode_ids(records, table, strings)?;
-            check_unique_ids(&records, table)?;
-            batch.set(table, records)?;
+            let plain = decode_ids(records.clone(), table, strings)?;
+            check_unique_ids(&plain, table)?;
+            take(table, &records, plain, strings)?;
         }
-        Ok(batch)
+        Ok(())
     }
 
     fn decode_payload(

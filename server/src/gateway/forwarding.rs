@@ -5,7 +5,10 @@
 //! - OTAP batches (pass-through, see [`penstock_engine::otap::raw`]) when every sink they
 //!   reach is an OTAP sink that sends what it is given as it is: no disk buffer (its records
 //!   are re-encoded), compressed bodies (a forwarded body stays as it came), and no `linger`
-//!   (forwarded batches are not merged), and `pass_through` not turned off;
+//!   (forwarded batches are not merged), and `pass_through` not turned off. Pipelines that
+//!   also delete log records or spans qualify too: such a stream is decoded beside, the
+//!   pipelines run on it, and the rows left go on in the batch's own IPC streams (see
+//!   [`penstock_engine::otap::raw::RawBatch::narrowed`]);
 //! - OTLP requests (spliced, see [`penstock_engine::otlp::splice`]) when every sink they reach
 //!   is an OTLP sink or an OTLP_HTTP sink sending protobuf, without a disk buffer, without
 //!   `linger` (spliced requests are not merged) and with `pass_through` not turned off, and
@@ -18,15 +21,22 @@ use penstock_dialect::{Program, Sink};
 use penstock_engine::Signal;
 use penstock_engine::otap::raw::KeyRenames;
 use penstock_engine::otlp::splice;
-use penstock_pipeline::forwarding_routes;
+use penstock_pipeline::{forwarding_routes, narrowing_routes};
 
 /// The sinks a forwarded batch goes to, each with its key renames.
 pub type Routes = Arc<Vec<(String, KeyRenames)>>;
+
+/// The pipelines' statements for a signal, as far as forwarding goes: its routes, or None
+/// when it does something forwarding cannot do.
+type RoutesOf = fn(&penstock_dialect::Pipeline, Signal) -> Option<Vec<(String, KeyRenames)>>;
 
 /// Per source and signal, the routes of its forwarded batches (None: decoded).
 #[derive(Debug, Default)]
 pub struct Forwarding {
     otap: Vec<[Option<Routes>; 3]>,
+    /// Per source and signal, whether its OTAP batches are decoded beside (see
+    /// [`narrowing_routes`]).
+    narrowing: Vec<[bool; 3]>,
     otlp: Vec<[Option<Routes>; 3]>,
 }
 
@@ -66,6 +76,7 @@ fn takes_spliced(sink: &Sink) -> bool {
 /// every route's renames qualify (`renames_qualify`).
 fn plan(
     program: &Program,
+    routes_of: RoutesOf,
     takes: fn(&Sink) -> bool,
     renames_qualify: fn(Signal, &KeyRenames) -> bool,
 ) -> Vec<[Option<Routes>; 3]> {
@@ -76,7 +87,7 @@ fn plan(
             [Signal::Logs, Signal::Traces, Signal::Metrics].map(|signal| {
                 let mut routes = Vec::new();
                 for pipeline in program.pipelines.iter().filter(|p| p.source == source.name) {
-                    routes.extend(forwarding_routes(pipeline, signal)?);
+                    routes.extend(routes_of(pipeline, signal)?);
                 }
                 let qualify = routes.iter().all(|(name, renames)| {
                     renames_qualify(signal, renames)
@@ -95,10 +106,31 @@ fn plan(
 impl Forwarding {
     /// The plan for `program`.
     pub fn of(program: &Program) -> Forwarding {
-        Forwarding {
-            otap: plan(program, takes_forwarded, |_, _| true),
-            otlp: plan(program, takes_spliced, splice::supports),
+        let forwarded = plan(program, forwarding_routes, takes_forwarded, |_, _| true);
+        let narrowed = plan(program, narrowing_routes, takes_forwarded, |_, _| true);
+        let mut narrowing = Vec::with_capacity(forwarded.len());
+        let mut otap = Vec::with_capacity(forwarded.len());
+        for (mut routes, mut narrowed) in forwarded.into_iter().zip(narrowed) {
+            let decoded = [0, 1, 2].map(|i| routes[i].is_none() && narrowed[i].is_some());
+            for i in 0..3 {
+                if decoded[i] {
+                    routes[i] = narrowed[i].take();
+                }
+            }
+            narrowing.push(decoded);
+            otap.push(routes);
         }
+        Forwarding {
+            otap,
+            narrowing,
+            otlp: plan(program, forwarding_routes, takes_spliced, splice::supports),
+        }
+    }
+
+    /// Whether forwarded OTAP batches of `signal` from source `source` are decoded beside,
+    /// for pipelines that remove rows.
+    pub fn narrowing(&self, source: usize, signal: Signal) -> bool {
+        self.narrowing.get(source).is_some_and(|n| n[slot(signal)])
     }
 
     /// The routes of forwarded OTAP batches of `signal` from source `source`, if they are.

@@ -200,6 +200,9 @@ pub struct Telemetry {
     pub otap_batches: [AtomicU64; 2],
     /// OTLP export requests received: spliced as received, decoded.
     pub otlp_requests: [AtomicU64; 2],
+    /// Routed copies of forwarded OTAP batches whose pipelines may remove rows: forwarded
+    /// (with the rows left), encoded again.
+    pub otap_narrowed: [AtomicU64; 2],
     /// Batches of derived metrics (closed aggregation windows) a sink failed to deliver.
     pub derived_failures: AtomicU64,
     /// Connections closed on arrival because a source had its most.
@@ -264,6 +267,7 @@ impl Telemetry {
             stream_state_bytes: AtomicU64::new(0),
             otap_streams: AtomicU64::new(0),
             otap_batches: [AtomicU64::new(0), AtomicU64::new(0)],
+            otap_narrowed: [AtomicU64::new(0), AtomicU64::new(0)],
             otlp_requests: [AtomicU64::new(0), AtomicU64::new(0)],
         }
     }
@@ -485,6 +489,12 @@ impl Telemetry {
                 "OTLP export requests received, by whether they were spliced as received or decoded",
                 ["spliced", "decoded"],
                 &self.otlp_requests,
+            ),
+            (
+                "penstock_otap_narrowed_total",
+                "Routed copies of forwarded OTAP batches whose pipelines may remove rows, by whether they were forwarded with the rows left or encoded again",
+                ["forwarded", "encoded"],
+                &self.otap_narrowed,
             ),
         ] {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");

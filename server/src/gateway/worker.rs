@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Instant, SystemTime};
 
+use penstock_engine::otap::raw::DecodedAsSent;
 use penstock_engine::{OtapBatch, Signal};
 use penstock_pipeline::{Pipeline, nanos_since_epoch};
 use tokio::sync::{mpsc, oneshot, watch};
@@ -46,6 +47,9 @@ pub struct ForwardedJob {
     pub items: usize,
     /// Each sink it goes to, with its copy.
     pub outputs: Vec<(String, Raw)>,
+    /// The batch as decoded, for pipelines that remove rows to run on, with the program
+    /// generation its routes were planned under.
+    pub decoded: Option<(u64, Box<DecodedAsSent>)>,
 }
 
 /// How sources reach a worker.
@@ -381,7 +385,25 @@ async fn run_jobs(
         while waiting.try_join_next().is_some() {}
         let mut job = job;
         let (acks, failure) = match job.forwarded.take() {
-            Some(forwarded) => forward(&mut current, job.source, forwarded, &sinks).await,
+            Some(mut forwarded) => match forwarded.decoded.take() {
+                Some((generation, decoded)) => {
+                    let narrowed = Narrowed {
+                        generation,
+                        decoded,
+                        outputs: forwarded.outputs,
+                    };
+                    let handed = narrow(
+                        &mut current,
+                        job.source,
+                        narrowed,
+                        &sinks,
+                        &closed,
+                        telemetry,
+                    );
+                    handed.await
+                }
+                None => forward(&mut current, job.source, forwarded, &sinks).await,
+            },
             None => run_pipelines(&mut current, &job, &sinks, &closed, telemetry).await,
         };
         let telemetry = Arc::clone(telemetry);
@@ -448,6 +470,76 @@ async fn forward(
     (acks, failure)
 }
 
+/// A forwarded batch decoded beside, for pipelines that remove rows.
+struct Narrowed {
+    generation: u64,
+    decoded: Box<DecodedAsSent>,
+    outputs: Vec<(String, Raw)>,
+}
+
+/// Runs the pipelines on a forwarded batch's decoded copy; what each routes to a sink goes
+/// as the forwarded batch with the rows left (see
+/// [`penstock_engine::otap::raw::RawBatch::narrowed`]), or encoded again when it cannot: the
+/// pipelines were reloaded since the batch was read, several routes reach the sink, or a
+/// table's layout does not take the rows left.
+async fn narrow(
+    current: &mut Current,
+    source: usize,
+    narrowed: Narrowed,
+    sinks: &HashMap<String, SinkQueue>,
+    closed: &ClosedSender,
+    telemetry: &Telemetry,
+) -> Handed {
+    let (routed, mut failure) = run_through(current, source, &narrowed.decoded.batch, closed).await;
+    let same_program = current.counters.generation == narrowed.generation;
+    let mut raws = narrowed.outputs;
+    let mut acks = Vec::new();
+    for (sink, batch) in routed {
+        let Some(queue) = sinks.get(&sink) else {
+            continue;
+        };
+        let one_route = raws.iter().filter(|(s, _)| *s == sink).count() == 1;
+        let raw = raws
+            .iter()
+            .position(|(s, _)| *s == sink)
+            .filter(|_| same_program && one_route)
+            .map(|at| raws.swap_remove(at).1);
+        let mut narrowed_raw = None;
+        if let (Some(Raw::Otap(mut forwarded)), Some(root)) = (raw, batch.root()) {
+            match forwarded.batch.narrowed(&narrowed.decoded, root) {
+                Ok(Some(rows_left)) => {
+                    forwarded.batch = rows_left;
+                    narrowed_raw = Some(forwarded);
+                }
+                Ok(None) => {}
+                Err(e) => report::throttled(
+                    tracing::Level::WARN,
+                    &format!("sink {sink}"),
+                    "forwarding",
+                    &e,
+                ),
+            }
+        }
+        let outcome = usize::from(narrowed_raw.is_none());
+        telemetry.otap_narrowed[outcome].fetch_add(1, Relaxed);
+        let (ack, done) = oneshot::channel();
+        let delivery = match narrowed_raw {
+            Some(raw) => Delivery {
+                batch: OtapBatch::new(batch.signal()),
+                ack,
+                raw: Some(raw),
+                spliced: None,
+            },
+            None => Delivery::of(batch, ack),
+        };
+        match queue.send(delivery).await {
+            Ok(()) => acks.push(done),
+            Err(_) => failure = Some(DeliveryError::ShuttingDown),
+        }
+    }
+    (acks, failure)
+}
+
 /// Runs a job's batch through the pipelines of its source and hands what they route to the
 /// sinks.
 async fn run_pipelines(
@@ -457,21 +549,44 @@ async fn run_pipelines(
     closed: &ClosedSender,
     telemetry: &Arc<Telemetry>,
 ) -> Handed {
-    let worker = current.worker;
     telemetry.taps.source(job.source, &job.batch);
+    let (routed, mut failure) = run_through(current, job.source, &job.batch, closed).await;
     let mut acks = Vec::new();
+    for (sink, batch) in routed {
+        let Some(queue) = sinks.get(&sink) else {
+            continue;
+        };
+        telemetry.taps.sink(&sink, &batch);
+        let (ack, done) = oneshot::channel();
+        match queue.send(Delivery::of(batch, ack)).await {
+            Ok(()) => acks.push(done),
+            Err(_) => failure = Some(DeliveryError::ShuttingDown),
+        }
+    }
+    (acks, failure)
+}
+
+/// Runs `batch` through the pipelines of `source`: what they routed to sinks, in order, and
+/// the failure of any of them. Closed aggregation windows go to the merger.
+async fn run_through(
+    current: &mut Current,
+    source: usize,
+    batch: &OtapBatch,
+    closed: &ClosedSender,
+) -> (Vec<(String, OtapBatch)>, Option<DeliveryError>) {
+    let worker = current.worker;
+    let mut routed = Vec::new();
     let mut failure = None;
-    for &p in current.by_source.get(job.source).into_iter().flatten() {
+    for &p in current.by_source.get(source).into_iter().flatten() {
         let pipeline = &mut current.pipelines[p];
         // A panic in a kernel fails this batch, not the worker.
-        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            pipeline.run(job.batch.clone())
-        }))
-        .unwrap_or_else(|_| {
-            Err(penstock_pipeline::PipelineError::Execute(
-                "the pipeline panicked on this batch".into(),
-            ))
-        });
+        let run =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pipeline.run(batch.clone())))
+                .unwrap_or_else(|_| {
+                    Err(penstock_pipeline::PipelineError::Execute(
+                        "the pipeline panicked on this batch".into(),
+                    ))
+                });
         match run {
             Ok(output) => {
                 if !output.closed.is_empty() {
@@ -482,17 +597,7 @@ async fn run_pipelines(
                     };
                     let _ = closed.send(windows).await;
                 }
-                for (sink, batch) in output.routed {
-                    let Some(queue) = sinks.get(&sink) else {
-                        continue;
-                    };
-                    telemetry.taps.sink(&sink, &batch);
-                    let (ack, done) = oneshot::channel();
-                    match queue.send(Delivery::of(batch, ack)).await {
-                        Ok(()) => acks.push(done),
-                        Err(_) => failure = Some(DeliveryError::ShuttingDown),
-                    }
-                }
+                routed.extend(output.routed);
             }
             Err(e) => {
                 report::throttled(
@@ -511,5 +616,5 @@ async fn run_pipelines(
             counters.store(worker, &current.pipelines[p]);
         }
     }
-    (acks, failure)
+    (routed, failure)
 }

@@ -16,12 +16,16 @@
 mod forward;
 mod ipc;
 mod keys;
+mod narrow;
+#[cfg(test)]
+mod narrow_tests;
 #[cfg(test)]
 mod tests;
 mod track;
 
 pub use forward::{Forwarder, Placed, Sent};
 pub use ipc::{IpcMessage, MessageKind};
+pub use narrow::DecodedAsSent;
 pub(crate) use track::Tracker;
 
 use crate::schema::{PayloadType, Signal};
@@ -112,4 +116,7 @@ pub struct Forwarded {
     pub items: usize,
     /// The batch for each output.
     pub outputs: Vec<RawBatch>,
+    /// The batch as decoded, when the decoder was asked to decode forwarded batches too (see
+    /// [`crate::otap::OtapDecoder::enable_forwarding_decoded`]).
+    pub decoded: Option<DecodedAsSent>,
 }

@@ -19,7 +19,7 @@ use crate::schema::{PayloadType, Signal};
 use crate::{OtapBatch, equiv, otlp};
 
 /// Requests of one signal, as OTLP bytes.
-fn requests(signal: Signal, seed: u64, sizes: &[usize]) -> Vec<Vec<u8>> {
+pub(super) fn requests(signal: Signal, seed: u64, sizes: &[usize]) -> Vec<Vec<u8>> {
     let mut generator = DataGen::new(seed);
     sizes
         .iter()
@@ -35,7 +35,7 @@ fn requests(signal: Signal, seed: u64, sizes: &[usize]) -> Vec<Vec<u8>> {
 }
 
 /// The OTAP stream a sender would make of the requests.
-fn stream(signal: Signal, requests: &[Vec<u8>]) -> Vec<BatchArrowRecords> {
+pub(super) fn stream(signal: Signal, requests: &[Vec<u8>]) -> Vec<BatchArrowRecords> {
     let mut encoder = OtapEncoder::new(signal, EncodeOptions::default()).unwrap();
     requests
         .iter()
@@ -51,7 +51,7 @@ fn rename_keys(attributes: &mut [KeyValue], pairs: &[(String, String)]) {
 }
 
 /// What a batch means, renamed as `renames` says, in a form that compares.
-fn meaning(batch: &OtapBatch, renames: &KeyRenames) -> Vec<String> {
+pub(super) fn meaning(batch: &OtapBatch, renames: &KeyRenames) -> Vec<String> {
     let bytes = otlp::encode::encode(batch).unwrap();
     let resource = renames.of(PayloadType::ResourceAttrs);
     match batch.signal() {
@@ -96,7 +96,7 @@ fn meaning(batch: &OtapBatch, renames: &KeyRenames) -> Vec<String> {
 }
 
 /// The first key of each attribute table the renames may touch, to rename into `to`.
-fn renames_for(signal: Signal, first: &OtapBatch, to: &str) -> KeyRenames {
+pub(super) fn renames_for(signal: Signal, first: &OtapBatch, to: &str) -> KeyRenames {
     let mut renames = KeyRenames::default();
     let tables = match signal {
         Signal::Logs => [PayloadType::ResourceAttrs, PayloadType::LogAttrs],

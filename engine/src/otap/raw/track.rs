@@ -164,6 +164,7 @@ impl Tracker {
         Ok(Some(Forwarded {
             items,
             outputs: made,
+            decoded: None,
         }))
     }
 

@@ -51,5 +51,6 @@ pub fn job(
         signal,
         items,
         outputs,
+        decoded: None,
     }))
 }

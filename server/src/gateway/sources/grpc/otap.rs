@@ -101,6 +101,9 @@ impl Forwarding {
             signal,
             items: forwarded.items,
             outputs,
+            decoded: forwarded
+                .decoded
+                .map(|decoded| (self.generation, Box::new(decoded))),
         }))
     }
 }
@@ -271,19 +274,23 @@ async fn serve_stream(
         generation,
         forwarders: Vec::new(),
     };
-    let forwardable = context
-        .worker
-        .running
-        .borrow()
-        .forwarding
-        .routes(context.index, signal)
-        .is_some();
+    let (forwardable, narrowing) = {
+        let running = context.worker.running.borrow();
+        let forwarding = &running.forwarding;
+        (
+            forwarding.routes(context.index, signal).is_some(),
+            forwarding.narrowing(context.index, signal),
+        )
+    };
     if forwardable {
         // Half the stream's state budget, and at most what a fresh output stream can be sent
         // with one batch: should the stream be decoded after all, the decoder's own state
         // takes its place.
         let limit = (context.limits.max_stream_memory_bytes / 2).min(MAX_FORWARDED_STATE);
-        decoder.enable_forwarding(limit);
+        match narrowing {
+            true => decoder.enable_forwarding_decoded(limit),
+            false => decoder.enable_forwarding(limit),
+        }
     }
     let mut headers = HeaderDecoder::default();
     let mut shutdown = context.shutdown.clone();

@@ -1,0 +1,369 @@
+//! Forwarded batches with rows removed. When a pipeline deletes log records or spans, the
+//! batch still goes on in its sender's IPC streams: schemas and dictionary messages as
+//! received (renamed keys included), and only the record batch message of each table that
+//! lost rows written again, in the sender's own column layout. Tables that lost no row go as
+//! the bytes they came in.
+//!
+//! A record batch message holds no dictionary values, only each dictionary column's indices,
+//! so the rows kept can be written against the dictionaries the receiver already holds. Ids
+//! are written with the default transport encodings; a table the sender wrote otherwise (plain
+//! ids, ids in a dictionary, rows out of transport order) cannot be rewritten, and the batch is
+//! then re-encoded by the ordinary path.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions, StructArray};
+use arrow::compute::filter_record_batch;
+use arrow::datatypes::{DataType, Field, FieldRef, Fields, Schema, SchemaRef};
+use arrow::ipc::writer::{
+    DictionaryTracker, IpcDataGenerator, IpcWriteContext, IpcWriteOptions, write_message,
+};
+use arrow::ipc::{CompressionType, MetadataVersion};
+use bytes::Bytes;
+
+use super::ipc::{IpcMessage, MessageKind, split};
+use super::{RawBatch, RawPayload};
+use crate::batch::OtapBatch;
+use crate::error::{Error, Result};
+use crate::otap::encoder::DEFAULT_ZSTD_LEVEL;
+use crate::otap::ids::{IdValues, Strings, encode_ids};
+use crate::schema::consts::{self, ENCODING_METADATA};
+use crate::schema::{PayloadType, Signal};
+
+/// How the sender laid one table out: what rewriting its record batch needs.
+#[derive(Debug, Clone)]
+pub(super) struct Layout {
+    table: PayloadType,
+    /// The column types of its record batch messages (dictionary columns as their indices);
+    /// None when the sender's ids are not transport-encoded as the rewrite writes them.
+    pub(super) columns: Option<SchemaRef>,
+    /// How its string dictionaries compare (for the attribute quasi-delta encoding).
+    strings: Strings,
+}
+
+/// A forwarded batch as decoded: its tables with plain ids, and the sender's layout of each.
+#[derive(Debug, Clone)]
+pub struct DecodedAsSent {
+    /// The batch (ids plain, as [`crate::otap::OtapDecoder::decode`] gives them).
+    pub batch: OtapBatch,
+    pub(super) layouts: Vec<Layout>,
+}
+
+impl DecodedAsSent {
+    /// An empty batch of `signal`.
+    pub(crate) fn new(signal: Signal) -> DecodedAsSent {
+        DecodedAsSent {
+            batch: OtapBatch::new(signal),
+            layouts: Vec::new(),
+        }
+    }
+
+    /// Adds `table` as decoded (`sent`: before its ids were decoded; `plain`: after).
+    pub(crate) fn add(
+        &mut self,
+        table: PayloadType,
+        sent: &RecordBatch,
+        plain: RecordBatch,
+        strings: Strings,
+    ) -> Result<()> {
+        let columns = transport_encoded(sent.schema_ref())
+            .then(|| index_schema(sent.schema_ref()))
+            .flatten();
+        self.layouts.push(Layout {
+            table,
+            columns,
+            strings,
+        });
+        self.batch.set(table, plain)
+    }
+
+    fn layout(&self, table: PayloadType) -> Option<&Layout> {
+        self.layouts.iter().find(|l| l.table == table)
+    }
+}
+
+impl RawBatch {
+    /// This batch with only the rows that remain once `root` (the batch's root table after a
+    /// pipeline removed rows of `decoded`'s, nothing else changed) is all that is left of the
+    /// root: children of removed rows go with them, and resource and scope attributes no
+    /// longer referenced. None when a table that lost rows cannot be rewritten in its sender's
+    /// layout (see the [module](self) docs).
+    pub fn narrowed(
+        &self,
+        decoded: &DecodedAsSent,
+        root: &RecordBatch,
+    ) -> Result<Option<RawBatch>> {
+        let root_type = self.signal.root();
+        let Some(original) = decoded.batch.get(root_type) else {
+            return Ok(None);
+        };
+        if root.num_rows() == original.num_rows() {
+            return Ok(Some(self.clone()));
+        }
+        if self.signal == Signal::Metrics || root.schema() != original.schema() {
+            return Ok(None);
+        }
+        let kept = kept_tables(decoded, root)?;
+        let mut payloads = Vec::with_capacity(self.payloads.len());
+        for payload in &self.payloads {
+            let (Some(before), Some(after)) =
+                (decoded.batch.get(payload.table), kept.get(&payload.table))
+            else {
+                return Ok(None);
+            };
+            if before.num_rows() == after.num_rows() {
+                payloads.push(payload.clone());
+                continue;
+            }
+            let Some(layout) = decoded.layout(payload.table) else {
+                return Ok(None);
+            };
+            let Some(records) = rewrite(layout, after)? else {
+                return Ok(None);
+            };
+            let mut messages = payload.messages.clone();
+            match messages.last_mut() {
+                Some(last) if matches!(last.kind, MessageKind::Records { .. }) => *last = records,
+                _ => return Ok(None),
+            }
+            payloads.push(RawPayload {
+                table: payload.table,
+                schema_id: payload.schema_id.clone(),
+                messages,
+            });
+        }
+        Ok(Some(RawBatch {
+            signal: self.signal,
+            items: root.num_rows(),
+            payloads,
+        }))
+    }
+}
+
+/// Every table of `decoded` with only the rows that hang off `root`'s.
+fn kept_tables(
+    decoded: &DecodedAsSent,
+    root: &RecordBatch,
+) -> Result<HashMap<PayloadType, RecordBatch>> {
+    let root_type = decoded.batch.signal().root();
+    let mut kept: HashMap<PayloadType, RecordBatch> = HashMap::new();
+    kept.insert(root_type, root.clone());
+    let mut tables: Vec<(PayloadType, &RecordBatch)> = decoded
+        .batch
+        .tables()
+        .filter(|(t, _)| *t != root_type)
+        .collect();
+    // A table's parent has a smaller wire number than the table itself.
+    tables.sort_by_key(|(t, _)| t.wire());
+    for (table, rows) in tables {
+        let parents = match table {
+            PayloadType::ResourceAttrs => struct_ids(root, root_type, consts::RESOURCE)?,
+            PayloadType::ScopeAttrs => struct_ids(root, root_type, consts::SCOPE)?,
+            _ => match table.parent().and_then(|p| kept.get(&p).map(|k| (p, k))) {
+                Some((parent, parent_rows)) => {
+                    column_ids(parent_rows.column_by_name(consts::ID), parent)?
+                }
+                None => Vec::new(),
+            },
+        };
+        let mut member = Vec::new();
+        for id in parents.into_iter().flatten() {
+            let at = id as usize;
+            if member.len() <= at {
+                member.resize(at + 1, false);
+            }
+            member[at] = true;
+        }
+        let parent_ids = column_ids(rows.column_by_name(consts::PARENT_ID), table)?;
+        let keep: arrow::array::BooleanArray = parent_ids
+            .iter()
+            .map(|p| Some(p.is_some_and(|p| member.get(p as usize).copied().unwrap_or(false))))
+            .collect();
+        let filtered = filter_record_batch(rows, &keep)
+            .map_err(|e| Error::arrow(format!("removing rows of {table:?}"), e))?;
+        kept.insert(table, filtered);
+    }
+    Ok(kept)
+}
+
+/// The values of an id column (all null when it is absent).
+fn column_ids(column: Option<&ArrayRef>, table: PayloadType) -> Result<Vec<Option<u32>>> {
+    let Some(column) = column else {
+        return Ok(Vec::new());
+    };
+    let (_, values) = IdValues::read(column, table, consts::ID)?;
+    let mut out = Vec::with_capacity(values.len());
+    values.for_each(|_, v| out.push(v));
+    Ok(out)
+}
+
+/// The `id` values of struct column `name` of `root` (its rows that are not null).
+fn struct_ids(root: &RecordBatch, table: PayloadType, name: &str) -> Result<Vec<Option<u32>>> {
+    let Some(column) = root.column_by_name(name).and_then(|c| c.as_struct_opt()) else {
+        return Ok(Vec::new());
+    };
+    let ids = column_ids(column.column_by_name(consts::ID), table)?;
+    Ok(ids
+        .into_iter()
+        .enumerate()
+        .map(|(row, id)| id.filter(|_| column.is_valid(row)))
+        .collect())
+}
+
+/// Whether every id column of `schema` holds transport-encoded ids (no `plain` marking).
+fn transport_encoded(schema: &Schema) -> bool {
+    let plain = |f: &Field| {
+        f.metadata()
+            .get(ENCODING_METADATA)
+            .is_some_and(|e| e == "plain")
+    };
+    schema.fields().iter().all(|f| match f.data_type() {
+        DataType::Struct(children)
+            if [consts::RESOURCE, consts::SCOPE].contains(&f.name().as_str()) =>
+        {
+            children.iter().all(|c| c.name() != consts::ID || !plain(c))
+        }
+        _ => ![consts::ID, consts::PARENT_ID].contains(&f.name().as_str()) || !plain(f),
+    })
+}
+
+/// The type a column of `data_type` has in a record batch message: dictionaries as their
+/// indices. None when a dictionary sits inside a type other than a struct.
+fn index_type(data_type: &DataType) -> Option<DataType> {
+    match data_type {
+        DataType::Dictionary(keys, _) => Some(keys.as_ref().clone()),
+        DataType::Struct(fields) => Some(DataType::Struct(index_fields(fields)?)),
+        other => (!holds_dictionary(other)).then(|| other.clone()),
+    }
+}
+
+/// Whether a dictionary sits anywhere in `data_type`.
+fn holds_dictionary(data_type: &DataType) -> bool {
+    match data_type {
+        DataType::Dictionary(_, _) => true,
+        DataType::Struct(fields) => fields.iter().any(|f| holds_dictionary(f.data_type())),
+        DataType::List(f)
+        | DataType::LargeList(f)
+        | DataType::ListView(f)
+        | DataType::LargeListView(f)
+        | DataType::FixedSizeList(f, _)
+        | DataType::Map(f, _) => holds_dictionary(f.data_type()),
+        DataType::Union(fields, _) => fields.iter().any(|(_, f)| holds_dictionary(f.data_type())),
+        DataType::RunEndEncoded(_, values) => holds_dictionary(values.data_type()),
+        _ => false,
+    }
+}
+
+fn index_fields(fields: &Fields) -> Option<Fields> {
+    fields
+        .iter()
+        .map(|f| index_field(f))
+        .collect::<Option<Vec<FieldRef>>>()
+        .map(Fields::from)
+}
+
+fn index_field(field: &Field) -> Option<FieldRef> {
+    Some(Arc::new(Field::new(
+        field.name(),
+        index_type(field.data_type())?,
+        field.is_nullable(),
+    )))
+}
+
+fn index_schema(schema: &Schema) -> Option<SchemaRef> {
+    Some(Arc::new(Schema::new(index_fields(schema.fields())?)))
+}
+
+/// `array` with its dictionaries replaced by their indices (see [`index_type`]).
+fn index_array(array: &ArrayRef) -> Option<ArrayRef> {
+    match array.data_type() {
+        DataType::Dictionary(_, _) => {
+            let keys = array.as_any_dictionary().keys();
+            Some(arrow::array::make_array(keys.to_data()))
+        }
+        DataType::Struct(fields) => {
+            let s = array.as_struct();
+            let columns = s
+                .columns()
+                .iter()
+                .map(index_array)
+                .collect::<Option<Vec<ArrayRef>>>()?;
+            let fields = index_fields(fields)?;
+            let rebuilt = StructArray::try_new(fields, columns, s.nulls().cloned()).ok()?;
+            Some(Arc::new(rebuilt))
+        }
+        other => index_type(other).map(|_| Arc::clone(array)),
+    }
+}
+
+/// The record batch message of `rows` (ids plain) in `layout`, or None when they do not fit
+/// it.
+fn rewrite(layout: &Layout, rows: &RecordBatch) -> Result<Option<IpcMessage>> {
+    let Some(columns) = &layout.columns else {
+        return Ok(None);
+    };
+    let Some(encoded) = encode_ids(rows.clone(), layout.table, layout.strings)? else {
+        return Ok(None);
+    };
+    let arrays = encoded
+        .columns()
+        .iter()
+        .map(index_array)
+        .collect::<Option<Vec<ArrayRef>>>();
+    let Some(arrays) = arrays else {
+        return Ok(None);
+    };
+    let types_match = arrays.len() == columns.fields().len()
+        && arrays
+            .iter()
+            .zip(columns.fields())
+            .all(|(a, f)| a.data_type() == f.data_type());
+    if !types_match {
+        return Ok(None);
+    }
+    let options = RecordBatchOptions::new().with_row_count(Some(encoded.num_rows()));
+    let batch = RecordBatch::try_new_with_options(Arc::clone(columns), arrays, &options)
+        .map_err(|e| Error::arrow(format!("rows of {:?}", layout.table), e))?;
+    write_records(&batch, layout.table).map(Some)
+}
+
+thread_local! {
+    /// The zstd context record batches are rewritten with, one per thread.
+    static WRITER: RefCell<Option<(IpcWriteOptions, IpcWriteContext)>> = const { RefCell::new(None) };
+}
+
+/// The record batch message of `batch` (which holds no dictionary), zstd-compressed.
+fn write_records(batch: &RecordBatch, table: PayloadType) -> Result<IpcMessage> {
+    let fail = |e| Error::arrow(format!("writing rows of {table:?}"), e);
+    let bytes = WRITER.with(|cell| -> Result<Vec<u8>> {
+        let mut cell = cell.borrow_mut();
+        if cell.is_none() {
+            let options = IpcWriteOptions::try_new(8, false, MetadataVersion::V5)
+                .and_then(|o| o.try_with_compression(Some(CompressionType::ZSTD)))
+                .and_then(|o| o.try_with_compression_level(Some(DEFAULT_ZSTD_LEVEL)))
+                .map_err(fail)?;
+            *cell = Some((options, IpcWriteContext::default()));
+        }
+        let (options, context) = cell.as_mut().expect("set above");
+        let mut tracker = DictionaryTracker::new(false);
+        let (_, encoded) = IpcDataGenerator::default()
+            .encode(batch, &mut tracker, options, context)
+            .map_err(fail)?;
+        let mut out = Vec::new();
+        write_message(&mut out, encoded, options).map_err(fail)?;
+        Ok(out)
+    })?;
+    let mut messages = split(&Bytes::from(bytes)).map_err(|reason| Error::BadPayload {
+        payload_type: table,
+        schema_id: String::new(),
+        reason,
+    })?;
+    match messages.pop() {
+        Some(m) if messages.is_empty() && matches!(m.kind, MessageKind::Records { .. }) => Ok(m),
+        _ => Err(Error::LimitExceeded(format!(
+            "rewriting rows of {table:?} made other messages than a record batch"
+        ))),
+    }
+}

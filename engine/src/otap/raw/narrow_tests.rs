@@ -1,0 +1,167 @@
+//! Forwarded batches with rows removed decode, at the receiver, to exactly what removing the
+//! rows from the decoded batch and encoding it again gives.
+
+use arrow::array::{BooleanArray, RecordBatch};
+use arrow::compute::filter_record_batch;
+use proptest::prelude::*;
+
+use super::tests::{meaning, renames_for, requests, stream};
+use super::{Forwarder, KeyRenames, Sent};
+use crate::OtapBatch;
+use crate::equiv;
+use crate::otap::OtapDecoder;
+use crate::proto::BatchArrowRecords;
+use crate::schema::Signal;
+
+/// The root rows a pipeline keeps: none, all, or those `pick` chooses.
+#[derive(Debug, Clone, Copy)]
+enum Keep {
+    None,
+    All,
+    Some(u64),
+}
+
+fn keep_root(batch: &OtapBatch, keep: Keep) -> RecordBatch {
+    let root = batch.root().unwrap();
+    let mask: BooleanArray = (0..root.num_rows() as u64)
+        .map(|row| {
+            Some(match keep {
+                Keep::None => false,
+                Keep::All => true,
+                Keep::Some(seed) => (row.wrapping_mul(2_654_435_761) ^ seed) % 3 != 0,
+            })
+        })
+        .collect();
+    filter_record_batch(root, &mask).unwrap()
+}
+
+/// Forwards `bars` with `renames`, keeping the root rows `keep` says of each, and checks what
+/// a receiver decodes against the decoded batch with those rows alone.
+fn check(signal: Signal, bars: &[BatchArrowRecords], renames: &KeyRenames, keep: &[Keep]) {
+    let mut plain = OtapDecoder::new(signal);
+    let mut forwarding = OtapDecoder::new(signal);
+    forwarding.enable_forwarding_decoded(64 << 20);
+    let mut forwarder = Forwarder::default();
+    let mut receiver = OtapDecoder::new(signal);
+    let mut sent = Sent::default();
+    for (i, bar) in bars.iter().enumerate() {
+        let mut expected = plain.decode(bar).unwrap();
+        let Some(forwarded) = forwarding.forward(bar, &[renames]).unwrap() else {
+            // Decoded from here on (the streams were decoded all along: nothing is replayed).
+            let decoded = forwarding.decode(bar).unwrap();
+            let renamed = meaning(&decoded, renames);
+            let want = meaning(&plain_first_of(&expected), renames);
+            assert_eq!(renamed, want);
+            continue;
+        };
+        let decoded = forwarded.decoded.as_ref().expect("decoded beside");
+        let keep = keep[i % keep.len()];
+        let root = keep_root(&decoded.batch, keep);
+        expected
+            .set(signal.root(), keep_root(&expected, keep))
+            .unwrap();
+        let raw = forwarded.outputs[0]
+            .narrowed(decoded, &root)
+            .unwrap()
+            .expect("the sender's layout takes the rows left");
+        assert_eq!(raw.items, root.num_rows());
+        if matches!(keep, Keep::All) {
+            let same = raw
+                .payloads
+                .iter()
+                .zip(&forwarded.outputs[0].payloads)
+                .all(|(a, b)| a.messages.last().unwrap().bytes == b.messages.last().unwrap().bytes);
+            assert!(same, "a batch that lost no row goes as received");
+        }
+        let placed = forwarder.place(&raw);
+        let frame = forwarder.frame(&raw, &placed, &mut sent, i as i64).unwrap();
+        let received = receiver.decode(&frame).unwrap();
+        let want = meaning(&expected, renames);
+        let got = meaning(&received, &KeyRenames::default());
+        if let Some(diff) = equiv::first_difference(&want, &got) {
+            panic!("batch {i} of {signal:?} ({keep:?}): {diff}");
+        }
+    }
+}
+
+#[test]
+fn removed_rows_leave_with_their_children() {
+    for signal in [Signal::Logs, Signal::Traces] {
+        let bars = stream(signal, &requests(signal, 3, &[60, 90, 40, 120]));
+        let first = plain_first(signal, &bars);
+        let renames = renames_for(signal, &first, "renamed");
+        let keep = [
+            Keep::Some(1),
+            Keep::All,
+            Keep::Some(7),
+            Keep::None,
+            Keep::Some(9),
+        ];
+        check(signal, &bars, &renames, &keep);
+    }
+}
+
+#[test]
+fn rows_removed_from_a_table_its_sender_left_in_another_layout_fall_back() {
+    // Plain ids (the sender marks them so) are not written again: the batch is re-encoded.
+    let signal = Signal::Logs;
+    let bars = stream(signal, &requests(signal, 5, &[30]));
+    let mut forwarding = OtapDecoder::new(signal);
+    forwarding.enable_forwarding_decoded(64 << 20);
+    let forwarded = forwarding
+        .forward(&bars[0], &[&KeyRenames::default()])
+        .unwrap()
+        .unwrap();
+    let mut decoded = forwarded.decoded.clone().unwrap();
+    for layout in &mut decoded.layouts {
+        layout.columns = None;
+    }
+    let root = keep_root(&decoded.batch, Keep::Some(2));
+    assert!(
+        forwarded.outputs[0]
+            .narrowed(&decoded, &root)
+            .unwrap()
+            .is_none()
+    );
+    // Nothing removed: the batch goes as it is whatever the layout.
+    let all = keep_root(&decoded.batch, Keep::All);
+    assert!(
+        forwarded.outputs[0]
+            .narrowed(&decoded, &all)
+            .unwrap()
+            .is_some()
+    );
+}
+
+fn plain_first_of(batch: &OtapBatch) -> OtapBatch {
+    batch.clone()
+}
+
+fn plain_first(signal: Signal, bars: &[BatchArrowRecords]) -> OtapBatch {
+    OtapDecoder::new(signal).decode(&bars[0]).unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(12))]
+    #[test]
+    fn narrowed_streams_decode_to_what_removing_the_rows_gives(
+        seed in 0u64..1000,
+        sizes in proptest::collection::vec(0usize..150, 1..5),
+        picks in proptest::collection::vec(0u64..40, 1..4),
+        traces in any::<bool>(),
+    ) {
+        let signal = if traces { Signal::Traces } else { Signal::Logs };
+        let bars = stream(signal, &requests(signal, seed, &sizes));
+        let first = plain_first(signal, &bars);
+        let renames = renames_for(signal, &first, "to");
+        let keep: Vec<Keep> = picks
+            .iter()
+            .map(|&p| match p {
+                0 => Keep::None,
+                1 => Keep::All,
+                p => Keep::Some(p),
+            })
+            .collect();
+        check(signal, &bars, &renames, &keep);
+    }
+}
