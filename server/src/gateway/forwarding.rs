@@ -106,20 +106,15 @@ fn plan(
 impl Forwarding {
     /// The plan for `program`.
     pub fn of(program: &Program) -> Forwarding {
-        let forwarded = plan(program, forwarding_routes, takes_forwarded, |_, _| true);
-        let narrowed = plan(program, narrowing_routes, takes_forwarded, |_, _| true);
-        let mut narrowing = Vec::with_capacity(forwarded.len());
-        let mut otap = Vec::with_capacity(forwarded.len());
-        for (mut routes, mut narrowed) in forwarded.into_iter().zip(narrowed) {
-            let decoded = [0, 1, 2].map(|i| routes[i].is_none() && narrowed[i].is_some());
-            for i in 0..3 {
-                if decoded[i] {
-                    routes[i] = narrowed[i].take();
-                }
-            }
-            narrowing.push(decoded);
-            otap.push(routes);
-        }
+        // Narrowing routes accept every pipeline forwarding routes do, with the same routes:
+        // a signal is decoded beside when only the former take it.
+        let otap = plan(program, narrowing_routes, takes_forwarded, |_, _| true);
+        let whole = plan(program, forwarding_routes, takes_forwarded, |_, _| true);
+        let narrowing = otap
+            .iter()
+            .zip(&whole)
+            .map(|(n, w)| [0, 1, 2].map(|i| n[i].is_some() && w[i].is_none()))
+            .collect();
         Forwarding {
             otap,
             narrowing,

@@ -504,22 +504,7 @@ async fn narrow(
             .position(|(s, _)| *s == sink)
             .filter(|_| same_program && one_route)
             .map(|at| raws.swap_remove(at).1);
-        let mut narrowed_raw = None;
-        if let (Some(Raw::Otap(mut forwarded)), Some(root)) = (raw, batch.root()) {
-            match forwarded.batch.narrowed(&narrowed.decoded, root) {
-                Ok(Some(rows_left)) => {
-                    forwarded.batch = rows_left;
-                    narrowed_raw = Some(forwarded);
-                }
-                Ok(None) => {}
-                Err(e) => report::throttled(
-                    tracing::Level::WARN,
-                    &format!("sink {sink}"),
-                    "forwarding",
-                    &e,
-                ),
-            }
-        }
+        let narrowed_raw = narrowed_copy(raw, &narrowed.decoded, &batch, &sink);
         let outcome = usize::from(narrowed_raw.is_none());
         telemetry.otap_narrowed[outcome].fetch_add(1, Relaxed);
         let (ack, done) = oneshot::channel();
@@ -538,6 +523,30 @@ async fn narrow(
         }
     }
     (acks, failure)
+}
+
+/// The forwarded copy `raw` with only the rows its pipelines' output `batch` kept, or None
+/// when it cannot go so.
+fn narrowed_copy(
+    raw: Option<Raw>,
+    decoded: &DecodedAsSent,
+    batch: &OtapBatch,
+    sink: &str,
+) -> Option<super::delivery::Forwarded> {
+    let (Some(Raw::Otap(mut forwarded)), Some(root)) = (raw, batch.root()) else {
+        return None;
+    };
+    match forwarded.batch.narrowed(decoded, root) {
+        Ok(rows_left) => {
+            forwarded.batch = rows_left?;
+            Some(forwarded)
+        }
+        Err(e) => {
+            let subject = format!("sink {sink}");
+            report::throttled(tracing::Level::WARN, &subject, "forwarding", &e);
+            None
+        }
+    }
 }
 
 /// Runs a job's batch through the pipelines of its source and hands what they route to the

@@ -36,9 +36,8 @@ use crate::schema::{PayloadType, Signal};
 #[derive(Debug, Clone)]
 pub(super) struct Layout {
     table: PayloadType,
-    /// The column types of its record batch messages (dictionary columns as their indices);
-    /// None when the sender's ids are not transport-encoded as the rewrite writes them.
-    pub(super) columns: Option<SchemaRef>,
+    /// Its schema as sent (ids with their transport encodings, dictionaries).
+    pub(super) sent: SchemaRef,
     /// How its string dictionaries compare (for the attribute quasi-delta encoding).
     strings: Strings,
 }
@@ -68,12 +67,9 @@ impl DecodedAsSent {
         plain: RecordBatch,
         strings: Strings,
     ) -> Result<()> {
-        let columns = transport_encoded(sent.schema_ref())
-            .then(|| index_schema(sent.schema_ref()))
-            .flatten();
         self.layouts.push(Layout {
             table,
-            columns,
+            sent: sent.schema(),
             strings,
         });
         self.batch.set(table, plain)
@@ -301,7 +297,11 @@ fn index_array(array: &ArrayRef) -> Option<ArrayRef> {
 /// The record batch message of `rows` (ids plain) in `layout`, or None when they do not fit
 /// it.
 fn rewrite(layout: &Layout, rows: &RecordBatch) -> Result<Option<IpcMessage>> {
-    let Some(columns) = &layout.columns else {
+    if !transport_encoded(&layout.sent) {
+        return Ok(None);
+    }
+    // The column types of the sender's record batch messages.
+    let Some(columns) = index_schema(&layout.sent) else {
         return Ok(None);
     };
     let Some(encoded) = encode_ids(rows.clone(), layout.table, layout.strings)? else {
@@ -324,7 +324,7 @@ fn rewrite(layout: &Layout, rows: &RecordBatch) -> Result<Option<IpcMessage>> {
         return Ok(None);
     }
     let options = RecordBatchOptions::new().with_row_count(Some(encoded.num_rows()));
-    let batch = RecordBatch::try_new_with_options(Arc::clone(columns), arrays, &options)
+    let batch = RecordBatch::try_new_with_options(columns, arrays, &options)
         .map_err(|e| Error::arrow(format!("rows of {:?}", layout.table), e))?;
     write_records(&batch, layout.table).map(Some)
 }

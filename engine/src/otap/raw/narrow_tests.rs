@@ -3,6 +3,9 @@
 
 use arrow::array::{BooleanArray, RecordBatch};
 use arrow::compute::filter_record_batch;
+use std::sync::Arc;
+
+use arrow::datatypes::{Field, Schema, SchemaRef};
 use proptest::prelude::*;
 
 use super::tests::{meaning, renames_for, requests, stream};
@@ -12,6 +15,7 @@ use crate::equiv;
 use crate::otap::OtapDecoder;
 use crate::proto::BatchArrowRecords;
 use crate::schema::Signal;
+use crate::schema::consts::{self, ENCODING_METADATA};
 
 /// The root rows a pipeline keeps: none, all, or those `pick` chooses.
 #[derive(Debug, Clone, Copy)]
@@ -114,7 +118,7 @@ fn rows_removed_from_a_table_its_sender_left_in_another_layout_fall_back() {
         .unwrap();
     let mut decoded = forwarded.decoded.clone().unwrap();
     for layout in &mut decoded.layouts {
-        layout.columns = None;
+        layout.sent = marked_plain(&layout.sent);
     }
     let root = keep_root(&decoded.batch, Keep::Some(2));
     assert!(
@@ -131,6 +135,22 @@ fn rows_removed_from_a_table_its_sender_left_in_another_layout_fall_back() {
             .unwrap()
             .is_some()
     );
+}
+
+/// `schema` with its `id` and `parent_id` columns marked as holding plain ids.
+fn marked_plain(schema: &Schema) -> SchemaRef {
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| match f.name().as_str() {
+            consts::ID | consts::PARENT_ID => f
+                .as_ref()
+                .clone()
+                .with_metadata([(ENCODING_METADATA.to_string(), "plain".to_string())].into()),
+            _ => f.as_ref().clone(),
+        })
+        .collect();
+    Arc::new(Schema::new(fields))
 }
 
 fn plain_first(signal: Signal, bars: &[BatchArrowRecords]) -> OtapBatch {
