@@ -379,77 +379,167 @@ async fn two_batches(
     [first, status(statuses.message().await)]
 }
 
+/// 200 OTAP streams, all open at once, each sending the same batch of 256 logs twice through
+/// a gateway whose pipeline runs `statements` into an OTAP sink, towards the reference Go
+/// consumer (grpc-go) taking 32 concurrent streams per connection. The sink spreads its
+/// forwarded streams over connections of 32 (`max_streams_per_connection`). Every batch must
+/// be acknowledged the first time.
+struct ForwardedFanIn {
+    relay: Gateway,
+    consumer: std::process::Child,
+    frames: std::sync::mpsc::Receiver<(u8, Vec<u8>)>,
+    /// The request each batch was made of.
+    request: LogsRequest,
+}
+
+const FORWARDED_STREAMS: usize = 200;
+
+impl ForwardedFanIn {
+    fn run(binary: &std::path::Path, name: &str, statements: &str) -> ForwardedFanIn {
+        let mut consumer = common::go::spawn_piped(std::process::Command::new(binary).args([
+            "serve",
+            "-max-streams",
+            "32",
+        ]));
+        let (addr, frames) = common::go::tagged_frames(consumer.stdout.take().unwrap());
+        let dir = temp_dir(name);
+        let relay = Gateway::start_with(
+            &dir,
+            "relay",
+            &format!(
+                "CREATE SOURCE otlp FROM GRPC WITH (listen = '127.0.0.1:0');
+                 CREATE SINK downstream TO OTAP WITH (endpoint = 'http://{addr}',
+                   max_streams_per_connection = 32);
+                 CREATE PIPELINE p FROM otlp AS BEGIN {statements} END;"
+            ),
+            &["--admin-listen", "127.0.0.1:0"],
+        );
+        let request = DataGen::new(9).logs(256);
+        let batch = otlp::decode::decode_logs(&request.encode_to_vec())
+            .unwrap()
+            .remove(0);
+        let url = relay.url();
+        let statuses = block_on(async move {
+            let all_started = Arc::new(tokio::sync::Barrier::new(FORWARDED_STREAMS));
+            let mut tasks = tokio::task::JoinSet::new();
+            for _ in 0..2 {
+                let channel = tonic::transport::Endpoint::from_shared(url.clone())
+                    .unwrap()
+                    .connect()
+                    .await
+                    .unwrap();
+                for _ in 0..FORWARDED_STREAMS / 2 {
+                    let mut encoder =
+                        OtapEncoder::new(Signal::Logs, EncodeOptions::default()).unwrap();
+                    let first = encoder.encode(&batch).unwrap();
+                    let second = encoder.encode(&batch).unwrap();
+                    let (channel, all_started) = (channel.clone(), Arc::clone(&all_started));
+                    tasks.spawn(two_batches(channel, first, second, all_started));
+                }
+            }
+            let mut statuses = Vec::new();
+            while let Some(done) = tasks.join_next().await {
+                statuses.extend(done.unwrap());
+            }
+            statuses
+        });
+        let ok = StatusCode::Ok as i32;
+        assert!(statuses.iter().all(|s| *s == ok), "{statuses:?}");
+        ForwardedFanIn {
+            relay,
+            consumer,
+            frames,
+            request,
+        }
+    }
+
+    /// The gateway's counter `series`.
+    fn counter(&self, series: &str) -> Option<f64> {
+        common::otlp_go::series(&self.relay.metrics_text(), series)
+    }
+
+    fn finish(self) {
+        let ForwardedFanIn {
+            relay,
+            mut consumer,
+            ..
+        } = self;
+        let (clean, _) = relay.terminate();
+        assert!(clean);
+        let _ = consumer.kill();
+        let _ = consumer.wait();
+    }
+}
+
 /// Forwarded as received, each input stream has an output stream of its own: 200 streams,
-/// all open at once, towards the reference Go consumer (grpc-go) taking 32 concurrent
-/// streams per connection. The sink spreads them over connections of 32
-/// (`max_streams_per_connection`), so every batch is acknowledged the first time and every
-/// record arrives, forwarded.
+/// all open at once, towards a backend limiting concurrent streams (see [`ForwardedFanIn`]).
+/// Every batch is acknowledged the first time and every record arrives, forwarded.
 #[test]
 fn forwarded_streams_open_at_once_reach_a_backend_that_limits_concurrent_streams() {
     let Some(binary) = common::go::interop_binary() else {
         return;
     };
     let _serial = one_at_a_time();
-    let mut consumer = common::go::spawn_piped(std::process::Command::new(&binary).args([
-        "serve",
-        "-max-streams",
-        "32",
-    ]));
-    let (addr, frames) = common::go::tagged_frames(consumer.stdout.take().unwrap());
-    let dir = temp_dir("fan_in_forward");
-    let relay = Gateway::start_with(
-        &dir,
-        "relay",
-        &format!(
-            "CREATE SOURCE otlp FROM GRPC WITH (listen = '127.0.0.1:0');
-             CREATE SINK downstream TO OTAP WITH (endpoint = 'http://{addr}',
-               max_streams_per_connection = 32);
-             CREATE PIPELINE p FROM otlp AS BEGIN
-               ALTER TABLE logs RENAME ATTRIBUTE 'exception.type' TO 'error.type';
-               INSERT INTO downstream SELECT * FROM logs;
-             END;"
-        ),
-        &["--admin-listen", "127.0.0.1:0"],
+    let run = ForwardedFanIn::run(
+        &binary,
+        "fan_in_forward",
+        "ALTER TABLE logs RENAME ATTRIBUTE 'exception.type' TO 'error.type';
+         INSERT INTO downstream SELECT * FROM logs;",
     );
-    const STREAMS: usize = 200;
-    let request = DataGen::new(9).logs(256).encode_to_vec();
-    let batch = otlp::decode::decode_logs(&request).unwrap().remove(0);
-    let url = relay.url();
-    let statuses = block_on(async move {
-        let all_started = Arc::new(tokio::sync::Barrier::new(STREAMS));
-        let mut tasks = tokio::task::JoinSet::new();
-        for _ in 0..2 {
-            let channel = tonic::transport::Endpoint::from_shared(url.clone())
-                .unwrap()
-                .connect()
-                .await
-                .unwrap();
-            for _ in 0..STREAMS / 2 {
-                let mut encoder = OtapEncoder::new(Signal::Logs, EncodeOptions::default()).unwrap();
-                let first = encoder.encode(&batch).unwrap();
-                let second = encoder.encode(&batch).unwrap();
-                let (channel, all_started) = (channel.clone(), Arc::clone(&all_started));
-                tasks.spawn(two_batches(channel, first, second, all_started));
-            }
-        }
-        let mut statuses = Vec::new();
-        while let Some(done) = tasks.join_next().await {
-            statuses.extend(done.unwrap());
-        }
-        statuses
+    receive_logs(&run.frames, 2 * FORWARDED_STREAMS * 256, |_| {});
+    let forwarded = run.counter("penstock_otap_batches_total{path=\"forwarded\"}");
+    assert_eq!(forwarded, Some((2 * FORWARDED_STREAMS) as f64));
+    run.finish();
+}
+
+/// The same fan-in through a pipeline that also deletes log records: each of the 400 batches
+/// is decoded beside and goes on in its own stream with only the rows left written again.
+/// Every batch is acknowledged the first time, and the consumer gets exactly the records
+/// left, each with the key renamed.
+#[test]
+fn narrowed_streams_open_at_once_reach_a_backend_that_limits_concurrent_streams() {
+    let Some(binary) = common::go::interop_binary() else {
+        return;
+    };
+    let _serial = one_at_a_time();
+    let run = ForwardedFanIn::run(
+        &binary,
+        "fan_in_narrow",
+        "ALTER TABLE logs RENAME ATTRIBUTE 'exception.type' TO 'error.type';
+         DELETE FROM logs WHERE severity_number < 9;
+         INSERT INTO downstream SELECT * FROM logs;",
+    );
+    let left = run
+        .request
+        .resource_logs
+        .iter()
+        .flat_map(|rl| &rl.scope_logs)
+        .flat_map(|sl| &sl.log_records)
+        .filter(|r| r.severity_number >= 9)
+        .count();
+    assert!(
+        left > 0 && left < 256,
+        "the delete removes some of the 256 records"
+    );
+    let mut old_keys = 0;
+    let arrived = receive_logs(&run.frames, 2 * FORWARDED_STREAMS * left, |request| {
+        old_keys += key_count(request, "exception.type");
+        let low = request
+            .resource_logs
+            .iter()
+            .flat_map(|rl| &rl.scope_logs)
+            .flat_map(|sl| &sl.log_records)
+            .filter(|r| r.severity_number < 9)
+            .count();
+        assert_eq!(low, 0, "a deleted record arrived");
     });
-    let ok = StatusCode::Ok as i32;
-    assert!(statuses.iter().all(|s| *s == ok), "{statuses:?}");
-    receive_logs(&frames, 2 * STREAMS * 256, |_| {});
-    let forwarded = common::otlp_go::series(
-        &relay.metrics_text(),
-        "penstock_otap_batches_total{path=\"forwarded\"}",
-    );
-    assert_eq!(forwarded, Some((2 * STREAMS) as f64));
-    let (clean, _) = relay.terminate();
-    assert!(clean);
-    let _ = consumer.kill();
-    let _ = consumer.wait();
+    assert_eq!(arrived, 2 * FORWARDED_STREAMS * left);
+    assert_eq!(old_keys, 0, "every key was renamed");
+    let forwarded = run.counter("penstock_otap_batches_total{path=\"forwarded\"}");
+    assert_eq!(forwarded, Some((2 * FORWARDED_STREAMS) as f64));
+    let narrowed = run.counter("penstock_otap_narrowed_total{path=\"forwarded\"}");
+    assert_eq!(narrowed, Some((2 * FORWARDED_STREAMS) as f64));
+    run.finish();
 }
 
 /// Spliced requests (a pipeline that only renames keys, into an OTLP sink) fanned in: 200
