@@ -8,16 +8,19 @@
 //!
 //! Operations: `otlp_decode`, `otlp_encode`, `otap_encode`, `otap_decode`, `otap_forward` (decode
 //! a steady-state OTAP message and encode the result on a second stream, as a gateway forwarding
-//! OTAP does), `none` (setup only, to subtract).
+//! OTAP does), `otlp_splice` (rename `exception.type`, which a few records hold, in the
+//! protobuf, as a route that only renames keys sends OTLP on), `none` (setup only, to
+//! subtract).
 
 use std::hint::black_box;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
-use penstock_engine::Signal;
 use penstock_engine::datagen::DataGen;
+use penstock_engine::otap::raw::KeyRenames;
 use penstock_engine::otap::{EncodeOptions, OtapDecoder, OtapEncoder};
-use penstock_engine::otlp::encode;
+use penstock_engine::otlp::{encode, splice};
+use penstock_engine::{PayloadType, Signal};
 use prost::Message;
 
 /// The gateway's allocator (see the `penstock` binary), so that these numbers are the product's.
@@ -49,6 +52,15 @@ fn main() -> anyhow::Result<()> {
     let mut decoder = OtapDecoder::new(signal);
     decoder.decode(&first)?;
     let mut forward = OtapEncoder::new(signal, EncodeOptions::default())?;
+    let spliced = bytes::Bytes::from(request.clone());
+    let mut renames = KeyRenames::default();
+    for table in [
+        PayloadType::LogAttrs,
+        PayloadType::SpanAttrs,
+        PayloadType::NumberDpAttrs,
+    ] {
+        renames.add(table, "exception.type", "error.type");
+    }
     let cpu_start = cpu_seconds()?;
     let start = Instant::now();
     for _ in 0..iterations {
@@ -64,6 +76,11 @@ fn main() -> anyhow::Result<()> {
                 let decoded = decoder.decode(black_box(&steady))?;
                 drop(black_box(forward.encode(&decoded)?));
             }
+            "otlp_splice" => drop(black_box(splice::splice(
+                signal,
+                black_box(&spliced),
+                &renames,
+            )?)),
             "none" => {}
             other => bail!("unknown operation {other}"),
         }

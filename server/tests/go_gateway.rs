@@ -470,3 +470,47 @@ fn rows_left_by_a_delete_go_on_in_the_senders_own_streams() {
     assert_eq!(labelled(&relay, narrowed, "path=\"forwarded\""), 5.0);
     assert_eq!(labelled(&relay, narrowed, "path=\"encoded\""), 3.0);
 }
+
+/// Two pipelines reading one source send two copies of each log batch to one sink: the rows a
+/// delete left, renamed, and the whole batch. The copies cannot both go on in the producer's
+/// own streams, so each is encoded again; the reference consumer gets both.
+#[test]
+fn two_routes_to_one_sink_are_encoded_again() {
+    let Some(binary) = interop_binary() else {
+        return;
+    };
+    let dir = temp_dir("go-narrow-twice");
+    let receiver = Receiver::start(&binary);
+    let relay = Gateway::start_with(
+        &dir,
+        "relay",
+        &format!(
+            "CREATE SOURCE edge FROM GRPC WITH (listen = '127.0.0.1:0');
+             CREATE SINK downstream TO OTAP WITH (endpoint = 'http://{}');
+             CREATE PIPELINE narrowed FROM edge AS BEGIN {RENAME_AND_FILTER}
+               INSERT INTO downstream SELECT * FROM logs;
+             END;
+             CREATE PIPELINE whole FROM edge AS BEGIN
+               INSERT INTO downstream SELECT * FROM logs;
+             END;",
+            receiver.addr
+        ),
+        &["--admin-listen", "127.0.0.1:0"],
+    );
+    let mut data = DataGen::new(29);
+    let logs: Vec<ExportLogsServiceRequest> = (0..4).map(|_| data.logs(300)).collect();
+    let frames: Vec<Vec<u8>> = logs.iter().map(Message::encode_to_vec).collect();
+    let flags = ["-compression", "zstd"];
+    assert_all_ok(&send(&binary, "logs", &relay.addr, &flags, &frames), 4);
+
+    let mut want: Vec<String> = logs.iter().flat_map(expected).collect();
+    assert!(want.len() < 1200, "the delete removes some records");
+    want.extend(logs.iter().flat_map(equiv::logs));
+    receiver.assert_received([want, Vec::new(), Vec::new()]);
+    let total = "penstock_otap_batches_total";
+    assert_eq!(labelled(&relay, total, "path=\"decoded\""), 0.0);
+    assert_eq!(labelled(&relay, total, "path=\"forwarded\""), 4.0);
+    let narrowed = "penstock_otap_narrowed_total";
+    assert_eq!(labelled(&relay, narrowed, "path=\"forwarded\""), 0.0);
+    assert_eq!(labelled(&relay, narrowed, "path=\"encoded\""), 8.0);
+}

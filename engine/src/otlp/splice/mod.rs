@@ -59,16 +59,17 @@ pub fn splice(signal: Signal, request: &Bytes, renames: &KeyRenames) -> Result<S
     let Node::Container(children) = root else {
         unreachable!("a request is a container");
     };
-    let finders = tables
+    let searches = tables
         .iter()
         .map(|t| {
             let froms = renames.of(*t).iter();
-            (*t, froms.map(|(from, _)| Finder::new(from)).collect())
+            (*t, froms.map(|(from, _)| KeySearch::new(from)).collect())
         })
         .collect();
     let mut splicer = Splicer {
         renames,
-        finders,
+        request,
+        searches,
         active: tables,
         out: Writer::default(),
         items: 0,
@@ -92,9 +93,11 @@ pub fn splice(signal: Signal, request: &Bytes, renames: &KeyRenames) -> Result<S
 /// The walk's state: what to rename, where the output goes, what was counted.
 struct Splicer<'x> {
     renames: &'x KeyRenames,
+    /// The whole request.
+    request: &'x [u8],
     /// Per table with renames, a search for each key it renames: a message whose bytes hold
     /// none of them keeps its keys, and its attributes are not read.
-    finders: Vec<(PayloadType, Vec<Finder<'x>>)>,
+    searches: Vec<(PayloadType, Vec<KeySearch<'x>>)>,
     /// The tables with renames.
     active: Vec<PayloadType>,
     out: Writer,
@@ -131,7 +134,7 @@ impl<'x> Splicer<'x> {
                     self.items += usize::from(item);
                     let renames = self.renames.of(table);
                     if !renames.is_empty()
-                        && self.mentions(table, bytes)
+                        && self.mentions(table, at, at + bytes.len())
                         && self.plan(attrs, renames, bytes, at)?
                     {
                         self.out.raw(&body[copied..start]);
@@ -145,13 +148,15 @@ impl<'x> Splicer<'x> {
         Ok(())
     }
 
-    /// Whether `message` holds the bytes of a key `table`'s renames rename.
+    /// Whether the message at `start..end` of the request holds the bytes of a key `table`'s
+    /// renames rename (messages are asked about in the order they come).
     #[inline]
-    fn mentions(&self, table: PayloadType, message: &[u8]) -> bool {
-        self.finders
-            .iter()
+    fn mentions(&mut self, table: PayloadType, start: usize, end: usize) -> bool {
+        let request = self.request;
+        self.searches
+            .iter_mut()
             .find(|(t, _)| *t == table)
-            .is_some_and(|(_, finders)| finders.iter().any(|f| f.find(message).is_some()))
+            .is_some_and(|(_, keys)| keys.iter_mut().any(|k| k.within(request, start, end)))
     }
 
     /// Counts the items of a container message that nothing under it renames.
@@ -167,6 +172,43 @@ impl<'x> Splicer<'x> {
             }
         }
         Ok(())
+    }
+}
+
+/// A search for one key through the request that remembers where the key next occurs: one
+/// pass finds it past many messages that do not hold it, which are then told apart from the
+/// message that does by their bounds alone.
+struct KeySearch<'x> {
+    finder: Finder<'x>,
+    /// Where it was last looked for from, and the first place at or after that it occurs
+    /// (None: nowhere after it); None before the first search.
+    found: Option<(usize, Option<usize>)>,
+}
+
+impl<'x> KeySearch<'x> {
+    fn new(key: &'x str) -> Self {
+        KeySearch {
+            finder: Finder::new(key),
+            found: None,
+        }
+    }
+
+    /// Whether the key occurs whole within `start..end` of `request`. Ranges asked about one
+    /// after the other reuse the last search while they come after where it started.
+    #[inline]
+    fn within(&mut self, request: &[u8], start: usize, end: usize) -> bool {
+        let next = match self.found {
+            Some((from, next)) if from <= start && next.is_none_or(|at| at >= start) => next,
+            _ => {
+                let next = request
+                    .get(start..)
+                    .and_then(|rest| self.finder.find(rest))
+                    .map(|at| start + at);
+                self.found = Some((start, next));
+                next
+            }
+        };
+        next.is_some_and(|at| at + self.finder.needle().len() <= end)
     }
 }
 
