@@ -24,7 +24,8 @@ use penstock_engine::equiv;
 use prost::Message;
 
 use common::go::{interop_binary, tagged_frames};
-use common::{Gateway, RENAME_AND_FILTER, expected, temp_dir};
+use common::otap_stream::OtapLogsStream;
+use common::{Gateway, RENAME_AND_FILTER, block_on, expected, temp_dir};
 
 /// The reference receiver (`otap-interop serve`): the batches it acknowledged, by signal.
 struct Receiver {
@@ -513,4 +514,64 @@ fn two_routes_to_one_sink_are_encoded_again() {
     let narrowed = "penstock_otap_narrowed_total";
     assert_eq!(labelled(&relay, narrowed, "path=\"forwarded\""), 0.0);
     assert_eq!(labelled(&relay, narrowed, "path=\"encoded\""), 8.0);
+}
+
+/// A reload while a producer's stream is open: the batch before it goes on in the stream's
+/// own IPC streams under the first program, the batch after it is decoded and run through the
+/// new one (a stream keeps the plan it started under). The reference consumer gets each batch
+/// as its program makes it.
+#[test]
+fn a_reload_mid_stream_decodes_the_batches_after_it() {
+    let Some(binary) = interop_binary() else {
+        return;
+    };
+    let dir = temp_dir("go-narrow-reload");
+    let receiver = Receiver::start(&binary);
+    let program = |statements: &str| {
+        format!(
+            "CREATE SOURCE edge FROM GRPC WITH (listen = '127.0.0.1:0');
+             CREATE SINK downstream TO OTAP WITH (endpoint = 'http://{}');
+             CREATE PIPELINE p FROM edge AS BEGIN {statements}
+               INSERT INTO downstream SELECT * FROM logs;
+             END;",
+            receiver.addr
+        )
+    };
+    let relay = Gateway::start_with(
+        &dir,
+        "relay",
+        &program(RENAME_AND_FILTER),
+        &["--admin-listen", "127.0.0.1:0"],
+    );
+    let mut data = DataGen::new(31);
+    let (first, second) = (data.logs(400), data.logs(400));
+    block_on(async {
+        let mut stream = OtapLogsStream::open(&relay.url()).await;
+        assert_eq!(stream.send(&first).await.status_code, 0);
+        std::fs::write(
+            dir.join("relay.sql"),
+            program("DELETE FROM logs WHERE severity_number < 13;"),
+        )
+        .unwrap();
+        relay.hang_up();
+        relay.wait_for_line("reload: generation 1");
+        assert_eq!(stream.send(&second).await.status_code, 0);
+    });
+
+    let mut want = expected(&first);
+    let mut kept = second.clone();
+    for sl in kept
+        .resource_logs
+        .iter_mut()
+        .flat_map(|rl| &mut rl.scope_logs)
+    {
+        sl.log_records.retain(|r| r.severity_number >= 13);
+    }
+    want.extend(equiv::logs(&kept));
+    receiver.assert_received([want, Vec::new(), Vec::new()]);
+    let total = "penstock_otap_batches_total";
+    assert_eq!(labelled(&relay, total, "path=\"forwarded\""), 1.0);
+    assert_eq!(labelled(&relay, total, "path=\"decoded\""), 1.0);
+    let narrowed = "penstock_otap_narrowed_total";
+    assert_eq!(labelled(&relay, narrowed, "path=\"forwarded\""), 1.0);
 }

@@ -6,6 +6,7 @@ pub mod backend;
 pub mod flight;
 pub mod go;
 pub mod kafka;
+pub mod otap_stream;
 pub mod otlp_go;
 pub mod raw_codec;
 

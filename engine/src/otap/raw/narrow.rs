@@ -173,10 +173,12 @@ fn kept_tables(
             member[at] = true;
         }
         let parent_ids = column_ids(rows.column_by_name(consts::PARENT_ID), table)?;
-        let keep: arrow::array::BooleanArray = parent_ids
-            .iter()
-            .map(|p| Some(p.is_some_and(|p| member.get(p as usize).copied().unwrap_or(false))))
-            .collect();
+        let keep = arrow::array::BooleanArray::new(
+            arrow::buffer::BooleanBuffer::collect_bool(parent_ids.len(), |row| {
+                parent_ids[row].is_some_and(|p| member.get(p as usize).copied().unwrap_or(false))
+            }),
+            None,
+        );
         let filtered = filter_record_batch(rows, &keep)
             .map_err(|e| Error::arrow(format!("removing rows of {table:?}"), e))?;
         kept.insert(table, filtered);

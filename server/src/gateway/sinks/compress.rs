@@ -42,6 +42,9 @@ thread_local! {
     /// A worker's zstd context, reused from one request to the next.
     static ZSTD: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> =
         const { std::cell::RefCell::new(None) };
+    /// A worker's zstd decompression context, reused from one response to the next.
+    static UNZSTD: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
 }
 
 /// Appends `message`, compressed with `compression`, to `out`.
@@ -85,12 +88,33 @@ pub fn decompress(data: Bytes, encoding: Option<&str>, max: usize) -> Result<Byt
         e if e.eq_ignore_ascii_case("gzip") => {
             inflate(flate2::read::MultiGzDecoder::new(data.as_ref()), max)
         }
-        e if e.eq_ignore_ascii_case("zstd") => inflate(
-            zstd::stream::read::Decoder::new(data.as_ref()).map_err(|e| format!("zstd: {e}"))?,
-            max,
-        ),
+        e if e.eq_ignore_ascii_case("zstd") => unzstd(&data, max),
         other => Err(format!("a body compressed with '{other}'")),
     }
+}
+
+/// zstd `data` decompressed, up to `max` bytes: in one call with the worker's context when
+/// its frame says how large it is, streamed otherwise (or when it holds more than one frame).
+pub fn unzstd(data: &[u8], max: usize) -> Result<Bytes, String> {
+    let size = zstd::zstd_safe::get_frame_content_size(data).ok().flatten();
+    if let Some(size) = size.and_then(|n| usize::try_from(n).ok()) {
+        if size > max {
+            return Err(format!("a message over {max} bytes"));
+        }
+        let whole = UNZSTD.with(|cell| {
+            let mut cell = cell.borrow_mut();
+            let decompressor = match cell.as_mut() {
+                Some(d) => d,
+                None => cell.insert(zstd::bulk::Decompressor::new().ok()?),
+            };
+            decompressor.decompress(data, size).ok()
+        });
+        if let Some(out) = whole {
+            return Ok(Bytes::from(out));
+        }
+    }
+    let decoder = zstd::stream::read::Decoder::new(data).map_err(|e| format!("zstd: {e}"))?;
+    inflate(decoder, max)
 }
 
 /// Reads a decompressing reader to its end, up to `max` bytes.
@@ -128,5 +152,27 @@ mod tests {
         let zstd = Bytes::from(append(Vec::new(), &message, Compression::Zstd).unwrap());
         assert!(decompress(zstd.clone(), Some("zstd"), 10).is_err());
         assert!(decompress(zstd, Some("br"), 1 << 20).is_err());
+    }
+
+    #[test]
+    fn zstd_bodies_of_several_frames_or_without_their_size_inflate_whole() {
+        let message = b"a response, a response".repeat(40);
+        let framed = append(Vec::new(), &message, Compression::Zstd).unwrap();
+        // Two frames one after the other: the first frame's size is not the whole.
+        let twice = [framed.clone(), framed].concat();
+        assert_eq!(unzstd(&twice, 1 << 20).unwrap(), message.repeat(2));
+        assert!(unzstd(&twice, message.len() + 1).is_err());
+        // A streamed frame does not say its size.
+        let mut streamed = zstd::stream::write::Encoder::new(Vec::new(), 1).unwrap();
+        streamed.include_contentsize(false).unwrap();
+        streamed.write_all(&message).unwrap();
+        let streamed = streamed.finish().unwrap();
+        assert!(matches!(
+            zstd::zstd_safe::get_frame_content_size(&streamed),
+            Ok(None)
+        ));
+        assert_eq!(unzstd(&streamed, 1 << 20).unwrap(), message);
+        assert!(unzstd(&streamed, 10).is_err());
+        assert!(unzstd(b"not zstd", 1 << 20).is_err());
     }
 }

@@ -204,10 +204,7 @@ fn message(data: &Bytes, encoding: Option<&str>) -> Result<Bytes, String> {
     match (flag, encoding.unwrap_or("identity")) {
         (0, _) => Ok(data.slice(5..5 + length)),
         (1, "gzip") => compress::inflate(flate2::read::GzDecoder::new(payload), MAX_RESPONSE_BYTES),
-        (1, "zstd") => compress::inflate(
-            zstd::stream::read::Decoder::new(payload).map_err(|e| format!("zstd: {e}"))?,
-            MAX_RESPONSE_BYTES,
-        ),
+        (1, "zstd") => compress::unzstd(payload, MAX_RESPONSE_BYTES),
         (1, other) => Err(format!("a message compressed with '{other}'")),
         (flag, _) => Err(format!("a frame with flag {flag}")),
     }
