@@ -11,7 +11,7 @@ use super::DecodeLimits;
 use super::growing::DistinctValues;
 use super::ids::{Strings, check_unique_ids, decode_ids};
 use super::prescan::check_payload;
-use super::raw::{DecodedAsSent, Forwarded, KeyRenames, Tracker};
+use super::raw::{DecodedAsSent, Forwarded, KeyRenames, Tracker, inflated};
 use super::validate::validate;
 use crate::batch::OtapBatch;
 use crate::error::{Error, Result};
@@ -249,6 +249,15 @@ impl OtapDecoder {
             self.streams.remove(&table);
             return Err(e);
         }
+        // zstd bodies are inflated here with the thread's context (the IPC decoder would make
+        // a context per message), each message in a buffer of its own.
+        let parts = match inflated(&payload.record) {
+            Ok(inflated) => inflated.unwrap_or_else(|| vec![payload.record.clone()]),
+            Err(reason) => {
+                self.streams.remove(&table);
+                return Err(bad(reason));
+            }
+        };
         let stream = match self.streams.get_mut(&table) {
             Some(s) if s.schema_id == payload.schema_id => s,
             _ => {
@@ -259,18 +268,22 @@ impl OtapDecoder {
                     .ok_or_else(|| bad("stream state lost".into()))?
             }
         };
-        let mut buffer = Buffer::from(payload.record.clone());
         let decoded = catch_unwind(AssertUnwindSafe(|| {
-            let first = stream.decoder.decode(&mut buffer)?;
-            match first {
-                Some(batch) => Ok((Some(batch), buffer.len())),
-                None if buffer.is_empty() => {
-                    let mut nudge = Buffer::from(EMPTY_BODY_NUDGE.to_vec());
-                    let batch = stream.decoder.decode(&mut nudge)?;
-                    Ok((batch, EMPTY_BODY_NUDGE.len() - nudge.len()))
+            let mut records = None;
+            let mut left = 0;
+            for part in parts {
+                let mut buffer = Buffer::from(part);
+                if records.is_none() {
+                    records = stream.decoder.decode(&mut buffer)?;
                 }
-                None => Ok((None, buffer.len())),
+                left += buffer.len();
             }
+            if records.is_none() && left == 0 {
+                let mut nudge = Buffer::from(EMPTY_BODY_NUDGE.to_vec());
+                records = stream.decoder.decode(&mut nudge)?;
+                left = EMPTY_BODY_NUDGE.len() - nudge.len();
+            }
+            Ok((records, left))
         }));
         let outcome = match decoded {
             Err(_) => Err(bad("malformed Arrow IPC data".into())),

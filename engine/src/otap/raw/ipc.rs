@@ -128,6 +128,26 @@ pub(crate) fn split(payload: &Bytes) -> Result<Vec<IpcMessage>, String> {
     Ok(messages)
 }
 
+/// An encapsulated message: continuation marker, metadata length, metadata padded to 8 bytes,
+/// body.
+pub(super) fn frame(meta: &[u8], body: &[u8], kind: MessageKind) -> IpcMessage {
+    let mut bytes = Vec::with_capacity(16 + meta.len() + body.len());
+    put_head(&mut bytes, meta);
+    let meta_end = bytes.len();
+    bytes.extend_from_slice(body);
+    IpcMessage::framed(kind, Bytes::from(bytes), (8, meta_end))
+}
+
+/// Appends a message's framing and its metadata `meta`, padded to 8 bytes, to `out` (its body
+/// goes next).
+pub(super) fn put_head(out: &mut Vec<u8>, meta: &[u8]) {
+    let padded = (meta.len() + 8).next_multiple_of(8) - 8;
+    out.extend_from_slice(&CONTINUATION.to_le_bytes());
+    out.extend_from_slice(&(padded as u32).to_le_bytes());
+    out.extend_from_slice(meta);
+    out.resize(out.len() + padded - meta.len(), 0);
+}
+
 /// The messages' bytes, one after the other.
 pub(crate) fn concat<'a>(messages: impl IntoIterator<Item = &'a IpcMessage>) -> Bytes {
     let messages: Vec<&IpcMessage> = messages.into_iter().collect();

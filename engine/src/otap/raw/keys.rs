@@ -14,10 +14,9 @@ use arrow::ipc::{
     BodyCompressionBuilder, CompressionType, DictionaryBatchBuilder, MessageBuilder, MessageHeader,
     MetadataVersion, RecordBatchBuilder, root_as_message,
 };
-use bytes::Bytes;
 use flatbuffers::FlatBufferBuilder;
 
-use super::ipc::{IpcMessage, MessageKind};
+use super::ipc::{IpcMessage, MessageKind, frame};
 use crate::schema::consts;
 
 /// The dictionary id of the `key` column in a schema message, when that column is
@@ -148,19 +147,6 @@ fn as_dictionary(record_batch_meta: &[u8], id: i64, delta: bool) -> Result<Vec<u
     let out = out.finish();
     fbb.finish(out, None);
     Ok(fbb.finished_data().to_vec())
-}
-
-/// An encapsulated message: continuation marker, metadata length, metadata padded to 8 bytes,
-/// body.
-fn frame(meta: &[u8], body: &[u8], kind: MessageKind) -> IpcMessage {
-    let padded = (meta.len() + 8).next_multiple_of(8) - 8;
-    let mut bytes = Vec::with_capacity(8 + padded + body.len());
-    bytes.extend_from_slice(&0xffff_ffffu32.to_le_bytes());
-    bytes.extend_from_slice(&(padded as u32).to_le_bytes());
-    bytes.extend_from_slice(meta);
-    bytes.resize(8 + padded, 0);
-    bytes.extend_from_slice(body);
-    IpcMessage::framed(kind, Bytes::from(bytes), (8, 8 + padded))
 }
 
 /// Applies `renames` (in order) to one key.

@@ -14,6 +14,7 @@
 //! batch sent again goes out with exactly the dictionaries it was encoded against.
 
 mod forward;
+mod inflate;
 mod ipc;
 mod keys;
 mod narrow;
@@ -24,6 +25,7 @@ mod tests;
 mod track;
 
 pub use forward::{Forwarder, Placed, Sent};
+pub(crate) use inflate::inflated;
 pub use ipc::{IpcMessage, MessageKind};
 pub use narrow::DecodedAsSent;
 pub(crate) use track::Tracker;

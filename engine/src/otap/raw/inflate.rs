@@ -1,0 +1,297 @@
+//! A payload's zstd-compressed record batch and dictionary messages written again with their
+//! bodies inflated, before the IPC decoder reads them. Each buffer is inflated with the
+//! thread's zstd context straight to its place in the new body, so that decoding a message
+//! does not make a decompression context of its own nor a vector per buffer.
+//!
+//! The payload must have passed the prescan (every buffer lies within its body, and the
+//! declared inflated sizes are bounded).
+
+use std::cell::RefCell;
+use std::io::Cursor;
+
+use arrow::ipc::{
+    CompressionType, DictionaryBatchBuilder, Message, MessageBuilder, MessageHeader,
+    RecordBatch as IpcRecordBatch, RecordBatchBuilder,
+};
+use bytes::Bytes;
+use flatbuffers::FlatBufferBuilder;
+
+use super::ipc::{IpcMessage, put_head, split};
+
+thread_local! {
+    /// The zstd context payload bodies are inflated with, one per thread.
+    static INFLATE: RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { RefCell::new(None) };
+}
+
+/// The prefix a compressed buffer starts with when its bytes follow uncompressed.
+const NOT_COMPRESSED: i64 = -1;
+
+/// The messages of `payload`, each zstd-compressed one written again uncompressed in a buffer
+/// of its own (so that a dictionary the decoder keeps holds only its own message), the others
+/// as they came; None when no message is compressed, or one is compressed otherwise than with
+/// zstd (the decoder then inflates it).
+pub(crate) fn inflated(payload: &Bytes) -> Result<Option<Vec<Bytes>>, String> {
+    let messages = split(payload)?;
+    let mut any = false;
+    for m in &messages {
+        match compression(&m.message()?) {
+            None => {}
+            Some(CompressionType::ZSTD) => any = true,
+            Some(_) => return Ok(None),
+        }
+    }
+    if !any {
+        return Ok(None);
+    }
+    messages
+        .iter()
+        .map(|m| {
+            let message = m.message()?;
+            if compression(&message).is_none() {
+                return Ok(m.bytes.clone());
+            }
+            let mut out = Vec::new();
+            inflate_message(&mut out, m, &message)?;
+            Ok(Bytes::from(out))
+        })
+        .collect::<Result<_, String>>()
+        .map(Some)
+}
+
+/// The record batch of a record batch or dictionary message.
+fn records<'a>(message: &Message<'a>) -> Option<IpcRecordBatch<'a>> {
+    message
+        .header_as_record_batch()
+        .or_else(|| message.header_as_dictionary_batch().and_then(|d| d.data()))
+}
+
+fn compression(message: &Message<'_>) -> Option<CompressionType> {
+    records(message)?.compression().map(|c| c.codec())
+}
+
+/// Appends one compressed message to `out`, written again with its buffers inflated (each at
+/// an 8-byte boundary) and no compression.
+fn inflate_message(out: &mut Vec<u8>, m: &IpcMessage, message: &Message<'_>) -> Result<(), String> {
+    let rb = records(message).ok_or("a compressed message without a record batch")?;
+    let body = m.body();
+    // Each buffer: its bytes in the body, and how it is stored (its length prefix).
+    let mut sources = Vec::new();
+    let mut layout = Vec::new();
+    let mut body_len = 0usize;
+    for b in rb.buffers().into_iter().flatten() {
+        let offset = usize::try_from(b.offset()).map_err(|_| "a negative buffer offset")?;
+        let length = usize::try_from(b.length()).map_err(|_| "a negative buffer length")?;
+        let source = offset
+            .checked_add(length)
+            .and_then(|end| body.get(offset..end))
+            .ok_or("an Arrow IPC buffer lies outside its message body")?;
+        let (stored, size) = match source.split_first_chunk::<8>() {
+            None if source.is_empty() => (Stored::Empty, 0),
+            None => return Err("a compressed buffer shorter than its length prefix".into()),
+            Some((prefix, rest)) => match i64::from_le_bytes(*prefix) {
+                NOT_COMPRESSED => (Stored::Plain(rest), rest.len()),
+                0 => (Stored::Empty, 0),
+                n => {
+                    let size = usize::try_from(n).map_err(|_| "a negative inflated size")?;
+                    (Stored::Zstd(rest), size)
+                }
+            },
+        };
+        layout.push(arrow::ipc::Buffer::new(body_len as i64, size as i64));
+        sources.push((stored, size));
+        body_len = body_len
+            .checked_add(size.next_multiple_of(8))
+            .ok_or("a body past memory")?;
+    }
+    let meta = uncompressed_meta(message, &rb, &layout, body_len)?;
+    out.reserve(16 + meta.len() + body_len);
+    put_head(out, &meta);
+    for (stored, size) in sources {
+        match stored {
+            Stored::Empty => {}
+            Stored::Plain(bytes) => out.extend_from_slice(bytes),
+            Stored::Zstd(frame) => inflate_into(frame, out, size)?,
+        }
+        out.resize(out.len() + (size.next_multiple_of(8) - size), 0);
+    }
+    Ok(())
+}
+
+/// How a buffer of a compressed message is stored.
+enum Stored<'a> {
+    Empty,
+    /// Its bytes, sent uncompressed.
+    Plain(&'a [u8]),
+    /// A zstd frame.
+    Zstd(&'a [u8]),
+}
+
+/// Inflates the zstd frame `source` after what `out` holds; it must inflate to `size` bytes.
+fn inflate_into(source: &[u8], out: &mut Vec<u8>, size: usize) -> Result<(), String> {
+    let start = out.len();
+    out.reserve(size);
+    let mut cursor = Cursor::new(std::mem::take(out));
+    cursor.set_position(start as u64);
+    let inflated = INFLATE.with(|cell| {
+        let mut cell = cell.borrow_mut();
+        let decompressor = match cell.as_mut() {
+            Some(d) => d,
+            None => cell.insert(zstd::bulk::Decompressor::new()?),
+        };
+        decompressor.decompress_to_buffer(source, &mut cursor)
+    });
+    *out = cursor.into_inner();
+    match inflated {
+        Ok(n) if n == size && out.len() == start + size => Ok(()),
+        Ok(n) => Err(format!(
+            "a zstd buffer inflated to {n} bytes, not the {size} it declares"
+        )),
+        Err(e) => Err(format!("inflating a zstd buffer: {e}")),
+    }
+}
+
+/// The metadata of `message` with `buffers` in place of its own, no compression, and a body
+/// of `body_len` bytes.
+fn uncompressed_meta(
+    message: &Message<'_>,
+    rb: &IpcRecordBatch<'_>,
+    buffers: &[arrow::ipc::Buffer],
+    body_len: usize,
+) -> Result<Vec<u8>, String> {
+    let mut fbb = FlatBufferBuilder::new();
+    let nodes: Vec<_> = rb
+        .nodes()
+        .map(|n| n.iter().copied().collect())
+        .unwrap_or_default();
+    let nodes = fbb.create_vector(&nodes);
+    let buffers = fbb.create_vector(buffers);
+    let variadic = rb
+        .variadicBufferCounts()
+        .map(|v| fbb.create_vector(&v.iter().collect::<Vec<i64>>()));
+    let mut data = RecordBatchBuilder::new(&mut fbb);
+    data.add_length(rb.length());
+    data.add_nodes(nodes);
+    data.add_buffers(buffers);
+    if let Some(v) = variadic {
+        data.add_variadicBufferCounts(v);
+    }
+    let data = data.finish();
+    let header = match message.header_as_dictionary_batch() {
+        Some(d) => {
+            let mut dictionary = DictionaryBatchBuilder::new(&mut fbb);
+            dictionary.add_id(d.id());
+            dictionary.add_data(data);
+            dictionary.add_isDelta(d.isDelta());
+            dictionary.finish().as_union_value()
+        }
+        None => data.as_union_value(),
+    };
+    let header_type = match message.header_type() {
+        MessageHeader::DictionaryBatch => MessageHeader::DictionaryBatch,
+        _ => MessageHeader::RecordBatch,
+    };
+    let body_len = i64::try_from(body_len).map_err(|_| "a body past memory")?;
+    let mut out = MessageBuilder::new(&mut fbb);
+    out.add_version(message.version());
+    out.add_header_type(header_type);
+    out.add_header(header);
+    out.add_bodyLength(body_len);
+    let out = out.finish();
+    fbb.finish(out, None);
+    Ok(fbb.finished_data().to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use arrow::buffer::Buffer;
+    use arrow::ipc::reader::StreamDecoder;
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::schema::Signal;
+
+    /// Feeds `parts` to `decoder`; the record batch they end with.
+    fn decode(decoder: &mut StreamDecoder, parts: Vec<Bytes>) -> Option<arrow::array::RecordBatch> {
+        let mut records = None;
+        for part in parts {
+            let mut buffer = Buffer::from(part);
+            if let Some(batch) = decoder.decode(&mut buffer).unwrap() {
+                records = Some(batch);
+            }
+            assert!(buffer.is_empty(), "a message left unread");
+        }
+        records.or_else(|| {
+            // A record batch with an empty body is complete once more bytes are seen.
+            let mut nudge = Buffer::from(vec![0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0]);
+            decoder.decode(&mut nudge).unwrap()
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(16))]
+
+        /// Each table's stream, decoded from the inflated messages and from the compressed
+        /// ones, gives the same record batches, batch after batch (dictionary deltas
+        /// included).
+        #[test]
+        fn inflated_messages_decode_as_the_compressed_ones(
+            signal in 0usize..3,
+            seed in 0u64..1000,
+            sizes in proptest::collection::vec(prop_oneof![Just(0usize), 1usize..300], 1..5),
+        ) {
+            let signal = [Signal::Logs, Signal::Traces, Signal::Metrics][signal];
+            let requests = super::super::tests::requests(signal, seed, &sizes);
+            // Per table, its stream's schema id and a decoder of each kind (a new schema
+            // opens a new stream).
+            let mut decoders: HashMap<i32, (String, StreamDecoder, StreamDecoder)> =
+                HashMap::new();
+            for message in super::super::tests::stream(signal, &requests) {
+                for payload in &message.arrow_payloads {
+                    let parts = inflated(&payload.record).unwrap();
+                    let parts = parts.expect("the encoder compresses with zstd");
+                    let fresh = || (payload.schema_id.clone(), StreamDecoder::new(), StreamDecoder::new());
+                    let entry = decoders.entry(payload.r#type).or_insert_with(fresh);
+                    if entry.0 != payload.schema_id {
+                        *entry = fresh();
+                    }
+                    let want = decode(&mut entry.1, vec![payload.record.clone()]);
+                    let got = decode(&mut entry.2, parts);
+                    prop_assert_eq!(want, got);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_buffer_that_does_not_inflate_to_its_declared_size_is_refused() {
+        let requests = super::super::tests::requests(Signal::Logs, 7, &[50]);
+        let message = super::super::tests::stream(Signal::Logs, &requests).remove(0);
+        let payload = &message.arrow_payloads[0];
+        let messages = split(&payload.record).unwrap();
+        let records = messages.last().unwrap();
+        let meta = records.message().unwrap();
+        let rb = meta.header_as_record_batch().unwrap();
+        let body_start = payload.record.len() - records.body().len();
+        // The first buffer that holds a zstd frame: its declared size, one more.
+        let buffer = rb
+            .buffers()
+            .unwrap()
+            .iter()
+            .find(|b| b.length() > 8)
+            .unwrap();
+        let at = body_start + buffer.offset() as usize;
+        let mut damaged = payload.record.to_vec();
+        let declared = i64::from_le_bytes(damaged[at..at + 8].try_into().unwrap());
+        assert!(declared > 0, "a compressed buffer");
+        damaged[at..at + 8].copy_from_slice(&(declared + 1).to_le_bytes());
+        let error = inflated(&Bytes::from(damaged.clone())).unwrap_err();
+        assert!(error.contains("declares"), "{error}");
+        // A frame cut short.
+        damaged[at..at + 8].copy_from_slice(&declared.to_le_bytes());
+        damaged[at + 12] ^= 0xff;
+        assert!(inflated(&Bytes::from(damaged)).is_err());
+    }
+}
