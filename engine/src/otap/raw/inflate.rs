@@ -9,14 +9,10 @@
 use std::cell::RefCell;
 use std::io::Cursor;
 
-use arrow::ipc::{
-    CompressionType, DictionaryBatchBuilder, Message, MessageBuilder, MessageHeader,
-    RecordBatch as IpcRecordBatch, RecordBatchBuilder,
-};
+use arrow::ipc::{CompressionType, Message, RecordBatch as IpcRecordBatch};
 use bytes::Bytes;
-use flatbuffers::FlatBufferBuilder;
 
-use super::ipc::{IpcMessage, put_head, split};
+use super::ipc::{IpcMessage, put_head, records_meta, split};
 
 thread_local! {
     /// The zstd context payload bodies are inflated with, one per thread.
@@ -104,7 +100,18 @@ fn inflate_message(out: &mut Vec<u8>, m: &IpcMessage, message: &Message<'_>) -> 
             .checked_add(size.next_multiple_of(8))
             .ok_or("a body past memory")?;
     }
-    let meta = uncompressed_meta(message, &rb, &layout, body_len)?;
+    let dictionary = message
+        .header_as_dictionary_batch()
+        .map(|d| (d.id(), d.isDelta()));
+    let body_len_field = i64::try_from(body_len).map_err(|_| "a body past memory")?;
+    let meta = records_meta(
+        &rb,
+        &layout,
+        None,
+        dictionary,
+        message.version(),
+        body_len_field,
+    );
     out.reserve(16 + meta.len() + body_len);
     put_head(out, &meta);
     for (stored, size) in sources {
@@ -149,57 +156,6 @@ fn inflate_into(source: &[u8], out: &mut Vec<u8>, size: usize) -> Result<(), Str
         )),
         Err(e) => Err(format!("inflating a zstd buffer: {e}")),
     }
-}
-
-/// The metadata of `message` with `buffers` in place of its own, no compression, and a body
-/// of `body_len` bytes.
-fn uncompressed_meta(
-    message: &Message<'_>,
-    rb: &IpcRecordBatch<'_>,
-    buffers: &[arrow::ipc::Buffer],
-    body_len: usize,
-) -> Result<Vec<u8>, String> {
-    let mut fbb = FlatBufferBuilder::new();
-    let nodes: Vec<_> = rb
-        .nodes()
-        .map(|n| n.iter().copied().collect())
-        .unwrap_or_default();
-    let nodes = fbb.create_vector(&nodes);
-    let buffers = fbb.create_vector(buffers);
-    let variadic = rb
-        .variadicBufferCounts()
-        .map(|v| fbb.create_vector(&v.iter().collect::<Vec<i64>>()));
-    let mut data = RecordBatchBuilder::new(&mut fbb);
-    data.add_length(rb.length());
-    data.add_nodes(nodes);
-    data.add_buffers(buffers);
-    if let Some(v) = variadic {
-        data.add_variadicBufferCounts(v);
-    }
-    let data = data.finish();
-    let header = match message.header_as_dictionary_batch() {
-        Some(d) => {
-            let mut dictionary = DictionaryBatchBuilder::new(&mut fbb);
-            dictionary.add_id(d.id());
-            dictionary.add_data(data);
-            dictionary.add_isDelta(d.isDelta());
-            dictionary.finish().as_union_value()
-        }
-        None => data.as_union_value(),
-    };
-    let header_type = match message.header_type() {
-        MessageHeader::DictionaryBatch => MessageHeader::DictionaryBatch,
-        _ => MessageHeader::RecordBatch,
-    };
-    let body_len = i64::try_from(body_len).map_err(|_| "a body past memory")?;
-    let mut out = MessageBuilder::new(&mut fbb);
-    out.add_version(message.version());
-    out.add_header_type(header_type);
-    out.add_header(header);
-    out.add_bodyLength(body_len);
-    let out = out.finish();
-    fbb.finish(out, None);
-    Ok(fbb.finished_data().to_vec())
 }
 
 #[cfg(test)]

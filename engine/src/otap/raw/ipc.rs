@@ -1,8 +1,13 @@
 //! The Arrow IPC framing of one OTAP payload: the encapsulated messages it holds, told apart by
 //! their headers, without decoding or decompressing their bodies.
 
-use arrow::ipc::{Message, MessageHeader, root_as_message};
+use arrow::ipc::{
+    BodyCompression, BodyCompressionBuilder, DictionaryBatchBuilder, Message, MessageBuilder,
+    MessageHeader, MetadataVersion, RecordBatch as IpcRecordBatch, RecordBatchBuilder,
+    root_as_message,
+};
 use bytes::Bytes;
+use flatbuffers::FlatBufferBuilder;
 
 /// The marker that opens an encapsulated message.
 const CONTINUATION: u32 = 0xffff_ffff;
@@ -146,6 +151,68 @@ pub(super) fn put_head(out: &mut Vec<u8>, meta: &[u8]) {
     out.extend_from_slice(&(padded as u32).to_le_bytes());
     out.extend_from_slice(meta);
     out.resize(out.len() + padded - meta.len(), 0);
+}
+
+/// The metadata of a message holding record batch `records` (its rows and nodes) with
+/// `buffers` laid out in a body of `body_len` bytes, compressed as `compression` says: a
+/// dictionary batch when `dictionary` gives its id and whether it is a delta, a record batch
+/// otherwise.
+pub(super) fn records_meta(
+    records: &IpcRecordBatch<'_>,
+    buffers: &[arrow::ipc::Buffer],
+    compression: Option<BodyCompression<'_>>,
+    dictionary: Option<(i64, bool)>,
+    version: MetadataVersion,
+    body_len: i64,
+) -> Vec<u8> {
+    let mut fbb = FlatBufferBuilder::new();
+    let nodes: Vec<_> = records
+        .nodes()
+        .map(|n| n.iter().copied().collect())
+        .unwrap_or_default();
+    let nodes = fbb.create_vector(&nodes);
+    let buffers = fbb.create_vector(buffers);
+    let variadic = records
+        .variadicBufferCounts()
+        .map(|v| fbb.create_vector(&v.iter().collect::<Vec<i64>>()));
+    let compression = compression.map(|c| {
+        let mut b = BodyCompressionBuilder::new(&mut fbb);
+        b.add_codec(c.codec());
+        b.add_method(c.method());
+        b.finish()
+    });
+    let mut data = RecordBatchBuilder::new(&mut fbb);
+    data.add_length(records.length());
+    data.add_nodes(nodes);
+    data.add_buffers(buffers);
+    if let Some(v) = variadic {
+        data.add_variadicBufferCounts(v);
+    }
+    if let Some(c) = compression {
+        data.add_compression(c);
+    }
+    let data = data.finish();
+    let (header_type, header) = match dictionary {
+        Some((id, delta)) => {
+            let mut batch = DictionaryBatchBuilder::new(&mut fbb);
+            batch.add_id(id);
+            batch.add_data(data);
+            batch.add_isDelta(delta);
+            (
+                MessageHeader::DictionaryBatch,
+                batch.finish().as_union_value(),
+            )
+        }
+        None => (MessageHeader::RecordBatch, data.as_union_value()),
+    };
+    let mut out = MessageBuilder::new(&mut fbb);
+    out.add_version(version);
+    out.add_header_type(header_type);
+    out.add_header(header);
+    out.add_bodyLength(body_len);
+    let out = out.finish();
+    fbb.finish(out, None);
+    fbb.finished_data().to_vec()
 }
 
 /// The messages' bytes, one after the other.

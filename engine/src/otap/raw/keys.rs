@@ -10,13 +10,9 @@ use arrow::buffer::Buffer;
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow::ipc::reader::RecordBatchDecoder;
 use arrow::ipc::writer::{DictionaryTracker, IpcDataGenerator, IpcWriteContext, IpcWriteOptions};
-use arrow::ipc::{
-    BodyCompressionBuilder, CompressionType, DictionaryBatchBuilder, MessageBuilder, MessageHeader,
-    MetadataVersion, RecordBatchBuilder, root_as_message,
-};
-use flatbuffers::FlatBufferBuilder;
+use arrow::ipc::{CompressionType, MetadataVersion, root_as_message};
 
-use super::ipc::{IpcMessage, MessageKind, frame};
+use super::ipc::{IpcMessage, MessageKind, frame, records_meta};
 use crate::schema::consts;
 
 /// The dictionary id of the `key` column in a schema message, when that column is
@@ -109,44 +105,18 @@ fn as_dictionary(record_batch_meta: &[u8], id: i64, delta: bool) -> Result<Vec<u
     let records = message
         .header_as_record_batch()
         .ok_or("the encoder wrote no record batch")?;
-    let mut fbb = FlatBufferBuilder::new();
-    let nodes: Vec<_> = records
-        .nodes()
-        .map(|n| n.iter().copied().collect())
-        .unwrap_or_default();
-    let nodes = fbb.create_vector(&nodes);
     let buffers: Vec<_> = records
         .buffers()
         .map(|b| b.iter().copied().collect())
         .unwrap_or_default();
-    let buffers = fbb.create_vector(&buffers);
-    let compression = records.compression().map(|c| {
-        let mut b = BodyCompressionBuilder::new(&mut fbb);
-        b.add_codec(c.codec());
-        b.add_method(c.method());
-        b.finish()
-    });
-    let mut data = RecordBatchBuilder::new(&mut fbb);
-    data.add_length(records.length());
-    data.add_nodes(nodes);
-    data.add_buffers(buffers);
-    if let Some(c) = compression {
-        data.add_compression(c);
-    }
-    let data = data.finish();
-    let mut dictionary = DictionaryBatchBuilder::new(&mut fbb);
-    dictionary.add_id(id);
-    dictionary.add_data(data);
-    dictionary.add_isDelta(delta);
-    let dictionary = dictionary.finish();
-    let mut out = MessageBuilder::new(&mut fbb);
-    out.add_version(MetadataVersion::V5);
-    out.add_header_type(MessageHeader::DictionaryBatch);
-    out.add_header(dictionary.as_union_value());
-    out.add_bodyLength(message.bodyLength());
-    let out = out.finish();
-    fbb.finish(out, None);
-    Ok(fbb.finished_data().to_vec())
+    Ok(records_meta(
+        &records,
+        &buffers,
+        records.compression(),
+        Some((id, delta)),
+        MetadataVersion::V5,
+        message.bodyLength(),
+    ))
 }
 
 /// Applies `renames` (in order) to one key.
