@@ -1,6 +1,6 @@
 //! [`OtapBatch`]: one batch of one signal in OTAP's star schema.
 
-use arrow::array::RecordBatch;
+use arrow::array::{Array, ArrayData, RecordBatch};
 
 use crate::error::{Error, Result};
 use crate::schema::{PayloadType, Signal};
@@ -92,12 +92,32 @@ impl OtapBatch {
         self.root().is_none_or(|r| r.num_rows() == 0)
     }
 
-    /// Bytes of Arrow memory held by all tables.
+    /// Bytes of Arrow memory held by all tables (see [`held_bytes`]).
     pub fn memory_size(&self) -> usize {
-        self.tables
-            .iter()
-            .flatten()
-            .map(RecordBatch::get_array_memory_size)
-            .sum()
+        held_bytes(self.tables.iter().flatten())
     }
+}
+
+/// Bytes of memory the arrays of `tables` hold, each allocation counted once however many
+/// buffers lie in it: the buffers an IPC message is read into are slices of one allocation
+/// (the message's body), which Arrow's own estimate counts whole for every buffer.
+pub(crate) fn held_bytes<'a>(tables: impl IntoIterator<Item = &'a RecordBatch>) -> usize {
+    fn walk(data: &ArrayData, allocations: &mut Vec<(usize, usize)>) {
+        let nulls = data.nulls().map(|n| n.buffer());
+        for buffer in data.buffers().iter().chain(nulls) {
+            allocations.push((buffer.data_ptr().as_ptr() as usize, buffer.capacity()));
+        }
+        for child in data.child_data() {
+            walk(child, allocations);
+        }
+    }
+    let mut allocations = Vec::new();
+    for table in tables {
+        for column in table.columns() {
+            walk(&column.to_data(), &mut allocations);
+        }
+    }
+    allocations.sort_unstable();
+    allocations.dedup_by_key(|(at, _)| *at);
+    allocations.iter().map(|(_, bytes)| bytes).sum()
 }

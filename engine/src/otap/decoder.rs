@@ -13,7 +13,7 @@ use super::ids::{Strings, check_unique_ids, decode_ids};
 use super::prescan::check_payload;
 use super::raw::{DecodedAsSent, Forwarded, KeyRenames, Tracker, inflated};
 use super::validate::validate;
-use crate::batch::OtapBatch;
+use crate::batch::{OtapBatch, held_bytes};
 use crate::error::{Error, Result};
 use crate::proto::{ArrowPayload, BatchArrowRecords};
 use crate::schema::{PayloadType, Signal, consts};
@@ -296,7 +296,7 @@ impl OtapDecoder {
         };
         match outcome {
             Ok(records) => {
-                stream.last_size = records.get_array_memory_size();
+                stream.last_size = held_bytes([&records]);
                 Ok(records)
             }
             Err(e) => {

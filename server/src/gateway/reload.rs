@@ -45,17 +45,18 @@ impl Reloader {
                 let next = Arc::new(next);
                 let (generation, pipelines) = (next.generation, next.program.pipelines.len());
                 let files = self.describe_files();
+                if let Ok(mut retired) = self.telemetry.retired.lock() {
+                    retired.push(current);
+                }
+                let _ = self.publish.send(next);
+                // Said once published: a batch read after this line runs the new pipelines.
+                self.telemetry.reloads[0].fetch_add(1, Relaxed);
                 tracing::info!(
                     generation,
                     pipelines,
                     files = %files,
                     "reload: generation {generation}: {pipelines} pipelines from {files} now run"
                 );
-                self.telemetry.reloads[0].fetch_add(1, Relaxed);
-                if let Ok(mut retired) = self.telemetry.retired.lock() {
-                    retired.push(current);
-                }
-                let _ = self.publish.send(next);
             }
             Err(e) => {
                 self.telemetry.reloads[1].fetch_add(1, Relaxed);

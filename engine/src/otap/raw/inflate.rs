@@ -29,26 +29,26 @@ const NOT_COMPRESSED: i64 = -1;
 /// zstd (the decoder then inflates it).
 pub(crate) fn inflated(payload: &Bytes) -> Result<Option<Vec<Bytes>>, String> {
     let messages = split(payload)?;
-    let mut any = false;
+    let mut codecs = Vec::with_capacity(messages.len());
     for m in &messages {
         match compression(&m.message()?) {
-            None => {}
-            Some(CompressionType::ZSTD) => any = true,
+            None => codecs.push(false),
+            Some(CompressionType::ZSTD) => codecs.push(true),
             Some(_) => return Ok(None),
         }
     }
-    if !any {
+    if !codecs.contains(&true) {
         return Ok(None);
     }
     messages
         .iter()
-        .map(|m| {
-            let message = m.message()?;
-            if compression(&message).is_none() {
+        .zip(codecs)
+        .map(|(m, zstd)| {
+            if !zstd {
                 return Ok(m.bytes.clone());
             }
             let mut out = Vec::new();
-            inflate_message(&mut out, m, &message)?;
+            inflate_message(&mut out, m, &m.message()?)?;
             Ok(Bytes::from(out))
         })
         .collect::<Result<_, String>>()
@@ -90,6 +90,15 @@ fn inflate_message(out: &mut Vec<u8>, m: &IpcMessage, message: &Message<'_>) -> 
                 0 => (Stored::Empty, 0),
                 n => {
                     let size = usize::try_from(n).map_err(|_| "a negative inflated size")?;
+                    // A frame that says its size must say the one declared (checked before
+                    // room is made for it).
+                    let said = zstd::zstd_safe::get_frame_content_size(rest).ok().flatten();
+                    if said.is_some_and(|said| said != size as u64) {
+                        return Err(format!(
+                            "a zstd buffer says it inflates to {} bytes, not the {size} it declares",
+                            said.unwrap_or_default()
+                        ));
+                    }
                     (Stored::Zstd(rest), size)
                 }
             },
@@ -222,6 +231,28 @@ mod tests {
     }
 
     #[test]
+    fn a_decoded_batch_counts_each_inflated_message_once() {
+        use crate::otap::{EncodeOptions, OtapDecoder, OtapEncoder};
+        let requests = super::super::tests::requests(Signal::Logs, 3, &[2000]);
+        let message = super::super::tests::stream(Signal::Logs, &requests).remove(0);
+        let batch = OtapDecoder::new(Signal::Logs).decode(&message).unwrap();
+        let options = EncodeOptions {
+            zstd: false,
+            ..EncodeOptions::default()
+        };
+        let mut plain = OtapEncoder::new(Signal::Logs, options).unwrap();
+        let uncompressed: usize = (plain.encode(&batch).unwrap().arrow_payloads)
+            .iter()
+            .map(|p| p.record.len())
+            .sum();
+        let held = batch.memory_size();
+        assert!(
+            held > uncompressed / 2 && held < 3 * uncompressed,
+            "{held} bytes held for {uncompressed} bytes of uncompressed IPC"
+        );
+    }
+
+    #[test]
     fn a_buffer_that_does_not_inflate_to_its_declared_size_is_refused() {
         let requests = super::super::tests::requests(Signal::Logs, 7, &[50]);
         let message = super::super::tests::stream(Signal::Logs, &requests).remove(0);
@@ -245,7 +276,7 @@ mod tests {
         damaged[at..at + 8].copy_from_slice(&(declared + 1).to_le_bytes());
         let error = inflated(&Bytes::from(damaged.clone())).unwrap_err();
         assert!(error.contains("declares"), "{error}");
-        // A frame cut short.
+        // A frame whose header is damaged.
         damaged[at..at + 8].copy_from_slice(&declared.to_le_bytes());
         damaged[at + 12] ^= 0xff;
         assert!(inflated(&Bytes::from(damaged)).is_err());
