@@ -47,6 +47,7 @@ pub mod column;
 pub mod datagen;
 pub mod equiv;
 mod error;
+mod id_set;
 pub mod merge;
 pub mod otap;
 pub mod otlp;
@@ -57,4 +58,5 @@ mod wire;
 
 pub use batch::OtapBatch;
 pub use error::{Error, Result};
+pub use id_set::IdSet;
 pub use schema::{PayloadType, Signal};

@@ -3,47 +3,15 @@
 //! children behind as orphans (see [`keep_rows`]). Resource and scope attributes no longer
 //! referenced are removed.
 
-use std::collections::HashSet;
-
 use arrow::array::{BooleanArray, RecordBatch, UInt32Array};
 use arrow::compute::filter_record_batch;
 
 use crate::error::{PipelineError, Result};
 use crate::kernels::attrs::rows_of_parents;
 use crate::rows::{DATA_POINTS, column_at, ids_u32};
-use penstock_engine::OtapBatch;
 use penstock_engine::schema::PayloadType;
 use penstock_engine::schema::consts;
-
-/// A set of ids: a bitmap when ids are dense, a hash set otherwise.
-pub(crate) enum IdSet {
-    Dense(Vec<bool>),
-    Sparse(HashSet<u32>),
-}
-
-impl IdSet {
-    /// The non-null values of `ids`.
-    pub(crate) fn of(ids: &UInt32Array) -> Self {
-        let max = ids.iter().flatten().max().map_or(0, |m| m as usize + 1);
-        if max <= 16 * ids.len() + 65_536 {
-            let mut bits = vec![false; max];
-            for id in ids.iter().flatten() {
-                bits[id as usize] = true;
-            }
-            IdSet::Dense(bits)
-        } else {
-            IdSet::Sparse(ids.iter().flatten().collect())
-        }
-    }
-
-    #[inline]
-    pub(crate) fn contains(&self, id: u32) -> bool {
-        match self {
-            IdSet::Dense(bits) => bits.get(id as usize).copied().unwrap_or(false),
-            IdSet::Sparse(set) => set.contains(&id),
-        }
-    }
-}
+use penstock_engine::{IdSet, OtapBatch};
 
 fn filter(table: &RecordBatch, keep: &BooleanArray) -> Result<RecordBatch> {
     if keep.true_count() == table.num_rows() {

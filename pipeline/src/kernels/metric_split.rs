@@ -12,11 +12,11 @@ use arrow::row::{RowConverter, SortField};
 
 use crate::error::{PipelineError, Result};
 use crate::kernels::attrs::{concat_attrs, replace_column, rows_of_parents};
-use crate::kernels::filter::{IdSet, prune_metrics};
+use crate::kernels::filter::prune_metrics;
 use crate::rows::{DATA_POINTS, IdIndex, ids_u32};
-use penstock_engine::OtapBatch;
 use penstock_engine::schema::PayloadType;
 use penstock_engine::schema::consts;
+use penstock_engine::{IdSet, OtapBatch};
 
 fn arrow_err(context: &'static str) -> impl Fn(arrow::error::ArrowError) -> PipelineError {
     move |e| PipelineError::arrow(context, e)

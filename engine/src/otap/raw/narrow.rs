@@ -25,6 +25,7 @@ use bytes::Bytes;
 
 use super::ipc::{IpcMessage, MessageKind, split};
 use super::{RawBatch, RawPayload};
+use crate::IdSet;
 use crate::batch::OtapBatch;
 use crate::error::{Error, Result};
 use crate::otap::encoder::DEFAULT_ZSTD_LEVEL;
@@ -164,7 +165,8 @@ fn kept_tables(
                 None => Vec::new(),
             },
         };
-        let member = KeptIds::of(parents.into_iter().flatten().collect());
+        let parents: Vec<u32> = parents.into_iter().flatten().collect();
+        let member = IdSet::of(&arrow::array::UInt32Array::from(parents));
         let parent_ids = column_ids(rows.column_by_name(consts::PARENT_ID), table)?;
         let keep = arrow::array::BooleanArray::new(
             arrow::buffer::BooleanBuffer::collect_bool(parent_ids.len(), |row| {
@@ -177,35 +179,6 @@ fn kept_tables(
         kept.insert(table, filtered);
     }
     Ok(kept)
-}
-
-/// The ids of the parent rows kept: a bitmap over them when they are dense (as senders
-/// number rows), a hash set when they are sparse, where a bitmap would be as large as the
-/// largest id a sender chose.
-enum KeptIds {
-    Dense(Vec<bool>),
-    Sparse(std::collections::HashSet<u32>),
-}
-
-impl KeptIds {
-    fn of(ids: Vec<u32>) -> KeptIds {
-        let largest = ids.iter().copied().max().map_or(0, |m| m as usize);
-        if largest > ids.len().saturating_mul(4).saturating_add(4096) {
-            return KeptIds::Sparse(ids.into_iter().collect());
-        }
-        let mut member = vec![false; largest + 1];
-        for id in ids {
-            member[id as usize] = true;
-        }
-        KeptIds::Dense(member)
-    }
-
-    fn contains(&self, id: u32) -> bool {
-        match self {
-            KeptIds::Dense(member) => member.get(id as usize).copied().unwrap_or(false),
-            KeptIds::Sparse(member) => member.contains(&id),
-        }
-    }
 }
 
 /// The values of an id column (all null when it is absent).
@@ -389,28 +362,5 @@ fn write_records(batch: &RecordBatch, table: PayloadType) -> Result<IpcMessage> 
         _ => Err(Error::LimitExceeded(format!(
             "rewriting rows of {table:?} made other messages than a record batch"
         ))),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::KeptIds;
-
-    #[test]
-    fn kept_ids_hold_exactly_their_ids_dense_or_sparse() {
-        let dense = KeptIds::of(vec![0, 3, 7, 3]);
-        assert!(matches!(dense, KeptIds::Dense(_)));
-        // A sender's ids far apart: no bitmap over the id space.
-        let sparse = KeptIds::of(vec![5, u32::MAX, 4_000_000_000]);
-        assert!(matches!(sparse, KeptIds::Sparse(_)));
-        for (ids, held) in [(&dense, [0, 3, 7]), (&sparse, [5, u32::MAX, 4_000_000_000])] {
-            for id in held {
-                assert!(ids.contains(id), "{id}");
-            }
-            for id in [1, 2, 6, 8, 4_000_000_001, u32::MAX - 1] {
-                assert!(!ids.contains(id), "{id}");
-            }
-        }
-        assert!(!KeptIds::of(Vec::new()).contains(0));
     }
 }
