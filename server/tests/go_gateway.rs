@@ -306,17 +306,23 @@ fn loadgen_streams_otap_to_the_reference_receiver() {
 /// A gateway with its admin endpoint that sends what `statements` route to `downstream` on
 /// to `receiver` over OTAP.
 fn relay(dir: &std::path::Path, receiver: &Receiver, statements: &str) -> Gateway {
-    Gateway::start_with(
-        dir,
-        "relay",
-        &format!(
-            "CREATE SOURCE edge FROM GRPC WITH (listen = '127.0.0.1:0');
-             CREATE SINK downstream TO OTAP WITH (endpoint = 'http://{}');
-             CREATE PIPELINE p FROM edge AS BEGIN {statements} END;",
-            receiver.addr
-        ),
-        &["--admin-listen", "127.0.0.1:0"],
+    let pipeline = format!("CREATE PIPELINE p FROM edge AS BEGIN {statements} END;");
+    start_relay(dir, &relay_program(receiver, &pipeline))
+}
+
+/// A relay's program: source `edge`, OTAP sink `downstream` to `receiver`, and `pipelines`.
+fn relay_program(receiver: &Receiver, pipelines: &str) -> String {
+    format!(
+        "CREATE SOURCE edge FROM GRPC WITH (listen = '127.0.0.1:0');
+         CREATE SINK downstream TO OTAP WITH (endpoint = 'http://{}');
+         {pipelines}",
+        receiver.addr
     )
+}
+
+/// A gateway with its admin endpoint running `program` (from `dir/relay.sql`).
+fn start_relay(dir: &std::path::Path, program: &str) -> Gateway {
+    Gateway::start_with(dir, "relay", program, &["--admin-listen", "127.0.0.1:0"])
 }
 
 /// Streams five batches of logs and three of spans (from `seed`) to `addr` with the reference
@@ -482,22 +488,15 @@ fn two_routes_to_one_sink_are_encoded_again() {
     };
     let dir = temp_dir("go-narrow-twice");
     let receiver = Receiver::start(&binary);
-    let relay = Gateway::start_with(
-        &dir,
-        "relay",
-        &format!(
-            "CREATE SOURCE edge FROM GRPC WITH (listen = '127.0.0.1:0');
-             CREATE SINK downstream TO OTAP WITH (endpoint = 'http://{}');
-             CREATE PIPELINE narrowed FROM edge AS BEGIN {RENAME_AND_FILTER}
-               INSERT INTO downstream SELECT * FROM logs;
-             END;
-             CREATE PIPELINE whole FROM edge AS BEGIN
-               INSERT INTO downstream SELECT * FROM logs;
-             END;",
-            receiver.addr
-        ),
-        &["--admin-listen", "127.0.0.1:0"],
+    let pipelines = format!(
+        "CREATE PIPELINE narrowed FROM edge AS BEGIN {RENAME_AND_FILTER}
+           INSERT INTO downstream SELECT * FROM logs;
+         END;
+         CREATE PIPELINE whole FROM edge AS BEGIN
+           INSERT INTO downstream SELECT * FROM logs;
+         END;"
     );
+    let relay = start_relay(&dir, &relay_program(&receiver, &pipelines));
     let mut data = DataGen::new(29);
     let logs: Vec<ExportLogsServiceRequest> = (0..4).map(|_| data.logs(300)).collect();
     let frames: Vec<Vec<u8>> = logs.iter().map(Message::encode_to_vec).collect();
@@ -528,21 +527,14 @@ fn a_reload_mid_stream_decodes_the_batches_after_it() {
     let dir = temp_dir("go-narrow-reload");
     let receiver = Receiver::start(&binary);
     let program = |statements: &str| {
-        format!(
-            "CREATE SOURCE edge FROM GRPC WITH (listen = '127.0.0.1:0');
-             CREATE SINK downstream TO OTAP WITH (endpoint = 'http://{}');
-             CREATE PIPELINE p FROM edge AS BEGIN {statements}
+        let pipeline = format!(
+            "CREATE PIPELINE p FROM edge AS BEGIN {statements}
                INSERT INTO downstream SELECT * FROM logs;
-             END;",
-            receiver.addr
-        )
+             END;"
+        );
+        relay_program(&receiver, &pipeline)
     };
-    let relay = Gateway::start_with(
-        &dir,
-        "relay",
-        &program(RENAME_AND_FILTER),
-        &["--admin-listen", "127.0.0.1:0"],
-    );
+    let relay = start_relay(&dir, &program(RENAME_AND_FILTER));
     let mut data = DataGen::new(31);
     let (first, second) = (data.logs(400), data.logs(400));
     block_on(async {
