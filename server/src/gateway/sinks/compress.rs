@@ -42,6 +42,9 @@ thread_local! {
     /// A worker's zstd context, reused from one request to the next.
     static ZSTD: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> =
         const { std::cell::RefCell::new(None) };
+    /// A worker's zstd decompression context, reused from one response to the next.
+    static UNZSTD: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
 }
 
 /// Appends `message`, compressed with `compression`, to `out`.
@@ -90,13 +93,28 @@ pub fn decompress(data: Bytes, encoding: Option<&str>, max: usize) -> Result<Byt
     }
 }
 
-/// zstd `data` decompressed, up to `max` bytes, as the sources inflate request messages (in
-/// one call with the worker's context where the frame says its size).
+/// zstd `data` decompressed, up to `max` bytes: in one call with the worker's context when
+/// its frame says how large it is, streamed otherwise (or when it holds more than one frame).
 pub fn unzstd(data: &[u8], max: usize) -> Result<Bytes, String> {
-    match crate::gateway::sources::grpc::inflate::message(data, "zstd", max) {
-        Some(inflated) => inflated.map_err(|e| e.to_string()),
-        None => Err("zstd is not inflated".into()),
+    let size = zstd::zstd_safe::get_frame_content_size(data).ok().flatten();
+    if let Some(size) = size.and_then(|n| usize::try_from(n).ok()) {
+        if size > max {
+            return Err(format!("a message over {max} bytes"));
+        }
+        let whole = UNZSTD.with(|cell| {
+            let mut cell = cell.borrow_mut();
+            let decompressor = match cell.as_mut() {
+                Some(d) => d,
+                None => cell.insert(zstd::bulk::Decompressor::new().ok()?),
+            };
+            decompressor.decompress(data, size).ok()
+        });
+        if let Some(out) = whole {
+            return Ok(Bytes::from(out));
+        }
     }
+    let decoder = zstd::stream::read::Decoder::new(data).map_err(|e| format!("zstd: {e}"))?;
+    inflate(decoder, max)
 }
 
 /// Reads a decompressing reader to its end, up to `max` bytes.

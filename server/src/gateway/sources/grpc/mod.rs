@@ -4,7 +4,7 @@
 //! start to finish by its worker's runtime.
 
 pub mod headers;
-pub(crate) mod inflate;
+mod inflate;
 mod otap;
 mod otlp;
 mod service;
