@@ -239,8 +239,17 @@ impl Gateway {
     /// successfully and what it printed.
     pub fn terminate_wait(mut self) -> (bool, Vec<String>) {
         let status = self.child.wait().unwrap();
-        let lines = self.stdout.try_iter().collect();
-        (status.success(), lines)
+        (status.success(), self.rest_of_output())
+    }
+
+    /// Every line still to come from the exited gateway: read until its standard output
+    /// closes, so that lines written just before the exit are not left in the pipe.
+    fn rest_of_output(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        while let Ok(line) = self.stdout.recv_timeout(Duration::from_secs(60)) {
+            lines.push(line);
+        }
+        lines
     }
 
     /// Sends SIGTERM and waits for the exit; returns whether it exited successfully and what
@@ -249,8 +258,7 @@ impl Gateway {
         let pid = self.child.id().to_string();
         Command::new("kill").args(["-TERM", &pid]).status().unwrap();
         let status = self.child.wait().unwrap();
-        let lines = self.stdout.try_iter().collect();
-        (status.success(), lines)
+        (status.success(), self.rest_of_output())
     }
 }
 
