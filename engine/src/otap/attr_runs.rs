@@ -242,7 +242,7 @@ fn require_valid(nulls: Option<&NullBuffer>, same: &mut [bool], types: &[u8], ty
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::sync::Arc;
 
     use arrow::array::{
@@ -256,7 +256,7 @@ mod tests {
 
     /// One attribute: its key (None: null), type, and the value its column holds (None: null).
     #[derive(Debug, Clone)]
-    struct Row {
+    pub(crate) struct Row {
         key: Option<u8>,
         ty: u8,
         value: Option<u8>,
@@ -297,7 +297,8 @@ mod tests {
             .collect()
     }
 
-    fn table(rows: &[Row], dictionaries: bool) -> RecordBatch {
+    /// A `LOG_ATTRS` table of `rows`, its strings in distinct dictionaries or plain.
+    pub(crate) fn table(rows: &[Row], dictionaries: bool) -> RecordBatch {
         let of = |ty: u8| -> Vec<Option<u8>> {
             rows.iter()
                 .map(|r| r.value.filter(|_| r.ty == ty))
@@ -386,7 +387,8 @@ mod tests {
         .unwrap()
     }
 
-    fn row() -> impl Strategy<Value = Row> {
+    /// An attribute of a few keys, types and values (so that runs form and break).
+    pub(crate) fn row() -> impl Strategy<Value = Row> {
         (
             prop::option::weighted(0.9, 0..3u8),
             prop::sample::select(vec![0u8, 1, 1, 1, 2, 2, 3, 4, 5, 7]),

@@ -9,7 +9,7 @@ use arrow::ipc::reader::StreamDecoder;
 
 use super::DecodeLimits;
 use super::growing::DistinctValues;
-use super::ids::{Strings, check_unique_ids, decode_ids};
+use super::ids::{Strings, check_unique_ids, decode_ids_keeping_runs};
 use super::prescan::check_payload;
 use super::raw::{DecodedAsSent, Forwarded, KeyRenames, Tracker, inflated};
 use super::validate::validate;
@@ -148,8 +148,8 @@ impl OtapDecoder {
         match forwarded {
             Some(mut forwarded) if self.decode_forwarded => {
                 let mut decoded = DecodedAsSent::new(signal);
-                self.decode_tables(bar, |table, sent, plain, strings| {
-                    decoded.add(table, sent, plain, strings)
+                self.decode_tables(bar, |table, sent, plain, strings, runs| {
+                    decoded.add(table, sent, plain, strings, runs)
                 })?;
                 forwarded.decoded = Some(decoded);
                 Ok(Some(forwarded))
@@ -200,16 +200,23 @@ impl OtapDecoder {
             self.replay(tracker)?;
         }
         let mut batch = OtapBatch::new(self.signal);
-        self.decode_tables(bar, |table, _, plain, _| batch.set(table, plain))?;
+        self.decode_tables(bar, |table, _, plain, _, _| batch.set(table, plain))?;
         Ok(batch)
     }
 
     /// Decodes each table of `bar` and hands it to `take`: as sent (ids encoded), with its
-    /// ids plain, and how its string dictionaries compare.
+    /// ids plain, how its string dictionaries compare, and its quasi-delta runs (when its
+    /// parent ids have them).
     fn decode_tables(
         &mut self,
         bar: &BatchArrowRecords,
-        mut take: impl FnMut(PayloadType, &RecordBatch, RecordBatch, Strings) -> Result<()>,
+        mut take: impl FnMut(
+            PayloadType,
+            &RecordBatch,
+            RecordBatch,
+            Strings,
+            Option<Vec<bool>>,
+        ) -> Result<()>,
     ) -> Result<()> {
         let mut seen = [false; PayloadType::COUNT];
         for payload in &bar.arrow_payloads {
@@ -228,9 +235,9 @@ impl OtapDecoder {
                 (true, Some(stream)) => stream.strings(&records),
                 _ => Strings::MayRepeat,
             };
-            let plain = decode_ids(records.clone(), table, strings)?;
+            let (plain, runs) = decode_ids_keeping_runs(records.clone(), table, strings)?;
             check_unique_ids(&plain, table)?;
-            take(table, &records, plain, strings)?;
+            take(table, &records, plain, strings, runs)?;
         }
         Ok(())
     }

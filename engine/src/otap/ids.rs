@@ -284,7 +284,11 @@ pub(crate) enum Strings {
 }
 
 /// For each row, whether it continues the previous row's quasi-delta run, by table kind.
-fn continuation(table: &RecordBatch, kind: PayloadType, strings: Strings) -> Result<Vec<bool>> {
+pub(crate) fn continuation(
+    table: &RecordBatch,
+    kind: PayloadType,
+    strings: Strings,
+) -> Result<Vec<bool>> {
     let n = table.num_rows();
     Ok(match kind.parent_kind() {
         Some(ParentKind::Attributes) => {
@@ -411,14 +415,18 @@ fn plain_field(field: &Field, width: Width) -> FieldRef {
     ))
 }
 
-/// Removes the id transport encodings of one table: its ids come out plain.
-pub(crate) fn decode_ids(
+/// Removes the id transport encodings of one table: its ids come out plain. Also gives, for a
+/// table with quasi-delta parent ids, per row, whether it continues the previous row's run
+/// (what encoding the table again, or some of its rows, starts from).
+pub(crate) fn decode_ids_keeping_runs(
     table: RecordBatch,
     kind: PayloadType,
     strings: Strings,
-) -> Result<RecordBatch> {
-    transform_ids(table, kind, Direction::Decode, strings)?
-        .ok_or_else(|| Error::ids(kind, "ids could not be decoded"))
+) -> Result<(RecordBatch, Option<Vec<bool>>)> {
+    let runs = runs_of(&table, kind, strings)?;
+    let plain = transform_ids(table, kind, Direction::Decode, runs.as_deref())?
+        .ok_or_else(|| Error::ids(kind, "ids could not be decoded"))?;
+    Ok((plain, runs))
 }
 
 /// Applies the id transport encodings to one table. None when its rows are not in transport
@@ -428,24 +436,48 @@ pub(crate) fn encode_ids(
     kind: PayloadType,
     strings: Strings,
 ) -> Result<Option<RecordBatch>> {
-    transform_ids(table, kind, Direction::Encode, strings)
+    let runs = runs_of(&table, kind, strings)?;
+    transform_ids(table, kind, Direction::Encode, runs.as_deref())
 }
 
+/// [`encode_ids`] with the table's quasi-delta runs already known (`runs`, as
+/// [`decode_ids_keeping_runs`] gives them; None for a table without quasi-delta parent ids).
+pub(crate) fn encode_ids_with_runs(
+    table: RecordBatch,
+    kind: PayloadType,
+    runs: Option<&[bool]>,
+) -> Result<Option<RecordBatch>> {
+    transform_ids(table, kind, Direction::Encode, runs)
+}
+
+/// Whether `kind` has quasi-delta parent ids (runs of equal attributes, events, links or data
+/// points).
+pub(crate) fn has_runs(kind: PayloadType) -> bool {
+    matches!(
+        kind.parent_kind(),
+        Some(ParentKind::Attributes | ParentKind::Columnar)
+    )
+}
+
+/// The quasi-delta runs of a table whose parent ids have them.
+fn runs_of(table: &RecordBatch, kind: PayloadType, strings: Strings) -> Result<Option<Vec<bool>>> {
+    if has_runs(kind) {
+        continuation(table, kind, strings).map(Some)
+    } else {
+        Ok(None)
+    }
+}
+
+/// Transforms the id columns of `table`; `continues`: its quasi-delta runs, when it has them.
 fn transform_ids(
     table: RecordBatch,
     kind: PayloadType,
     direction: Direction,
-    strings: Strings,
+    continues: Option<&[bool]>,
 ) -> Result<Option<RecordBatch>> {
     let schema = table.schema();
     let mut fields: Vec<FieldRef> = schema.fields().iter().cloned().collect();
     let mut columns: Vec<ArrayRef> = table.columns().to_vec();
-    let continues = match kind.parent_kind() {
-        Some(ParentKind::Attributes | ParentKind::Columnar) => {
-            Some(continuation(&table, kind, strings)?)
-        }
-        _ => None,
-    };
     for (index, field) in schema.fields().iter().enumerate() {
         let name = field.name().as_str();
         match name {
@@ -454,7 +486,7 @@ fn transform_ids(
                     continue;
                 }
                 let (width, mut values) = IdValues::read(&columns[index], kind, name)?;
-                let continues = continues.as_deref().filter(|_| name == consts::PARENT_ID);
+                let continues = continues.filter(|_| name == consts::PARENT_ID);
                 let transform = match (continues, direction) {
                     (Some(c), Direction::Decode) => {
                         if let Some(row) = values.first_null() {

@@ -7,6 +7,7 @@ mod dictionaries;
 mod encoder;
 mod growing;
 pub(crate) mod ids;
+mod kept_runs;
 mod optimize;
 mod prescan;
 pub mod raw;

@@ -5,6 +5,7 @@
 
 use bytes::Bytes;
 use penstock_engine::Signal;
+use penstock_engine::otap::raw::recompress_zstd_buffers;
 use penstock_engine::otap::{EncodeOptions, OtapEncoder};
 use penstock_engine::otlp::decode::decode as decode_otlp;
 use tonic::codec::CompressionEncoding;
@@ -77,7 +78,7 @@ pub fn otlp(
 
 /// The floor of OTAP batches made of `requests` as `penstock loadgen` sends them (Arrow IPC
 /// bodies compressed with zstd, the stream's dictionaries already sent): decompressing every
-/// IPC message and compressing it again.
+/// buffer of every IPC message and compressing it again (zstd level 1).
 pub fn otap(signal: Signal, requests: &[Bytes], batch: usize) -> anyhow::Result<Floor> {
     let records = requests.len() * batch;
     let batches = requests
@@ -100,19 +101,12 @@ pub fn otap(signal: Signal, requests: &[Bytes], batch: usize) -> anyhow::Result<
     };
     let sent = steady(EncodeOptions::default())?;
     let wire = sent.iter().flatten().map(Bytes::len).sum::<usize>() as f64 / records as f64;
-    let plain = steady(EncodeOptions {
-        zstd: false,
-        ..EncodeOptions::default()
-    })?;
-    let compressed: Vec<(Vec<u8>, usize)> = plain
-        .iter()
-        .flatten()
-        .map(|p| Ok((zstd::bulk::compress(p, 1)?, p.len())))
-        .collect::<anyhow::Result<_>>()?;
+    // Each buffer is a zstd frame of its own on the wire: inflated and compressed again one by
+    // one, as any reader and writer of these payloads must.
+    let mut compressor = zstd::bulk::Compressor::new(1)?;
     let cpu = per_million(records, || {
-        for (body, len) in &compressed {
-            let inflated = zstd::bulk::decompress(body, *len)?;
-            std::hint::black_box(zstd::bulk::compress(&inflated, 1)?);
+        for payload in sent.iter().flatten() {
+            recompress_zstd_buffers(payload, &mut compressor).map_err(anyhow::Error::msg)?;
         }
         Ok(())
     })?;

@@ -16,6 +16,7 @@
 mod forward;
 mod inflate;
 mod ipc;
+mod keep_rows;
 mod keys;
 mod narrow;
 #[cfg(test)]
@@ -26,6 +27,7 @@ mod track;
 
 pub use forward::{Forwarder, Placed, Sent};
 pub(crate) use inflate::inflated;
+pub use inflate::recompress_zstd_buffers;
 pub use ipc::{IpcMessage, MessageKind};
 pub use narrow::DecodedAsSent;
 pub(crate) use track::Tracker;

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions, StructArray};
-use arrow::compute::filter_record_batch;
+use arrow::buffer::BooleanBuffer;
 use arrow::datatypes::{DataType, Field, FieldRef, Fields, Schema, SchemaRef};
 use arrow::ipc::writer::{
     DictionaryTracker, IpcDataGenerator, IpcWriteContext, IpcWriteOptions, write_message,
@@ -24,12 +24,14 @@ use arrow::ipc::{CompressionType, MetadataVersion};
 use bytes::Bytes;
 
 use super::ipc::{IpcMessage, MessageKind, split};
+use super::keep_rows::keep_rows;
 use super::{RawBatch, RawPayload};
 use crate::IdSet;
 use crate::batch::OtapBatch;
 use crate::error::{Error, Result};
 use crate::otap::encoder::DEFAULT_ZSTD_LEVEL;
-use crate::otap::ids::{IdValues, Strings, encode_ids};
+use crate::otap::ids::{IdValues, Strings, encode_ids, encode_ids_with_runs};
+use crate::otap::kept_runs::kept_runs;
 use crate::schema::consts::{self, ENCODING_METADATA};
 use crate::schema::{PayloadType, Signal};
 
@@ -41,6 +43,8 @@ pub(super) struct Layout {
     pub(super) sent: SchemaRef,
     /// How its string dictionaries compare (for the attribute quasi-delta encoding).
     strings: Strings,
+    /// Its quasi-delta runs as decoded, when its parent ids have them.
+    runs: Option<Vec<bool>>,
 }
 
 /// A forwarded batch as decoded: its tables with plain ids, and the sender's layout of each.
@@ -60,18 +64,21 @@ impl DecodedAsSent {
         }
     }
 
-    /// Adds `table` as decoded (`sent`: before its ids were decoded; `plain`: after).
+    /// Adds `table` as decoded (`sent`: before its ids were decoded; `plain`: after; `runs`:
+    /// its quasi-delta runs).
     pub(crate) fn add(
         &mut self,
         table: PayloadType,
         sent: &RecordBatch,
         plain: RecordBatch,
         strings: Strings,
+        runs: Option<Vec<bool>>,
     ) -> Result<()> {
         self.layouts.push(Layout {
             table,
             sent: sent.schema(),
             strings,
+            runs,
         });
         self.batch.set(table, plain)
     }
@@ -110,14 +117,24 @@ impl RawBatch {
             else {
                 return Ok(None);
             };
-            if before.num_rows() == after.num_rows() {
+            if before.num_rows() == after.rows.num_rows() {
                 payloads.push(payload.clone());
                 continue;
             }
             let Some(layout) = decoded.layout(payload.table) else {
                 return Ok(None);
             };
-            let Some(records) = rewrite(layout, after)? else {
+            let runs = match (&layout.runs, &after.keep) {
+                (Some(runs), Some(keep)) => Some(kept_runs(
+                    before,
+                    payload.table,
+                    layout.strings,
+                    runs,
+                    keep,
+                )?),
+                _ => None,
+            };
+            let Some(records) = rewrite(layout, &after.rows, runs.as_deref())? else {
                 return Ok(None);
             };
             let mut messages = payload.messages.clone();
@@ -139,14 +156,26 @@ impl RawBatch {
     }
 }
 
+/// The rows of a table that remain.
+struct Kept {
+    /// The rows.
+    rows: RecordBatch,
+    /// Which rows of the table as decoded they are (None for the root, which the pipeline
+    /// gave).
+    keep: Option<BooleanBuffer>,
+}
+
 /// Every table of `decoded` with only the rows that hang off `root`'s.
-fn kept_tables(
-    decoded: &DecodedAsSent,
-    root: &RecordBatch,
-) -> Result<HashMap<PayloadType, RecordBatch>> {
+fn kept_tables(decoded: &DecodedAsSent, root: &RecordBatch) -> Result<HashMap<PayloadType, Kept>> {
     let root_type = decoded.batch.signal().root();
-    let mut kept: HashMap<PayloadType, RecordBatch> = HashMap::new();
-    kept.insert(root_type, root.clone());
+    let mut kept: HashMap<PayloadType, Kept> = HashMap::new();
+    kept.insert(
+        root_type,
+        Kept {
+            rows: root.clone(),
+            keep: None,
+        },
+    );
     let mut tables: Vec<(PayloadType, &RecordBatch)> = decoded
         .batch
         .tables()
@@ -160,25 +189,59 @@ fn kept_tables(
             PayloadType::ScopeAttrs => struct_ids(root, root_type, consts::SCOPE)?,
             _ => match table.parent().and_then(|p| kept.get(&p).map(|k| (p, k))) {
                 Some((parent, parent_rows)) => {
-                    column_ids(parent_rows.column_by_name(consts::ID), parent)?
+                    column_ids(parent_rows.rows.column_by_name(consts::ID), parent)?
                 }
                 None => Vec::new(),
             },
         };
         let parents: Vec<u32> = parents.into_iter().flatten().collect();
         let member = IdSet::of(&arrow::array::UInt32Array::from(parents));
-        let parent_ids = column_ids(rows.column_by_name(consts::PARENT_ID), table)?;
-        let keep = arrow::array::BooleanArray::new(
-            arrow::buffer::BooleanBuffer::collect_bool(parent_ids.len(), |row| {
-                parent_ids[row].is_some_and(|p| member.contains(p))
-            }),
-            None,
-        );
-        let filtered = filter_record_batch(rows, &keep)
+        let keep = kept_rows(rows.column_by_name(consts::PARENT_ID), &member, table)?;
+        let filtered = keep_rows(rows, &keep)
             .map_err(|e| Error::arrow(format!("removing rows of {table:?}"), e))?;
-        kept.insert(table, filtered);
+        kept.insert(
+            table,
+            Kept {
+                rows: filtered,
+                keep: Some(keep),
+            },
+        );
     }
     Ok(kept)
+}
+
+/// Per row, whether its (plain) id in `column` is one of `member`'s (no row when the column
+/// is absent).
+fn kept_rows(
+    column: Option<&ArrayRef>,
+    member: &IdSet,
+    table: PayloadType,
+) -> Result<BooleanBuffer> {
+    fn of<T>(ids: &arrow::array::PrimitiveArray<T>, member: &IdSet) -> BooleanBuffer
+    where
+        T: arrow::datatypes::ArrowPrimitiveType,
+        T::Native: Into<u32>,
+    {
+        let values = ids.values();
+        match ids.nulls().filter(|n| n.null_count() > 0) {
+            None => {
+                BooleanBuffer::collect_bool(values.len(), |row| member.contains(values[row].into()))
+            }
+            Some(nulls) => BooleanBuffer::collect_bool(values.len(), |row| {
+                nulls.is_valid(row) && member.contains(values[row].into())
+            }),
+        }
+    }
+    Ok(match column.map(|c| (c, c.data_type())) {
+        Some((c, DataType::UInt16)) => of(c.as_primitive::<arrow::datatypes::UInt16Type>(), member),
+        Some((c, DataType::UInt32)) => of(c.as_primitive::<arrow::datatypes::UInt32Type>(), member),
+        _ => {
+            let ids = column_ids(column, table)?;
+            BooleanBuffer::collect_bool(ids.len(), |row| {
+                ids[row].is_some_and(|p| member.contains(p))
+            })
+        }
+    })
 }
 
 /// The values of an id column (all null when it is absent).
@@ -292,8 +355,12 @@ fn index_array(array: &ArrayRef) -> Option<ArrayRef> {
 }
 
 /// The record batch message of `rows` (ids plain) in `layout`, or None when they do not fit
-/// it.
-fn rewrite(layout: &Layout, rows: &RecordBatch) -> Result<Option<IpcMessage>> {
+/// it; `runs`: their quasi-delta runs when known.
+fn rewrite(
+    layout: &Layout,
+    rows: &RecordBatch,
+    runs: Option<&[bool]>,
+) -> Result<Option<IpcMessage>> {
     if !transport_encoded(&layout.sent) {
         return Ok(None);
     }
@@ -301,7 +368,11 @@ fn rewrite(layout: &Layout, rows: &RecordBatch) -> Result<Option<IpcMessage>> {
     let Some(columns) = index_schema(&layout.sent) else {
         return Ok(None);
     };
-    let Some(encoded) = encode_ids(rows.clone(), layout.table, layout.strings)? else {
+    let encoded = match runs {
+        Some(runs) => encode_ids_with_runs(rows.clone(), layout.table, Some(runs))?,
+        None => encode_ids(rows.clone(), layout.table, layout.strings)?,
+    };
+    let Some(encoded) = encoded else {
         return Ok(None);
     };
     let arrays = encoded
