@@ -91,6 +91,14 @@ pub fn recompress_zstd_buffers(
                 NOT_COMPRESSED => frame,
                 n if n > 0 => {
                     let size = usize::try_from(n).map_err(|_| "an inflated size past memory")?;
+                    // What the decoder's prescan would refuse is refused here.
+                    let limit = crate::otap::DecodeLimits::default().max_payload_decompressed_bytes;
+                    let said = zstd::zstd_safe::get_frame_content_size(frame)
+                        .ok()
+                        .flatten();
+                    if size as u64 > limit || said.is_some_and(|said| said != size as u64) {
+                        return Err(format!("a zstd buffer declares {size} bytes"));
+                    }
                     inflated.clear();
                     inflate_into(frame, &mut inflated, size)?;
                     &inflated

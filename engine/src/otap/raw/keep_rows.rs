@@ -27,18 +27,28 @@ pub(crate) fn keep_rows(
         return filter_record_batch(batch, &mask);
     }
     let predicate = FilterBuilder::new(&mask).optimize().build();
+    let kept = Kept {
+        keep,
+        rows: keep.count_set_bits(),
+    };
     let columns = batch
         .columns()
         .iter()
-        .map(|column| keep_in_column(column, keep, &predicate))
+        .map(|column| keep_in_column(column, &kept, &predicate))
         .collect::<Result<Vec<_>, _>>()?;
-    let options = RecordBatchOptions::new().with_row_count(Some(keep.count_set_bits()));
+    let options = RecordBatchOptions::new().with_row_count(Some(kept.rows));
     RecordBatch::try_new_with_options(batch.schema(), columns, &options)
+}
+
+/// The rows kept, and how many they are.
+struct Kept<'k> {
+    keep: &'k BooleanBuffer,
+    rows: usize,
 }
 
 fn keep_in_column(
     array: &ArrayRef,
-    keep: &BooleanBuffer,
+    keep: &Kept<'_>,
     predicate: &FilterPredicate,
 ) -> Result<ArrayRef, ArrowError> {
     let Some(nulls) = array.nulls().filter(|n| n.null_count() > 0) else {
@@ -99,13 +109,13 @@ fn dictionary<K: ArrowDictionaryKeyType>(
 }
 
 /// The bits of `bits` at the rows `keep` keeps, in order.
-fn compact_bits(bits: &BooleanBuffer, keep: &BooleanBuffer) -> BooleanBuffer {
-    let kept = keep.count_set_bits();
+fn compact_bits(bits: &BooleanBuffer, keep: &Kept<'_>) -> BooleanBuffer {
+    let kept = keep.rows;
     let mut words: Vec<u64> = Vec::with_capacity(kept.div_ceil(64));
     // Bits gathered but not yet a whole word: `filled` of them, in the low bits of `pending`.
     let (mut pending, mut filled) = (0u64, 0u32);
     let chunks = bits.bit_chunks();
-    let masks = keep.bit_chunks();
+    let masks = keep.keep.bit_chunks();
     for (word, mask) in chunks.iter_padded().zip(masks.iter_padded()) {
         let count = mask.count_ones();
         let value = compact_word(word, mask);

@@ -50,7 +50,9 @@ pub(super) struct Layout {
 /// A forwarded batch as decoded: its tables with plain ids, and the sender's layout of each.
 #[derive(Debug, Clone)]
 pub struct DecodedAsSent {
-    /// The batch (ids plain, as [`crate::otap::OtapDecoder::decode`] gives them).
+    /// The batch (ids plain, as [`crate::otap::OtapDecoder::decode`] gives them). What is
+    /// known of each table's layout (its quasi-delta runs among it) holds for these tables:
+    /// read them, do not replace them.
     pub batch: OtapBatch,
     pub(super) layouts: Vec<Layout>,
 }
