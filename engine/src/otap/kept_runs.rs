@@ -71,7 +71,10 @@ pub(crate) fn kept_runs(
 
 #[cfg(test)]
 mod tests {
-    use arrow::array::BooleanArray;
+    use std::sync::Arc;
+
+    use arrow::array::{BooleanArray, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
     use proptest::prelude::*;
 
     use super::*;
@@ -98,6 +101,25 @@ mod tests {
                 let got = kept_runs(&table, kind, strings, &runs, &keep).unwrap();
                 prop_assert_eq!(got, expected);
             }
+        }
+
+        #[test]
+        fn the_runs_of_kept_span_events_are_those_found_in_them(
+            names in prop::collection::vec(prop::option::weighted(0.9, 0..3u8), 0..200),
+            keep in prop::collection::vec(prop::bool::weighted(0.7), 200),
+        ) {
+            // Span events continue a run while their names are equal (a null name is "").
+            let kind = PayloadType::SpanEvents;
+            let names = StringArray::from_iter(names.iter().map(|n| n.map(|n| ["", "a", "b"][n as usize])));
+            let schema = Schema::new(vec![Field::new("name", DataType::Utf8, true)]);
+            let table = RecordBatch::try_new(Arc::new(schema), vec![Arc::new(names)]).unwrap();
+            let keep = BooleanBuffer::from_iter(keep.into_iter().take(table.num_rows()));
+            let runs = continuation(&table, kind, Strings::MayRepeat).unwrap();
+            let rows_kept =
+                filter_record_batch(&table, &BooleanArray::new(keep.clone(), None)).unwrap();
+            let expected = continuation(&rows_kept, kind, Strings::MayRepeat).unwrap();
+            let got = kept_runs(&table, kind, Strings::MayRepeat, &runs, &keep).unwrap();
+            prop_assert_eq!(got, expected);
         }
     }
 }
