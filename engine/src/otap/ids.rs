@@ -452,7 +452,7 @@ pub(crate) fn encode_ids_with_runs(
 
 /// Whether `kind` has quasi-delta parent ids (runs of equal attributes, events, links or data
 /// points).
-pub(crate) fn has_runs(kind: PayloadType) -> bool {
+fn has_runs(kind: PayloadType) -> bool {
     matches!(
         kind.parent_kind(),
         Some(ParentKind::Attributes | ParentKind::Columnar)

@@ -86,20 +86,17 @@ pub fn otap(signal: Signal, requests: &[Bytes], batch: usize) -> anyhow::Result<
         .map(|r| decode_otlp(signal, r).map(|mut b| b.remove(0)))
         .collect::<penstock_engine::Result<Vec<_>>>()?;
     // The second time round, as in a long stream: dictionaries are known, deltas are small.
-    let steady = |options: EncodeOptions| -> anyhow::Result<Vec<Vec<Bytes>>> {
-        let mut encoder = OtapEncoder::new(signal, options)?;
-        for b in &batches {
-            encoder.encode(b)?;
-        }
-        batches
-            .iter()
-            .map(|b| {
-                let bar = encoder.encode(b)?;
-                Ok(bar.arrow_payloads.into_iter().map(|p| p.record).collect())
-            })
-            .collect()
-    };
-    let sent = steady(EncodeOptions::default())?;
+    let mut encoder = OtapEncoder::new(signal, EncodeOptions::default())?;
+    for b in &batches {
+        encoder.encode(b)?;
+    }
+    let sent = batches
+        .iter()
+        .map(|b| {
+            let bar = encoder.encode(b)?;
+            Ok(bar.arrow_payloads.into_iter().map(|p| p.record).collect())
+        })
+        .collect::<anyhow::Result<Vec<Vec<Bytes>>>>()?;
     let wire = sent.iter().flatten().map(Bytes::len).sum::<usize>() as f64 / records as f64;
     // Each buffer is a zstd frame of its own on the wire: inflated and compressed again one by
     // one, as any reader and writer of these payloads must.

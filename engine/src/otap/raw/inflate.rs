@@ -72,38 +72,22 @@ pub fn recompress_zstd_buffers(
         }
         let rb = records(&message).ok_or("a compressed message without a record batch")?;
         let body = m.body();
-        for b in rb.buffers().into_iter().flatten() {
-            let (Ok(offset), Ok(length)) =
-                (usize::try_from(b.offset()), usize::try_from(b.length()))
-            else {
-                return Err("a negative buffer offset or length".into());
-            };
-            let source = offset
-                .checked_add(length)
-                .and_then(|end| body.get(offset..end))
-                .ok_or("an Arrow IPC buffer lies outside its message body")?;
-            let Some((prefix, frame)) = source.split_first_chunk::<8>() else {
-                continue;
-            };
+        for (stored, size) in stored_buffers(&rb, &body)? {
             // A buffer sent uncompressed (its compression did not pay) is compressed again too:
             // a writer tries.
-            let plain: &[u8] = match i64::from_le_bytes(*prefix) {
-                NOT_COMPRESSED => frame,
-                n if n > 0 => {
-                    let size = usize::try_from(n).map_err(|_| "an inflated size past memory")?;
+            let plain: &[u8] = match stored {
+                Stored::Empty => continue,
+                Stored::Plain(bytes) => bytes,
+                Stored::Zstd(frame) => {
                     // What the decoder's prescan would refuse is refused here.
                     let limit = crate::otap::DecodeLimits::default().max_payload_decompressed_bytes;
-                    let said = zstd::zstd_safe::get_frame_content_size(frame)
-                        .ok()
-                        .flatten();
-                    if size as u64 > limit || said.is_some_and(|said| said != size as u64) {
+                    if size as u64 > limit {
                         return Err(format!("a zstd buffer declares {size} bytes"));
                     }
                     inflated.clear();
                     inflate_into(frame, &mut inflated, size)?;
                     &inflated
                 }
-                _ => continue,
             };
             deflated.clear();
             deflated.reserve(zstd::zstd_safe::compress_bound(plain.len()));
@@ -132,40 +116,11 @@ fn compression(message: &Message<'_>) -> Option<CompressionType> {
 fn inflate_message(out: &mut Vec<u8>, m: &IpcMessage, message: &Message<'_>) -> Result<(), String> {
     let rb = records(message).ok_or("a compressed message without a record batch")?;
     let body = m.body();
-    // Each buffer: its bytes in the body, and how it is stored (its length prefix).
-    let mut sources = Vec::new();
-    let mut layout = Vec::new();
+    let sources = stored_buffers(&rb, &body)?;
+    let mut layout = Vec::with_capacity(sources.len());
     let mut body_len = 0usize;
-    for b in rb.buffers().into_iter().flatten() {
-        let offset = usize::try_from(b.offset()).map_err(|_| "a negative buffer offset")?;
-        let length = usize::try_from(b.length()).map_err(|_| "a negative buffer length")?;
-        let source = offset
-            .checked_add(length)
-            .and_then(|end| body.get(offset..end))
-            .ok_or("an Arrow IPC buffer lies outside its message body")?;
-        let (stored, size) = match source.split_first_chunk::<8>() {
-            None if source.is_empty() => (Stored::Empty, 0),
-            None => return Err("a compressed buffer shorter than its length prefix".into()),
-            Some((prefix, rest)) => match i64::from_le_bytes(*prefix) {
-                NOT_COMPRESSED => (Stored::Plain(rest), rest.len()),
-                0 => (Stored::Empty, 0),
-                n => {
-                    let size = usize::try_from(n).map_err(|_| "a negative inflated size")?;
-                    // A frame that says its size must say the one declared (checked before
-                    // room is made for it).
-                    let said = zstd::zstd_safe::get_frame_content_size(rest).ok().flatten();
-                    if said.is_some_and(|said| said != size as u64) {
-                        return Err(format!(
-                            "a zstd buffer says it inflates to {} bytes, not the {size} it declares",
-                            said.unwrap_or_default()
-                        ));
-                    }
-                    (Stored::Zstd(rest), size)
-                }
-            },
-        };
-        layout.push(arrow::ipc::Buffer::new(body_len as i64, size as i64));
-        sources.push((stored, size));
+    for (_, size) in &sources {
+        layout.push(arrow::ipc::Buffer::new(body_len as i64, *size as i64));
         body_len = body_len
             .checked_add(size.next_multiple_of(8))
             .ok_or("a body past memory")?;
@@ -193,6 +148,45 @@ fn inflate_message(out: &mut Vec<u8>, m: &IpcMessage, message: &Message<'_>) -> 
         out.resize(out.len() + (size.next_multiple_of(8) - size), 0);
     }
     Ok(())
+}
+
+/// Each buffer of a compressed message's record batch `rb`: its bytes in `body`, how they are
+/// stored (read from its length prefix) and its size once inflated. Fails on a buffer outside
+/// the body, one shorter than its prefix, or a zstd frame that says another size than the one
+/// declared (checked before room is made for it).
+fn stored_buffers<'a>(
+    rb: &IpcRecordBatch<'_>,
+    body: &'a [u8],
+) -> Result<Vec<(Stored<'a>, usize)>, String> {
+    let mut buffers = Vec::new();
+    for b in rb.buffers().into_iter().flatten() {
+        let offset = usize::try_from(b.offset()).map_err(|_| "a negative buffer offset")?;
+        let length = usize::try_from(b.length()).map_err(|_| "a negative buffer length")?;
+        let source = offset
+            .checked_add(length)
+            .and_then(|end| body.get(offset..end))
+            .ok_or("an Arrow IPC buffer lies outside its message body")?;
+        buffers.push(match source.split_first_chunk::<8>() {
+            None if source.is_empty() => (Stored::Empty, 0),
+            None => return Err("a compressed buffer shorter than its length prefix".into()),
+            Some((prefix, rest)) => match i64::from_le_bytes(*prefix) {
+                NOT_COMPRESSED => (Stored::Plain(rest), rest.len()),
+                0 => (Stored::Empty, 0),
+                n => {
+                    let size = usize::try_from(n).map_err(|_| "a negative inflated size")?;
+                    let said = zstd::zstd_safe::get_frame_content_size(rest).ok().flatten();
+                    if said.is_some_and(|said| said != size as u64) {
+                        return Err(format!(
+                            "a zstd buffer says it inflates to {} bytes, not the {size} it declares",
+                            said.unwrap_or_default()
+                        ));
+                    }
+                    (Stored::Zstd(rest), size)
+                }
+            },
+        });
+    }
+    Ok(buffers)
 }
 
 /// How a buffer of a compressed message is stored.

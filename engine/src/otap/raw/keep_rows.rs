@@ -27,7 +27,7 @@ pub(crate) fn keep_rows(
         return filter_record_batch(batch, &mask);
     }
     let predicate = FilterBuilder::new(&mask).optimize().build();
-    let kept = Kept {
+    let kept = Selection {
         keep,
         rows: keep.count_set_bits(),
     };
@@ -41,14 +41,14 @@ pub(crate) fn keep_rows(
 }
 
 /// The rows kept, and how many they are.
-struct Kept<'k> {
+struct Selection<'k> {
     keep: &'k BooleanBuffer,
     rows: usize,
 }
 
 fn keep_in_column(
     array: &ArrayRef,
-    keep: &Kept<'_>,
+    keep: &Selection<'_>,
     predicate: &FilterPredicate,
 ) -> Result<ArrayRef, ArrowError> {
     let Some(nulls) = array.nulls().filter(|n| n.null_count() > 0) else {
@@ -109,7 +109,7 @@ fn dictionary<K: ArrowDictionaryKeyType>(
 }
 
 /// The bits of `bits` at the rows `keep` keeps, in order.
-fn compact_bits(bits: &BooleanBuffer, keep: &Kept<'_>) -> BooleanBuffer {
+fn compact_bits(bits: &BooleanBuffer, keep: &Selection<'_>) -> BooleanBuffer {
     let kept = keep.rows;
     let mut words: Vec<u64> = Vec::with_capacity(kept.div_ceil(64));
     // Bits gathered but not yet a whole word: `filled` of them, in the low bits of `pending`.

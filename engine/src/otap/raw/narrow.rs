@@ -198,7 +198,7 @@ fn kept_tables(decoded: &DecodedAsSent, root: &RecordBatch) -> Result<HashMap<Pa
         };
         let parents: Vec<u32> = parents.into_iter().flatten().collect();
         let member = IdSet::of(&arrow::array::UInt32Array::from(parents));
-        let keep = kept_rows(rows.column_by_name(consts::PARENT_ID), &member, table)?;
+        let keep = rows_with_kept_parent(rows.column_by_name(consts::PARENT_ID), &member, table)?;
         let filtered = keep_rows(rows, &keep)
             .map_err(|e| Error::arrow(format!("removing rows of {table:?}"), e))?;
         kept.insert(
@@ -214,7 +214,7 @@ fn kept_tables(decoded: &DecodedAsSent, root: &RecordBatch) -> Result<HashMap<Pa
 
 /// Per row, whether its (plain) id in `column` is one of `member`'s (no row when the column
 /// is absent).
-fn kept_rows(
+fn rows_with_kept_parent(
     column: Option<&ArrayRef>,
     member: &IdSet,
     table: PayloadType,
