@@ -3,10 +3,26 @@
 use super::{Log, Next, Reader};
 use std::path::PathBuf;
 
-fn scratch(name: &str) -> PathBuf {
+/// A directory of its own for one test, removed when the test ends (passed or failed).
+struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = PathBuf;
+    fn deref(&self) -> &PathBuf {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn scratch(name: &str) -> Scratch {
     let dir = std::env::temp_dir().join(format!("penstock-log-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    dir
+    Scratch(dir)
 }
 
 fn payload(n: u64) -> Vec<u8> {

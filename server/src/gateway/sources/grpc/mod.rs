@@ -28,6 +28,11 @@ const STREAM_WINDOW_BYTES: u32 = 1 << 20;
 /// connection buffers unread (so at most `max_connections` MiB in all).
 const CONNECTION_WINDOW_BYTES: u32 = 1 << 20;
 
+/// The largest HTTP/2 frame a client may send: a request body of up to this size can come in
+/// one DATA frame (read in one piece, without gathering), where the protocol's default of
+/// 16 KiB splits a 4096-record batch into dozens. Bounded as before by the stream window.
+const MAX_FRAME_BYTES: u32 = 1 << 20;
+
 /// Serves one connection (HTTP/2, in the clear or over TLS) on the current worker.
 pub async fn serve(stream: std::net::TcpStream, context: Arc<SourceContext>) {
     let Some(io) = open(stream, &context).await else {
@@ -40,6 +45,7 @@ pub async fn serve(stream: std::net::TcpStream, context: Arc<SourceContext>) {
         .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
         .initial_stream_window_size(STREAM_WINDOW_BYTES)
         .initial_connection_window_size(CONNECTION_WINDOW_BYTES)
+        .max_frame_size(MAX_FRAME_BYTES)
         .max_header_list_size(64 << 10)
         .keep_alive_interval(Duration::from_secs(30))
         .keep_alive_timeout(Duration::from_secs(20));

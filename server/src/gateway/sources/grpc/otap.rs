@@ -303,7 +303,7 @@ async fn serve_stream(
             _ = shutdown.wait_for(|stop| *stop) => break,
         };
         let records = match message {
-            Ok(Some(records)) => records,
+            Ok(Some(records)) => own_allocations(records),
             // Half-closed: the statuses of what was sent still go out below.
             Ok(None) => break,
             // A message that cannot be read ends the stream with a status saying why; a
@@ -405,4 +405,15 @@ async fn serve_stream(
         .telemetry
         .stream_state_bytes
         .fetch_sub(state_bytes, Relaxed);
+}
+
+/// `records` with each payload's bytes in an allocation of their own. Decoding slices the
+/// payloads out of the stream's receive buffer, and a forwarded payload is held until its
+/// sinks deliver it: held as a slice, it would keep the whole buffer it came in (up to a frame
+/// of other messages) alive. Copying the compressed bytes costs little next to the rest.
+fn own_allocations(mut records: BatchArrowRecords) -> BatchArrowRecords {
+    for payload in &mut records.arrow_payloads {
+        payload.record = bytes::Bytes::copy_from_slice(&payload.record);
+    }
+    records
 }
