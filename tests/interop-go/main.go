@@ -13,6 +13,7 @@
 //	otap-interop serve [-listen 127.0.0.1:0]
 //	otap-interop serve-otlp [-listen 127.0.0.1:0] [-warning TEXT]
 //	otap-interop serve-otlp-http [-listen 127.0.0.1:0] [-warning TEXT] [-rejected N] [-fail-first N -fail-status 503 -retry-after 1]
+//	otap-interop export-otlp -addr HOST:PORT [-senders 4] [-records 50] [-until-retry D]
 //	otap-interop selftest
 package main
 
@@ -59,6 +60,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdServeOTLP(rest, stdin, stdout, stderr)
 	case "serve-otlp-http":
 		err = cmdServeOTLPHTTP(rest, stdin, stdout, stderr)
+	case "export-otlp":
+		err = cmdExportOTLP(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		usage(stdout)
 		return exitOK
@@ -111,6 +114,12 @@ func usage(w io.Writer) {
       headers),
       then the summary. -fail-first: refuse the first N requests with -fail-status and
       the Retry-After given; -rejected: report N records rejected in every response
+  otap-interop export-otlp -addr HOST:PORT [-senders 4] [-records 50] [-call-timeout 1s]
+                    [-until-retry D] [-deadline 30s]
+      sends OTLP/gRPC logs Export calls (pdata client, gzip) from -senders loops without
+      waiting between them; stdout: one JSON line per answer (ms, code, retry_ms: the
+      RetryInfo delay, -1 without one); with -until-retry, stops once a refusal asks for at
+      least D, and fails if none did by -deadline
   otap-interop selftest
       round-trips built-in sample data through produce and consume
 
