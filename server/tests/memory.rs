@@ -104,7 +104,7 @@ impl Answer {
 /// hold the room (their calls hang), and every later one is refused.
 /// Guarantees: every refusal is RESOURCE_EXHAUSTED with a `google.rpc.RetryInfo` the client
 /// reads; the first asks for 100 ms, and each second of refusals doubles the wait (100, 200,
-/// 400 ms, in that order), never past 5 s.
+/// 400 ms, in that order; the 5 s cap is checked by the unit tests of `pushback`).
 #[test]
 fn the_wait_asked_of_refused_senders_doubles_while_refusals_go_on() {
     let Some(go) = interop_binary() else {

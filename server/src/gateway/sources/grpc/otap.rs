@@ -303,7 +303,7 @@ async fn serve_stream(
             _ = shutdown.wait_for(|stop| *stop) => break,
         };
         let records = match message {
-            Ok(Some(records)) => own_allocations(records),
+            Ok(Some(records)) => records,
             // Half-closed: the statuses of what was sent still go out below.
             Ok(None) => break,
             // A message that cannot be read ends the stream with a status saying why; a
@@ -334,6 +334,7 @@ async fn serve_stream(
         let Some(admitted) = admit_or_refuse(&context, size, id, &statuses).await else {
             break;
         };
+        let records = own_allocations(records);
         let work = match read_batch(&mut decoder, &mut forwarding, &records, &context) {
             Ok(work) => work,
             Err(refusal) => {
@@ -407,10 +408,11 @@ async fn serve_stream(
         .fetch_sub(state_bytes, Relaxed);
 }
 
-/// `records` with each payload's bytes in an allocation of their own. Decoding slices the
-/// payloads out of the stream's receive buffer, and a forwarded payload is held until its
-/// sinks deliver it: held as a slice, it would keep the whole buffer it came in (up to a frame
-/// of other messages) alive. Copying the compressed bytes costs little next to the rest.
+/// `records` (authenticated and admitted) with each payload's bytes in an allocation of their
+/// own. Decoding leaves the payloads as slices of the stream's receive buffer, which holds
+/// whatever else arrived with them; a forwarded payload is held until its sinks deliver it,
+/// and as a slice it would keep that whole buffer resident. Copying the compressed bytes costs
+/// little next to the rest.
 fn own_allocations(mut records: BatchArrowRecords) -> BatchArrowRecords {
     for payload in &mut records.arrow_payloads {
         payload.record = bytes::Bytes::copy_from_slice(&payload.record);
