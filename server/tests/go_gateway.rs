@@ -358,6 +358,14 @@ fn relay_program(receiver: &Receiver, pipelines: &str) -> String {
     )
 }
 
+/// Replaces the program of `relay` (started from `dir`) with `program` and waits until it
+/// runs (its first reload).
+fn reload(relay: &Gateway, dir: &std::path::Path, program: &str) {
+    std::fs::write(dir.join("relay.sql"), program).unwrap();
+    relay.hang_up();
+    relay.wait_for_line("reload: generation 1");
+}
+
 /// A gateway with its admin endpoint running `program` (from `dir/relay.sql`).
 fn start_relay(dir: &std::path::Path, program: &str) -> Gateway {
     Gateway::start_with(dir, "relay", program, &["--admin-listen", "127.0.0.1:0"])
@@ -578,13 +586,11 @@ fn a_reload_mid_stream_decodes_the_batches_after_it() {
     block_on(async {
         let mut stream = OtapLogsStream::open(&relay.url()).await;
         assert_eq!(stream.send(&first).await.status_code, 0);
-        std::fs::write(
-            dir.join("relay.sql"),
-            program("DELETE FROM logs WHERE severity_number < 13;"),
-        )
-        .unwrap();
-        relay.hang_up();
-        relay.wait_for_line("reload: generation 1");
+        reload(
+            &relay,
+            &dir,
+            &program("DELETE FROM logs WHERE severity_number < 13;"),
+        );
         assert_eq!(stream.send(&second).await.status_code, 0);
     });
 
@@ -661,13 +667,11 @@ fn batches_waiting_when_the_program_is_reloaded_are_encoded_under_the_new_one() 
     relay.wait_until("every batch read, the worker stalled", |g| {
         labelled(g, "penstock_otap_batches_total", "path=\"forwarded\"") >= 160.0
     });
-    std::fs::write(
-        dir.join("relay.sql"),
-        program("DELETE FROM logs WHERE severity_number < 13;"),
-    )
-    .unwrap();
-    relay.hang_up();
-    relay.wait_for_line("reload: generation 1");
+    reload(
+        &relay,
+        &dir,
+        &program("DELETE FROM logs WHERE severity_number < 13;"),
+    );
     signal_process(receiver.child.id(), "CONT");
     for s in sending {
         assert_all_ok(&s.statuses(), 32);

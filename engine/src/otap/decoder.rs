@@ -258,8 +258,13 @@ impl OtapDecoder {
         }
         // zstd bodies are inflated here with the thread's context (the IPC decoder would make
         // a context per message), each message in a buffer of its own.
+        // An uncompressed payload is copied: the arrays decoded from it would otherwise be
+        // slices of the stream's receive buffer, keeping whatever came with it resident for as
+        // long as the batch lives.
         let parts = match inflated(&payload.record) {
-            Ok(inflated) => inflated.unwrap_or_else(|| vec![payload.record.clone()]),
+            Ok(inflated) => {
+                inflated.unwrap_or_else(|| vec![bytes::Bytes::copy_from_slice(&payload.record)])
+            }
             Err(reason) => {
                 self.streams.remove(&table);
                 return Err(bad(reason));

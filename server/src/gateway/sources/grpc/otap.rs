@@ -334,7 +334,6 @@ async fn serve_stream(
         let Some(admitted) = admit_or_refuse(&context, size, id, &statuses).await else {
             break;
         };
-        let records = own_allocations(records);
         let work = match read_batch(&mut decoder, &mut forwarding, &records, &context) {
             Ok(work) => work,
             Err(refusal) => {
@@ -406,16 +405,4 @@ async fn serve_stream(
         .telemetry
         .stream_state_bytes
         .fetch_sub(state_bytes, Relaxed);
-}
-
-/// `records` (authenticated and admitted) with each payload's bytes in an allocation of their
-/// own. Decoding leaves the payloads as slices of the stream's receive buffer, which holds
-/// whatever else arrived with them; a forwarded payload is held until its sinks deliver it,
-/// and as a slice it would keep that whole buffer resident. Copying the compressed bytes costs
-/// little next to the rest.
-fn own_allocations(mut records: BatchArrowRecords) -> BatchArrowRecords {
-    for payload in &mut records.arrow_payloads {
-        payload.record = bytes::Bytes::copy_from_slice(&payload.record);
-    }
-    records
 }
