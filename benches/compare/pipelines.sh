@@ -5,6 +5,8 @@
 #   rename  rename `exception.type` to `error.type`
 #   renames four renames
 #   full    four renames, drop the logs below INFO (severity number < 9), send the rest on
+#   guard   four renames, drop the logs below DEBUG (severity number < 5: none of the load
+#           generator's), send the rest on
 . benches/compare/rename.sh
 
 penstock_statements() {
@@ -20,6 +22,10 @@ penstock_statements() {
     full)
       penstock_statements renames
       echo "DELETE FROM logs WHERE severity_number < 9;"
+      ;;
+    guard)
+      penstock_statements renames
+      echo "DELETE FROM logs WHERE severity_number < 5;"
       ;;
     *) echo "unknown pipeline $1" >&2; return 1 ;;
   esac
@@ -52,6 +58,13 @@ collector_processors() {
       echo "      log_record:"
       echo "        - severity_number < SEVERITY_NUMBER_INFO"
       ;;
+    guard)
+      collector_processors renames
+      echo "  filter:"
+      echo "    logs:"
+      echo "      log_record:"
+      echo "        - severity_number < SEVERITY_NUMBER_DEBUG"
+      ;;
   esac
 }
 
@@ -59,6 +72,6 @@ collector_chain() {
   case "$1" in
     pass) echo "batch" ;;
     rename | renames) echo "transform, batch" ;;
-    full) echo "transform, filter, batch" ;;
+    full | guard) echo "transform, filter, batch" ;;
   esac
 }

@@ -14,7 +14,7 @@
 #        [PASS_THROUGH=false] [REPORT=docs] benches/compare/run.sh [CELL...]
 #   CELL: IN-OUT-COMPRESSION-BATCH-WORKERS[-PIPELINE], e.g. otap-otap-zstd-4096-1-rename
 #   (IN and OUT: otlp or otap; COMPRESSION: none or zstd, of the output, and of the input for
-#   OTLP; PIPELINE: pass, rename (the default), renames or full, see pipelines.sh).
+#   OTLP; PIPELINE: pass, rename (the default), renames, full or guard, see pipelines.sh).
 #   MATRIX=full runs the whole matrix (72 cells, without `renames`); without cells, a default
 #   set.
 set -euo pipefail

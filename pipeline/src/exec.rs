@@ -200,6 +200,25 @@ impl Pipeline {
         self.run_at(batch, SystemTime::now())
     }
 
+    /// Runs every step on `batch` like [`Pipeline::run`] without counting it: for a batch
+    /// counted already, when the pipeline ran on the part of it that its statements read.
+    /// Fails on a pipeline that aggregates (its windows would take the batch twice).
+    pub fn run_uncounted(&mut self, batch: OtapBatch) -> Result<RunOutput> {
+        if self.aggregates {
+            return Err(PipelineError::Execute(
+                "an aggregating pipeline cannot run a batch again".into(),
+            ));
+        }
+        let stats: Vec<StepStats> = self.steps.iter().map(|s| s.stats).collect();
+        let (unrouted, aggregated) = (self.unrouted, self.aggregated);
+        let output = self.run(batch);
+        for (step, stats) in self.steps.iter_mut().zip(stats) {
+            step.stats = stats;
+        }
+        (self.unrouted, self.aggregated) = (unrouted, aggregated);
+        output
+    }
+
     /// Runs every step on `batch` as if it arrived at `now` (the arrival time aggregations
     /// without a time key window rows by). See [`Pipeline::run`].
     pub fn run_at(&mut self, batch: OtapBatch, now: SystemTime) -> Result<RunOutput> {

@@ -7,12 +7,14 @@
 //! through in the batch's own IPC streams: they run on the decoded batch to tell which rows
 //! remain, and only the record batches that lost rows are written again.
 
-use penstock_dialect::model::{AttrScope, Table};
+use penstock_dialect::model::{AttrScope, ColumnRef, Table};
 use penstock_dialect::{Pipeline as Checked, StepKind};
 use penstock_engine::Signal;
+use penstock_engine::otap::Reads;
 use penstock_engine::otap::raw::KeyRenames;
 use penstock_engine::schema::PayloadType;
 
+use crate::columns::lookup;
 use crate::exec::Pipeline;
 use crate::rows::{DATA_POINTS, attrs_of, signal_of};
 
@@ -59,6 +61,43 @@ fn routes(pipeline: &Checked, signal: Signal, deletes: bool) -> Option<Vec<(Stri
         }
     }
     Some(routes)
+}
+
+/// What the statements of `pipeline` for `signal` read of a batch to tell which rows its
+/// deletes remove (for pipelines [`narrowing_routes`] accepts): per table, the top-level
+/// columns their conditions read, and the attribute tables whole when they read attributes.
+/// Renames and routes read nothing: they are known before the batch is read.
+pub fn narrowing_reads(pipeline: &Checked, signal: Signal) -> Reads {
+    let mut reads = Reads::default();
+    let steps = pipeline
+        .steps
+        .iter()
+        .filter(|s| signal_of(s.table) == signal);
+    for step in steps {
+        let StepKind::Delete {
+            filter: Some(filter),
+        } = &step.kind
+        else {
+            continue;
+        };
+        for column in &filter.columns {
+            match column {
+                ColumnRef::Field(field) => match lookup(step.table, field.name) {
+                    Some(c) => match c.path.first() {
+                        Some(top) => reads.column(signal.root(), top),
+                        None => return Reads::everything(),
+                    },
+                    None => return Reads::everything(),
+                },
+                ColumnRef::Attr { scope, .. } => {
+                    renamed_tables(step.table, *scope)
+                        .into_iter()
+                        .for_each(|table| reads.whole(table));
+                }
+            }
+        }
+    }
+    reads
 }
 
 /// The attribute tables a rename of `scope` attributes of `table` rewrites.

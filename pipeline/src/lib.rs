@@ -68,5 +68,5 @@ pub use aggregate::windows::{ARRIVAL_WINDOW, GRACE, MAX_OPEN_STATE, Windows};
 pub use error::{PipelineError, Result};
 pub use exec::{Pipeline, RunOutput, StepStats, nanos_since_epoch};
 pub use files::compile_sources;
-pub use forwarding::{forwarding_routes, narrowing_routes};
+pub use forwarding::{forwarding_routes, narrowing_reads, narrowing_routes};
 pub use rows::{signal_of, table_of};

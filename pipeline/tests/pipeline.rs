@@ -2,23 +2,14 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
+use common::{decode_line, i, kv, s};
 use penstock_dialect::check_source;
 use penstock_engine::OtapBatch;
 use penstock_engine::otlp::json;
 use penstock_pipeline::{Pipeline, RunOutput};
 use serde_json::{Value, json};
-
-fn kv(key: &str, value: Value) -> Value {
-    json!({"key": key, "value": value})
-}
-
-fn s(v: &str) -> Value {
-    json!({"stringValue": v})
-}
-
-fn i(v: i64) -> Value {
-    json!({"intValue": v.to_string()})
-}
 
 /// A log record with a severity, a body and attributes.
 fn log(severity: i32, body: &str, attrs: Vec<Value>) -> Value {
@@ -32,10 +23,7 @@ fn logs(resources: Vec<(Vec<Value>, Vec<Value>)>) -> OtapBatch {
         "resource": {"attributes": attrs},
         "scopeLogs": [{"scope": {"name": "app"}, "logRecords": records}]
     })).collect::<Vec<_>>()});
-    let (signal, bytes) = json::line_to_protobuf(&request.to_string(), 1).unwrap();
-    penstock_engine::otlp::decode::decode(signal, &bytes)
-        .unwrap()
-        .remove(0)
+    decode_line(request)
 }
 
 fn pipeline(body: &str) -> Pipeline {
@@ -279,13 +267,6 @@ END;";
         .expect("fails to plan")
         .to_string();
     assert!(err.contains("not a boolean"), "{err}");
-}
-
-fn decode_line(request: Value) -> OtapBatch {
-    let (signal, bytes) = json::line_to_protobuf(&request.to_string(), 1).unwrap();
-    penstock_engine::otlp::decode::decode(signal, &bytes)
-        .unwrap()
-        .remove(0)
 }
 
 #[test]

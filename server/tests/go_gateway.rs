@@ -524,6 +524,46 @@ fn rows_left_by_a_delete_go_on_in_the_senders_own_streams() {
     assert_eq!(labelled(&relay, narrowed, "path=\"encoded\""), 3.0);
 }
 
+/// Deletes whose conditions keep every row (here on a log column and on attributes) leave the
+/// reference producer's batches as they came: only what the conditions read is decoded, and
+/// each batch goes on as received, keys renamed.
+#[test]
+fn batches_a_delete_keeps_whole_go_on_as_received() {
+    let Some(binary) = interop_binary() else {
+        return;
+    };
+    let dir = temp_dir("go-keep");
+    let receiver = Receiver::start(&binary);
+    let relay = relay(
+        &dir,
+        &receiver,
+        "ALTER TABLE logs RENAME ATTRIBUTE 'exception.type' TO 'error.type';
+         DELETE FROM logs WHERE severity_number > 100 OR attributes['error.type'] = 'none';
+         INSERT INTO downstream SELECT * FROM logs;
+         DELETE FROM spans WHERE resource.attributes['service.name'] = 'none';
+         INSERT INTO downstream SELECT * FROM spans;",
+    );
+    let (logs, traces) = send_logs_and_traces(&binary, &relay.addr, 31);
+    let mut want_logs: Vec<String> = Vec::new();
+    for request in &logs {
+        let mut request = request.clone();
+        for record in request
+            .resource_logs
+            .iter_mut()
+            .flat_map(|rl| &mut rl.scope_logs)
+            .flat_map(|sl| &mut sl.log_records)
+        {
+            rename_keys(&mut record.attributes, "exception.type", "error.type");
+        }
+        want_logs.extend(equiv::logs(&request));
+    }
+    let want_spans: Vec<String> = traces.iter().flat_map(equiv::traces).collect();
+    receiver.assert_received([want_logs, want_spans, Vec::new()]);
+    let narrowed = "penstock_otap_narrowed_total";
+    assert_eq!(labelled(&relay, narrowed, "path=\"forwarded\""), 8.0);
+    assert_eq!(labelled(&relay, narrowed, "path=\"encoded\""), 0.0);
+}
+
 /// Two pipelines reading one source send two copies of each log batch to one sink: the rows a
 /// delete left, renamed, and the whole batch. The copies cannot both go on in the producer's
 /// own streams, so each is encoded again; the reference consumer gets both.

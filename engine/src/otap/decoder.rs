@@ -3,25 +3,25 @@
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use arrow::array::{AsArray, RecordBatch, StringArray};
-use arrow::buffer::Buffer;
-use arrow::ipc::reader::StreamDecoder;
+use arrow::array::{Array, RecordBatch};
 
 use super::DecodeLimits;
 use super::growing::DistinctValues;
 use super::ids::{Strings, check_unique_ids, decode_ids_keeping_runs};
+use super::ipc_reader::{Deferred, IpcReader};
 use super::prescan::check_payload;
-use super::raw::{DecodedAsSent, Forwarded, KeyRenames, Tracker, inflated};
+use super::raw::{DecodedAsSent, Forwarded, KeyRenames, Tracker, split};
+use super::reads::Reads;
 use super::validate::validate;
-use crate::batch::{OtapBatch, held_bytes};
+use crate::batch::OtapBatch;
 use crate::error::{Error, Result};
 use crate::proto::{ArrowPayload, BatchArrowRecords};
 use crate::schema::{PayloadType, Signal, consts};
 
 struct PayloadStream {
     schema_id: String,
-    decoder: StreamDecoder,
-    /// Arrow memory of the last table decoded (an estimate of the dictionaries held).
+    reader: IpcReader,
+    /// Arrow memory of the dictionaries held.
     last_size: usize,
     /// Whether the attribute `key` and `str` dictionaries hold distinct values (then rows
     /// compare by dictionary key when the parent ids are decoded).
@@ -33,20 +33,17 @@ impl PayloadStream {
     fn new(schema_id: String) -> Self {
         PayloadStream {
             schema_id,
-            decoder: StreamDecoder::new(),
+            reader: IpcReader::default(),
             last_size: 0,
             distinct_keys: DistinctValues::default(),
             distinct_strs: DistinctValues::default(),
         }
     }
 
-    /// How the string dictionaries of `records` (an attribute table) compare.
-    fn strings(&mut self, records: &RecordBatch) -> Strings {
-        fn dictionary_values(records: &RecordBatch, name: &str) -> Option<StringArray> {
-            let dictionary = records.column_by_name(name)?.as_any_dictionary_opt()?;
-            dictionary.values().as_string_opt::<i32>().cloned()
-        }
-        let distinct = |column: &mut DistinctValues, name| match dictionary_values(records, name) {
+    /// How the string dictionaries of the stream (an attribute table's) compare.
+    fn strings(&mut self) -> Strings {
+        let reader = &self.reader;
+        let distinct = |column: &mut DistinctValues, name| match reader.dictionary_strings(name) {
             Some(values) => column.check(&values),
             None => true,
         };
@@ -72,13 +69,16 @@ pub struct OtapDecoder {
     streams: HashMap<PayloadType, PayloadStream>,
     /// While batches are forwarded as received: what they carried so far.
     tracker: Option<Tracker>,
-    /// Whether forwarded batches are decoded too (the IPC streams then stay live).
-    decode_forwarded: bool,
+    /// Whether forwarded batches are decoded too, and how far (the IPC streams then stay
+    /// live).
+    decode_forwarded: Option<Reads>,
+    /// Whether the next forwarded batch is decoded whole whatever is read of it.
+    whole_next: bool,
 }
 
-/// Bytes appended when an IPC message with an empty body ends a payload: the decoder completes
-/// the pending record batch before reading any of them.
-const EMPTY_BODY_NUDGE: [u8; 8] = [0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0];
+/// The root table's columns that are always read: its ids, by which the rows a pipeline kept
+/// are told apart.
+const ROOT_IDS: [&str; 3] = [consts::ID, consts::RESOURCE, consts::SCOPE];
 
 impl OtapDecoder {
     /// A decoder for a stream of `signal`.
@@ -93,7 +93,8 @@ impl OtapDecoder {
             limits,
             streams: HashMap::new(),
             tracker: None,
-            decode_forwarded: false,
+            decode_forwarded: None,
+            whole_next: false,
         }
     }
 
@@ -106,13 +107,22 @@ impl OtapDecoder {
     }
 
     /// Like [`OtapDecoder::enable_forwarding`], and each forwarded batch is decoded too
-    /// ([`Forwarded::decoded`]): a pipeline that removes rows runs on it, and the rows left
-    /// are forwarded (see [`RawBatch::narrowed`](crate::otap::raw::RawBatch::narrowed)).
-    pub fn enable_forwarding_decoded(&mut self, limit: usize) {
+    /// ([`Forwarded::decoded`]) as far as `reads` says (the root table's ids are always read):
+    /// a pipeline that removes rows runs on it, and the rows left are forwarded (see
+    /// [`RawBatch::narrowed`](crate::otap::raw::RawBatch::narrowed)). The rest of the batch is
+    /// decoded only when asked ([`DecodedAsSent::whole`]).
+    pub fn enable_forwarding_decoded(&mut self, limit: usize, reads: Reads) {
         if self.streams.is_empty() {
             self.tracker = Some(Tracker::new(limit));
-            self.decode_forwarded = true;
+            self.decode_forwarded = Some(reads);
         }
+    }
+
+    /// Whether the next batches forwarded and decoded beside are decoded whole (as when every
+    /// table is read): for a stream whose batches lose rows, which are then decoded whole
+    /// anyway.
+    pub fn decode_whole(&mut self, whole: bool) {
+        self.whole_next = whole;
     }
 
     /// Whether batches may still be forwarded as received.
@@ -145,17 +155,56 @@ impl OtapDecoder {
                 "malformed Arrow IPC data in a forwarded batch".into(),
             ))
         })?;
-        match forwarded {
-            Some(mut forwarded) if self.decode_forwarded => {
-                let mut decoded = DecodedAsSent::new(signal);
-                self.decode_tables(bar, |table, sent, plain, strings, runs| {
-                    decoded.add(table, sent, plain, strings, runs)
-                })?;
-                forwarded.decoded = Some(decoded);
+        match (forwarded, self.decode_forwarded.take()) {
+            (Some(mut forwarded), Some(reads)) => {
+                let decoded = match self.whole_next {
+                    true => self.decode_as_sent(bar, &Reads::everything()),
+                    false => self.decode_as_sent(bar, &reads),
+                };
+                self.decode_forwarded = Some(reads);
+                forwarded.decoded = Some(decoded?);
                 Ok(Some(forwarded))
             }
-            other => Ok(other),
+            (other, reads) => {
+                self.decode_forwarded = reads;
+                Ok(other)
+            }
         }
+    }
+
+    /// Decodes `bar` as far as `reads` says, keeping the rest for later.
+    fn decode_as_sent(&mut self, bar: &BatchArrowRecords, reads: &Reads) -> Result<DecodedAsSent> {
+        let root = self.signal.root();
+        let mut decoded = DecodedAsSent::new(self.signal);
+        self.read_tables(bar, |table, records, strings| {
+            let columns = match reads.of(table) {
+                None if table != root => return decoded.defer(table, records, strings, None),
+                None => Some(&[][..]),
+                Some(columns) => columns,
+            };
+            // Only the root table is read in part: its ids tell the rows a pipeline kept.
+            let projection = columns.filter(|_| table == root).and_then(|names| {
+                let ids = ROOT_IDS.iter().copied();
+                let names = names.iter().map(String::as_str).chain(ids);
+                let at = records.positions(names);
+                let has_ids = records.schema().index_of(consts::ID).is_ok();
+                (has_ids && at.len() < records.schema().fields().len()).then_some(at)
+            });
+            if let Some(at) = projection {
+                let part = read(table, &records, Some(&at))?;
+                let (plain, _) = decode_ids_keeping_runs(part, table, strings)?;
+                check_unique_ids(&plain, table)?;
+                let ids = plain.column_by_name(consts::ID);
+                if ids.is_some_and(|ids| ids.null_count() == 0) {
+                    return decoded.defer(table, records, strings, Some(plain));
+                }
+            }
+            let whole = read(table, &records, None)?;
+            let (plain, runs) = decode_ids_keeping_runs(whole.clone(), table, strings)?;
+            check_unique_ids(&plain, table)?;
+            decoded.add(table, &whole, plain, strings, runs)
+        })?;
+        Ok(decoded)
     }
 
     /// Stops forwarding: the messages forwarded so far are replayed into the decoder.
@@ -168,10 +217,9 @@ impl OtapDecoder {
             };
             let mut stream = PayloadStream::new(schema_id.clone());
             for message in messages {
-                let mut buffer = Buffer::from(message.bytes);
-                let decoded = catch_unwind(AssertUnwindSafe(|| stream.decoder.decode(&mut buffer)));
+                let decoded = catch_unwind(AssertUnwindSafe(|| stream.reader.read(&message)));
                 match decoded {
-                    Ok(Ok(None)) if buffer.is_empty() => {}
+                    Ok(Ok(None)) => {}
                     Ok(Err(e)) => return Err(Error::arrow(format!("{table:?} payload"), e)),
                     _ => return Err(bad("a schema or dictionary message did not decode".into())),
                 }
@@ -195,28 +243,27 @@ impl OtapDecoder {
     /// Decodes one batch. Ids come out plain (transport encodings removed).
     pub fn decode(&mut self, bar: &BatchArrowRecords) -> Result<OtapBatch> {
         if let Some(tracker) = self.tracker.take()
-            && !self.decode_forwarded
+            && self.decode_forwarded.is_none()
         {
             self.replay(tracker)?;
         }
         let mut batch = OtapBatch::new(self.signal);
-        self.decode_tables(bar, |table, _, plain, _, _| batch.set(table, plain))?;
+        self.read_tables(bar, |table, records, strings| {
+            let records = read(table, &records, None)?;
+            let (plain, _) = decode_ids_keeping_runs(records, table, strings)?;
+            check_unique_ids(&plain, table)?;
+            batch.set(table, plain)
+        })?;
         Ok(batch)
     }
 
-    /// Decodes each table of `bar` and hands it to `take`: as sent (ids encoded), with its
-    /// ids plain, how its string dictionaries compare, and its quasi-delta runs (when its
-    /// parent ids have them).
-    fn decode_tables(
+    /// Reads the schema and dictionary messages of each table of `bar` into its stream, and
+    /// hands `take` the table's record batch message, not read yet, with how the stream's
+    /// string dictionaries compare.
+    fn read_tables(
         &mut self,
         bar: &BatchArrowRecords,
-        mut take: impl FnMut(
-            PayloadType,
-            &RecordBatch,
-            RecordBatch,
-            Strings,
-            Option<Vec<bool>>,
-        ) -> Result<()>,
+        mut take: impl FnMut(PayloadType, Deferred, Strings) -> Result<()>,
     ) -> Result<()> {
         let mut seen = [false; PayloadType::COUNT];
         for payload in &bar.arrow_payloads {
@@ -229,24 +276,23 @@ impl OtapDecoder {
             if std::mem::replace(&mut seen[table.slot()], true) {
                 return Err(Error::DuplicatePayload(table));
             }
-            let records = self.decode_payload(table, payload)?;
-            validate(table, &records.schema())?;
+            let records = self.read_payload(table, payload)?;
+            validate(table, records.schema())?;
             let strings = match (table.is_attrs(), self.streams.get_mut(&table)) {
-                (true, Some(stream)) => stream.strings(&records),
+                (true, Some(stream)) => stream.strings(),
                 _ => Strings::MayRepeat,
             };
-            let (plain, runs) = decode_ids_keeping_runs(records.clone(), table, strings)?;
-            check_unique_ids(&plain, table)?;
-            take(table, &records, plain, strings, runs)?;
+            if let Err(e) = take(table, records, strings) {
+                self.streams.remove(&table);
+                return Err(e);
+            }
         }
         Ok(())
     }
 
-    fn decode_payload(
-        &mut self,
-        table: PayloadType,
-        payload: &ArrowPayload,
-    ) -> Result<RecordBatch> {
+    /// Reads one payload's schema and dictionary messages into its table's stream; its record
+    /// batch message comes back unread.
+    fn read_payload(&mut self, table: PayloadType, payload: &ArrowPayload) -> Result<Deferred> {
         let bad = |reason: String| Error::BadPayload {
             payload_type: table,
             schema_id: payload.schema_id.clone(),
@@ -256,15 +302,8 @@ impl OtapDecoder {
             self.streams.remove(&table);
             return Err(e);
         }
-        // zstd bodies are inflated here with the thread's context (the IPC decoder would make
-        // a context per message), each message in a buffer of its own.
-        // An uncompressed payload is copied: the arrays decoded from it would otherwise be
-        // slices of the stream's receive buffer, keeping whatever came with it resident for as
-        // long as the batch lives.
-        let parts = match inflated(&payload.record) {
-            Ok(inflated) => {
-                inflated.unwrap_or_else(|| vec![bytes::Bytes::copy_from_slice(&payload.record)])
-            }
+        let messages = match split(&payload.record) {
+            Ok(messages) => messages,
             Err(reason) => {
                 self.streams.remove(&table);
                 return Err(bad(reason));
@@ -280,24 +319,23 @@ impl OtapDecoder {
                     .ok_or_else(|| bad("stream state lost".into()))?
             }
         };
-        let decoded = catch_unwind(AssertUnwindSafe(|| {
+        // The messages are slices of the stream's receive buffer: each is copied before what
+        // is read from it is kept (arrays read from an uncompressed body are slices of it), so
+        // that it keeps only itself resident. zstd bodies are inflated with the thread's
+        // context into buffers of their own.
+        let read = catch_unwind(AssertUnwindSafe(|| {
             let mut records = None;
             let mut left = 0;
-            for part in parts {
-                let mut buffer = Buffer::from(part);
-                if records.is_none() {
-                    records = stream.decoder.decode(&mut buffer)?;
+            for message in &messages {
+                if records.is_some() {
+                    left += message.bytes.len();
+                } else {
+                    records = stream.reader.read(&message.detached())?;
                 }
-                left += buffer.len();
             }
-            if records.is_none() && left == 0 {
-                let mut nudge = Buffer::from(EMPTY_BODY_NUDGE.to_vec());
-                records = stream.decoder.decode(&mut nudge)?;
-                left = EMPTY_BODY_NUDGE.len() - nudge.len();
-            }
-            Ok((records, left))
+            Ok::<_, arrow::error::ArrowError>((records, left))
         }));
-        let outcome = match decoded {
+        let outcome = match read {
             Err(_) => Err(bad("malformed Arrow IPC data".into())),
             Ok(Err(e)) => Err(Error::arrow(format!("{table:?} payload"), e)),
             Ok(Ok((None, _))) => Err(bad("payload holds no complete record batch".into())),
@@ -308,7 +346,7 @@ impl OtapDecoder {
         };
         match outcome {
             Ok(records) => {
-                stream.last_size = held_bytes([&records]);
+                stream.last_size = stream.reader.memory();
                 Ok(records)
             }
             Err(e) => {
@@ -316,5 +354,26 @@ impl OtapDecoder {
                 Err(e)
             }
         }
+    }
+}
+
+/// Reads the columns at `projection` (all when None) of a table's record batch message.
+fn read(
+    table: PayloadType,
+    records: &Deferred,
+    projection: Option<&[usize]>,
+) -> Result<RecordBatch> {
+    let bad = |reason: String| Error::BadPayload {
+        payload_type: table,
+        schema_id: String::new(),
+        reason,
+    };
+    match catch_unwind(AssertUnwindSafe(|| records.read(projection))) {
+        Ok(Ok(read)) if read.num_rows() as u64 == records.rows() => Ok(read),
+        Ok(Ok(_)) => Err(bad(
+            "a record batch read other than the rows it declares".into()
+        )),
+        Ok(Err(e)) => Err(Error::arrow(format!("{table:?} payload"), e)),
+        Err(_) => Err(bad("malformed Arrow IPC data".into())),
     }
 }

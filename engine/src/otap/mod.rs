@@ -7,15 +7,18 @@ mod dictionaries;
 mod encoder;
 mod growing;
 pub(crate) mod ids;
+mod ipc_reader;
 mod kept_runs;
 mod optimize;
 mod prescan;
 pub mod raw;
+pub mod reads;
 mod shape;
 mod validate;
 
 pub use decoder::OtapDecoder;
 pub use encoder::{EncodeOptions, OtapEncoder};
+pub use reads::Reads;
 
 /// Limits that bound what one stream may make the decoder allocate.
 #[derive(Debug, Clone, Copy)]

@@ -34,6 +34,12 @@ pub enum DeliveryError {
         /// What went wrong.
         message: String,
     },
+    /// Part of the batch, read only once a pipeline removed rows from it, is not valid.
+    #[error("the batch is not valid OTAP: {message}")]
+    Malformed {
+        /// What is wrong.
+        message: String,
+    },
     /// The gateway is stopping and took no new work.
     #[error("the gateway is shutting down")]
     ShuttingDown,

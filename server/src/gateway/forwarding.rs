@@ -19,9 +19,10 @@ use std::sync::Arc;
 use penstock_dialect::ast::SinkKind;
 use penstock_dialect::{Program, Sink};
 use penstock_engine::Signal;
+use penstock_engine::otap::Reads;
 use penstock_engine::otap::raw::KeyRenames;
 use penstock_engine::otlp::splice;
-use penstock_pipeline::{forwarding_routes, narrowing_routes};
+use penstock_pipeline::{forwarding_routes, narrowing_reads, narrowing_routes};
 
 /// The sinks a forwarded batch goes to, each with its key renames.
 pub type Routes = Arc<Vec<(String, KeyRenames)>>;
@@ -34,9 +35,9 @@ type RoutesOf = fn(&penstock_dialect::Pipeline, Signal) -> Option<Vec<(String, K
 #[derive(Debug, Default)]
 pub struct Forwarding {
     otap: Vec<[Option<Routes>; 3]>,
-    /// Per source and signal, whether its OTAP batches are decoded beside (see
-    /// [`narrowing_routes`]).
-    narrowing: Vec<[bool; 3]>,
+    /// Per source and signal, when its OTAP batches are decoded beside (see
+    /// [`narrowing_routes`]): what its pipelines read of them.
+    narrowing: Vec<[Option<Arc<Reads>>; 3]>,
     otlp: Vec<[Option<Routes>; 3]>,
 }
 
@@ -113,7 +114,21 @@ impl Forwarding {
         let narrowing = otap
             .iter()
             .zip(&whole)
-            .map(|(n, w)| [0, 1, 2].map(|i| n[i].is_some() && w[i].is_none()))
+            .zip(&program.sources)
+            .map(|((n, w), source)| {
+                [Signal::Logs, Signal::Traces, Signal::Metrics].map(|signal| {
+                    let i = slot(signal);
+                    (n[i].is_some() && w[i].is_none()).then(|| {
+                        let mut reads = Reads::default();
+                        program
+                            .pipelines
+                            .iter()
+                            .filter(|p| p.source == source.name)
+                            .for_each(|p| reads.extend(&narrowing_reads(p, signal)));
+                        Arc::new(reads)
+                    })
+                })
+            })
             .collect();
         Forwarding {
             otap,
@@ -122,10 +137,10 @@ impl Forwarding {
         }
     }
 
-    /// Whether forwarded OTAP batches of `signal` from source `source` are decoded beside,
-    /// for pipelines that remove rows.
-    pub fn narrowing(&self, source: usize, signal: Signal) -> bool {
-        self.narrowing.get(source).is_some_and(|n| n[slot(signal)])
+    /// When forwarded OTAP batches of `signal` from source `source` are decoded beside, for
+    /// pipelines that remove rows: what those pipelines read of them.
+    pub fn narrowing(&self, source: usize, signal: Signal) -> Option<&Arc<Reads>> {
+        self.narrowing.get(source)?[slot(signal)].as_ref()
     }
 
     /// The routes of forwarded OTAP batches of `signal` from source `source`, if they are.

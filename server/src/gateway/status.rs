@@ -131,6 +131,7 @@ impl Refusal for DeliveryError {
             | DeliveryError::ShuttingDown => Fault::Unavailable,
             DeliveryError::BufferFull { .. } => Fault::Busy,
             DeliveryError::Sink { .. } | DeliveryError::Pipeline { .. } => Fault::Internal,
+            DeliveryError::Malformed { .. } => Fault::Malformed,
         }
     }
 }

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Instant, SystemTime};
 
@@ -47,9 +48,21 @@ pub struct ForwardedJob {
     pub items: usize,
     /// Each sink it goes to, with its copy.
     pub outputs: Vec<(String, Raw)>,
-    /// The batch as decoded, for pipelines that remove rows to run on, with the program
-    /// generation its routes were planned under.
-    pub decoded: Option<(u64, Box<DecodedAsSent>)>,
+    /// The batch as decoded, for pipelines that remove rows to run on.
+    pub decoded: Option<DecodedBeside>,
+}
+
+/// A forwarded batch decoded beside, for pipelines that remove rows.
+#[derive(Debug)]
+pub struct DecodedBeside {
+    /// The program generation its routes were planned under.
+    pub generation: u64,
+    /// The batch, decoded as far as the pipelines read it.
+    pub decoded: Box<DecodedAsSent>,
+    /// Set to whether the pipelines removed rows of it. Rows go in runs (a source whose
+    /// batches lose rows keeps losing them), so the stream's next batch is then decoded whole
+    /// at once rather than in two steps.
+    pub rows_removed: Arc<AtomicBool>,
 }
 
 /// How sources reach a worker.
@@ -386,10 +399,9 @@ async fn run_jobs(
         let mut job = job;
         let (acks, failure) = match job.forwarded.take() {
             Some(mut forwarded) => match forwarded.decoded.take() {
-                Some((generation, decoded)) => {
+                Some(beside) => {
                     let narrowed = Narrowed {
-                        generation,
-                        decoded,
+                        beside,
                         outputs: forwarded.outputs,
                     };
                     let handed = narrow(
@@ -472,16 +484,16 @@ async fn forward(
 
 /// A forwarded batch decoded beside, for pipelines that remove rows.
 struct Narrowed {
-    generation: u64,
-    decoded: Box<DecodedAsSent>,
+    beside: DecodedBeside,
     outputs: Vec<(String, Raw)>,
 }
 
-/// Runs the pipelines on a forwarded batch's decoded copy; what each routes to a sink goes
-/// as the forwarded batch with the rows left (see
+/// Runs the pipelines on a forwarded batch's decoded copy (decoded as far as they read it);
+/// what each routes to a sink goes as the forwarded batch with the rows left (see
 /// [`penstock_engine::otap::raw::RawBatch::narrowed`]), or encoded again when it cannot: the
 /// pipelines were reloaded since the batch was read, several routes reach the sink, or a
-/// table's layout does not take the rows left.
+/// table's layout does not take the rows left. The rest of the batch is decoded only when
+/// rows were removed, or to encode it again.
 async fn narrow(
     current: &mut Current,
     source: usize,
@@ -490,11 +502,25 @@ async fn narrow(
     closed: &ClosedSender,
     telemetry: &Telemetry,
 ) -> Handed {
-    let (routed, mut failure) = run_through(current, source, &narrowed.decoded.batch, closed).await;
-    let same_program = current.counters.generation == narrowed.generation;
+    let same_program = current.counters.generation == narrowed.beside.generation;
     let mut raws = narrowed.outputs;
+    let repeated = (0..raws.len()).any(|i| raws[..i].iter().any(|(s, _)| *s == raws[i].0));
+    let mut decoded = narrowed.beside.decoded;
+    let rows_read = decoded.batch.root().map_or(0, |r| r.num_rows());
+    let mut rows_removed = false;
+    // A batch that cannot go narrowed anyway is decoded whole first: the pipelines then run
+    // on all of it once.
+    if (!same_program || repeated) && !decoded.is_whole() {
+        match decoded.whole() {
+            Ok(whole) => *decoded = whole,
+            Err(e) => return (Vec::new(), Some(malformed(&e))),
+        }
+    }
+    let (routed, mut failure) = run_through(current, source, &decoded.batch, closed).await;
+    let mut rest = Rest::default();
     let mut acks = Vec::new();
-    for (sink, batch) in routed {
+    for (at, (sink, batch)) in routed.into_iter().enumerate() {
+        rows_removed |= batch.root().map_or(0, |r| r.num_rows()) < rows_read;
         let Some(queue) = sinks.get(&sink) else {
             continue;
         };
@@ -504,7 +530,7 @@ async fn narrow(
             .position(|(s, _)| *s == sink)
             .filter(|_| same_program && one_route)
             .map(|at| raws.swap_remove(at).1);
-        let narrowed_raw = narrowed_copy(raw, &narrowed.decoded, &batch, &sink);
+        let narrowed_raw = narrowed_copy(raw, &decoded, &mut rest, &batch, &sink);
         let outcome = usize::from(narrowed_raw.is_none());
         telemetry.otap_narrowed[outcome].fetch_add(1, Relaxed);
         let (ack, done) = oneshot::channel();
@@ -515,28 +541,131 @@ async fn narrow(
                 raw: Some(raw),
                 spliced: None,
             },
-            None => Delivery::of(batch, ack),
+            None if decoded.is_whole() => Delivery::of(batch, ack),
+            None => match rest.routed(current, source, &decoded, at, &sink) {
+                Ok(batch) => Delivery::of(batch, ack),
+                Err(e) => {
+                    failure = Some(e);
+                    continue;
+                }
+            },
         };
         match queue.send(delivery).await {
             Ok(()) => acks.push(done),
             Err(_) => failure = Some(DeliveryError::ShuttingDown),
         }
     }
+    narrowed.beside.rows_removed.store(rows_removed, Relaxed);
     (acks, failure)
 }
 
+/// The failure of a batch whose undecoded part is not valid.
+fn malformed(error: &penstock_engine::Error) -> DeliveryError {
+    DeliveryError::Malformed {
+        message: error.to_string(),
+    }
+}
+
+/// What a narrowed batch needs beyond the part its pipelines read, made once per batch when
+/// first needed: the batch decoded whole, and what the pipelines route of it.
+#[derive(Default)]
+struct Rest {
+    whole: Option<Result<DecodedAsSent, DeliveryError>>,
+    routed: Option<Result<Vec<(String, OtapBatch)>, DeliveryError>>,
+}
+
+impl Rest {
+    /// The batch decoded whole.
+    fn whole(&mut self, decoded: &DecodedAsSent) -> Result<&DecodedAsSent, DeliveryError> {
+        self.whole
+            .get_or_insert_with(|| decoded.whole().map_err(|e| malformed(&e)))
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// The `at`-th batch the pipelines route of the batch decoded whole (which goes to
+    /// `sink`): the pipelines run on it again, uncounted.
+    fn routed(
+        &mut self,
+        current: &mut Current,
+        source: usize,
+        decoded: &DecodedAsSent,
+        at: usize,
+        sink: &str,
+    ) -> Result<OtapBatch, DeliveryError> {
+        if self.routed.is_none() {
+            let routed = match self.whole(decoded) {
+                Ok(whole) => rerun(current, source, &whole.batch),
+                Err(e) => Err(e),
+            };
+            self.routed = Some(routed);
+        }
+        let routed = self.routed.as_ref().expect("set above").as_ref();
+        match routed.map_err(Clone::clone)?.get(at) {
+            Some((to, batch)) if to == sink => Ok(batch.clone()),
+            _ => Err(DeliveryError::Pipeline {
+                pipeline: String::new(),
+                message: "the pipelines routed the batch decoded whole otherwise".into(),
+            }),
+        }
+    }
+}
+
+/// Runs `batch` through the pipelines of `source` again, without counting it: what they
+/// route to sinks, in order.
+fn rerun(
+    current: &mut Current,
+    source: usize,
+    batch: &OtapBatch,
+) -> Result<Vec<(String, OtapBatch)>, DeliveryError> {
+    let mut routed = Vec::new();
+    for &p in current.by_source.get(source).into_iter().flatten() {
+        let pipeline = &mut current.pipelines[p];
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            pipeline.run_uncounted(batch.clone())
+        }))
+        .unwrap_or_else(|_| {
+            Err(penstock_pipeline::PipelineError::Execute(
+                "the pipeline panicked on this batch".into(),
+            ))
+        });
+        match run {
+            Ok(output) => routed.extend(output.routed),
+            Err(e) => {
+                return Err(DeliveryError::Pipeline {
+                    pipeline: pipeline.name().to_string(),
+                    message: e.to_string(),
+                });
+            }
+        }
+    }
+    Ok(routed)
+}
+
 /// The forwarded copy `raw` with only the rows its pipelines' output `batch` kept, or None
-/// when it cannot go so.
+/// when it cannot go so. `rest` decodes the rest of `decoded` when rows were removed.
 fn narrowed_copy(
     raw: Option<Raw>,
     decoded: &DecodedAsSent,
+    rest: &mut Rest,
     batch: &OtapBatch,
     sink: &str,
 ) -> Option<super::delivery::Forwarded> {
     let (Some(Raw::Otap(mut forwarded)), Some(root)) = (raw, batch.root()) else {
         return None;
     };
-    match forwarded.batch.narrowed(decoded, root) {
+    let rows_read = decoded.batch.root().map(|r| r.num_rows());
+    let rows_left = if decoded.is_whole() || rows_read == Some(root.num_rows()) {
+        forwarded.batch.narrowed(decoded, root)
+    } else {
+        let whole = rest.whole(decoded).ok()?;
+        match decoded.root_rows_kept(whole, root) {
+            Ok(Some(rows)) => forwarded.batch.narrowed(whole, &rows),
+            Ok(None) => Ok(None),
+            Err(e) => Err(e),
+        }
+    };
+    match rows_left {
         Ok(rows_left) => {
             forwarded.batch = rows_left?;
             Some(forwarded)

@@ -6,6 +6,7 @@
 //! The payload must have passed the prescan (every buffer lies within its body, and the
 //! declared inflated sizes are bounded).
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::io::Cursor;
 
@@ -27,6 +28,7 @@ const NOT_COMPRESSED: i64 = -1;
 /// of its own (so that a dictionary the decoder keeps holds only its own message), the others
 /// as they came; None when no message is compressed, or one is compressed otherwise than with
 /// zstd (the decoder then inflates it).
+#[cfg(test)]
 pub(crate) fn inflated(payload: &Bytes) -> Result<Option<Vec<Bytes>>, String> {
     let messages = split(payload)?;
     let mut codecs = Vec::with_capacity(messages.len());
@@ -53,6 +55,22 @@ pub(crate) fn inflated(payload: &Bytes) -> Result<Option<Vec<Bytes>>, String> {
         })
         .collect::<Result<_, String>>()
         .map(Some)
+}
+
+/// `message` with its body inflated when it is zstd-compressed (with the thread's context, in
+/// a buffer of its own); otherwise as it is.
+pub(crate) fn uncompressed(message: &IpcMessage) -> Result<Cow<'_, IpcMessage>, String> {
+    let header = message.message()?;
+    if compression(&header) != Some(CompressionType::ZSTD) {
+        return Ok(Cow::Borrowed(message));
+    }
+    let mut out = Vec::new();
+    inflate_message(&mut out, message, &header)?;
+    let mut messages = split(&Bytes::from(out))?;
+    match messages.pop() {
+        Some(plain) if messages.is_empty() => Ok(Cow::Owned(plain)),
+        _ => Err("an inflated message did not read back as one".into()),
+    }
 }
 
 /// The least codec work reading and writing `payload` takes: every buffer of its zstd messages
@@ -312,23 +330,8 @@ mod tests {
         let requests = super::super::tests::requests(Signal::Logs, 7, &[50]);
         let message = super::super::tests::stream(Signal::Logs, &requests).remove(0);
         let payload = &message.arrow_payloads[0];
-        let messages = split(&payload.record).unwrap();
-        let records = messages.last().unwrap();
-        let meta = records.message().unwrap();
-        let rb = meta.header_as_record_batch().unwrap();
-        let body_start = payload.record.len() - records.body().len();
         // The first buffer that holds a zstd frame: its declared size, one more.
-        let buffer = rb
-            .buffers()
-            .unwrap()
-            .iter()
-            .find(|b| b.length() > 8)
-            .unwrap();
-        let at = body_start + buffer.offset() as usize;
-        let mut damaged = payload.record.to_vec();
-        let declared = i64::from_le_bytes(damaged[at..at + 8].try_into().unwrap());
-        assert!(declared > 0, "a compressed buffer");
-        damaged[at..at + 8].copy_from_slice(&(declared + 1).to_le_bytes());
+        let (mut damaged, at, declared) = super::super::tests::overdeclared(&payload.record);
         let error = inflated(&Bytes::from(damaged.clone())).unwrap_err();
         assert!(error.contains("declares"), "{error}");
         // A frame whose header is damaged.

@@ -13,6 +13,7 @@
 //! (after a failure, or when the previous one reached its lifetime) is sent them first, and a
 //! batch sent again goes out with exactly the dictionaries it was encoded against.
 
+mod decoded;
 mod forward;
 mod inflate;
 mod ipc;
@@ -25,11 +26,12 @@ mod narrow_tests;
 mod tests;
 mod track;
 
+pub use decoded::DecodedAsSent;
 pub use forward::{Forwarder, Placed, Sent};
-pub(crate) use inflate::inflated;
 pub use inflate::recompress_zstd_buffers;
+pub(crate) use inflate::uncompressed;
+pub(crate) use ipc::split;
 pub use ipc::{IpcMessage, MessageKind};
-pub use narrow::DecodedAsSent;
 pub(crate) use track::Tracker;
 
 use crate::schema::{PayloadType, Signal};

@@ -23,79 +23,25 @@ use arrow::ipc::writer::{
 use arrow::ipc::{CompressionType, MetadataVersion};
 use bytes::Bytes;
 
+use super::decoded::{DecodedAsSent, Layout};
 use super::ipc::{IpcMessage, MessageKind, split};
 use super::keep_rows::keep_rows;
 use super::{RawBatch, RawPayload};
 use crate::IdSet;
-use crate::batch::OtapBatch;
 use crate::error::{Error, Result};
 use crate::otap::encoder::DEFAULT_ZSTD_LEVEL;
-use crate::otap::ids::{IdValues, Strings, encode_ids, encode_ids_with_runs};
+use crate::otap::ids::{IdValues, encode_ids, encode_ids_with_runs};
 use crate::otap::kept_runs::kept_runs;
 use crate::schema::consts::{self, ENCODING_METADATA};
 use crate::schema::{PayloadType, Signal};
-
-/// How the sender laid one table out: what rewriting its record batch needs.
-#[derive(Debug, Clone)]
-pub(super) struct Layout {
-    table: PayloadType,
-    /// Its schema as sent (ids with their transport encodings, dictionaries).
-    pub(super) sent: SchemaRef,
-    /// How its string dictionaries compare (for the attribute quasi-delta encoding).
-    strings: Strings,
-    /// Its quasi-delta runs as decoded, when its parent ids have them.
-    runs: Option<Vec<bool>>,
-}
-
-/// A forwarded batch as decoded: its tables with plain ids, and the sender's layout of each.
-#[derive(Debug, Clone)]
-pub struct DecodedAsSent {
-    /// The batch (ids plain, as [`crate::otap::OtapDecoder::decode`] gives them). What is
-    /// known of each table's layout (its quasi-delta runs among it) holds for these tables:
-    /// read them, do not replace them.
-    pub batch: OtapBatch,
-    pub(super) layouts: Vec<Layout>,
-}
-
-impl DecodedAsSent {
-    /// An empty batch of `signal`.
-    pub(crate) fn new(signal: Signal) -> DecodedAsSent {
-        DecodedAsSent {
-            batch: OtapBatch::new(signal),
-            layouts: Vec::new(),
-        }
-    }
-
-    /// Adds `table` as decoded (`sent`: before its ids were decoded; `plain`: after; `runs`:
-    /// its quasi-delta runs).
-    pub(crate) fn add(
-        &mut self,
-        table: PayloadType,
-        sent: &RecordBatch,
-        plain: RecordBatch,
-        strings: Strings,
-        runs: Option<Vec<bool>>,
-    ) -> Result<()> {
-        self.layouts.push(Layout {
-            table,
-            sent: sent.schema(),
-            strings,
-            runs,
-        });
-        self.batch.set(table, plain)
-    }
-
-    fn layout(&self, table: PayloadType) -> Option<&Layout> {
-        self.layouts.iter().find(|l| l.table == table)
-    }
-}
 
 impl RawBatch {
     /// This batch with only the rows that remain once `root` (the batch's root table after a
     /// pipeline removed rows of `decoded`'s, nothing else changed) is all that is left of the
     /// root: children of removed rows go with them, and resource and scope attributes no
     /// longer referenced. None when a table that lost rows cannot be rewritten in its sender's
-    /// layout (see the [module](self) docs).
+    /// layout (see the [module](self) docs). When rows were removed, `decoded` must be whole
+    /// (see [`DecodedAsSent::whole`] and [`DecodedAsSent::root_rows_kept`]).
     pub fn narrowed(
         &self,
         decoded: &DecodedAsSent,
@@ -110,6 +56,11 @@ impl RawBatch {
         }
         if self.signal == Signal::Metrics || root.schema() != original.schema() {
             return Ok(None);
+        }
+        if !decoded.is_whole() {
+            return Err(Error::LimitExceeded(
+                "rows were removed from a batch not decoded whole".into(),
+            ));
         }
         let kept = kept_tables(decoded, root)?;
         let mut payloads = Vec::with_capacity(self.payloads.len());
@@ -214,7 +165,7 @@ fn kept_tables(decoded: &DecodedAsSent, root: &RecordBatch) -> Result<HashMap<Pa
 
 /// Per row, whether its (plain) id in `column` is one of `member`'s (no row when the column
 /// is absent).
-fn rows_with_kept_parent(
+pub(super) fn rows_with_kept_parent(
     column: Option<&ArrayRef>,
     member: &IdSet,
     table: PayloadType,
@@ -247,7 +198,10 @@ fn rows_with_kept_parent(
 }
 
 /// The values of an id column (all null when it is absent).
-fn column_ids(column: Option<&ArrayRef>, table: PayloadType) -> Result<Vec<Option<u32>>> {
+pub(super) fn column_ids(
+    column: Option<&ArrayRef>,
+    table: PayloadType,
+) -> Result<Vec<Option<u32>>> {
     let Some(column) = column else {
         return Ok(Vec::new());
     };

@@ -393,3 +393,27 @@ fn batches_placed_before_a_schema_change_still_go() {
     forwarder.place(&raw);
     assert!(forwarder.memory() < kept + raw.size());
 }
+
+/// `record` (an OTAP payload) with the first zstd buffer of its record batch declaring one
+/// byte more than its frame holds (framing and declared sizes still pass the prescan); where
+/// the buffer starts, and the size it declared.
+pub(super) fn overdeclared(record: &bytes::Bytes) -> (Vec<u8>, usize, i64) {
+    let messages = super::split(record).unwrap();
+    let records = messages.last().unwrap();
+    let body_start = record.len() - records.body().len();
+    let meta = records.message().unwrap();
+    let buffer = meta
+        .header_as_record_batch()
+        .unwrap()
+        .buffers()
+        .unwrap()
+        .iter()
+        .find(|b| b.length() > 8)
+        .unwrap();
+    let at = body_start + buffer.offset() as usize;
+    let mut damaged = record.to_vec();
+    let declared = i64::from_le_bytes(damaged[at..at + 8].try_into().unwrap());
+    assert!(declared > 0, "a compressed buffer");
+    damaged[at..at + 8].copy_from_slice(&(declared + 1).to_le_bytes());
+    (damaged, at, declared)
+}

@@ -9,8 +9,8 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 
 use penstock_engine::otap::raw::{Forwarder, KeyRenames};
 use penstock_engine::otap::{DecodeLimits, OtapDecoder};
@@ -27,7 +27,7 @@ use crate::gateway::delivery::{DeliveryError, Forwarded, Raw};
 use crate::gateway::sources::listener::{Admitted, SourceContext, admit, bearer_matches};
 use crate::gateway::status::{Fault, Refusal};
 use crate::gateway::telemetry::Running;
-use crate::gateway::worker::ForwardedJob;
+use crate::gateway::worker::{DecodedBeside, ForwardedJob};
 
 /// Batches of one stream in the pipelines at once.
 const IN_FLIGHT_PER_STREAM: usize = 32;
@@ -55,6 +55,9 @@ struct Forwarding {
     generation: u64,
     /// Per route, the stream's forwarding state, which takes the batches in order.
     forwarders: Vec<Arc<std::sync::Mutex<Forwarder>>>,
+    /// Whether the pipelines removed rows of the last batch decoded beside that they ran on
+    /// (see [`DecodedBeside::rows_removed`]).
+    rows_removed: Arc<AtomicBool>,
 }
 
 impl Forwarding {
@@ -76,6 +79,7 @@ impl Forwarding {
             return Ok(None);
         }
         let outputs: Vec<&KeyRenames> = routes.iter().map(|(_, r)| r).collect();
+        decoder.decode_whole(self.rows_removed.load(Relaxed));
         let Some(forwarded) = decoder.forward(records, &outputs)? else {
             return Ok(None);
         };
@@ -101,9 +105,11 @@ impl Forwarding {
             signal,
             items: forwarded.items,
             outputs,
-            decoded: forwarded
-                .decoded
-                .map(|decoded| (self.generation, Box::new(decoded))),
+            decoded: forwarded.decoded.map(|decoded| DecodedBeside {
+                generation: self.generation,
+                decoded: Box::new(decoded),
+                rows_removed: Arc::clone(&self.rows_removed),
+            }),
         }))
     }
 }
@@ -273,13 +279,14 @@ async fn serve_stream(
         stream: NEXT_STREAM.fetch_add(1, Relaxed),
         generation,
         forwarders: Vec::new(),
+        rows_removed: Arc::default(),
     };
     let (forwardable, narrowing) = {
         let running = context.worker.running.borrow();
         let forwarding = &running.forwarding;
         (
             forwarding.routes(context.index, signal).is_some(),
-            forwarding.narrowing(context.index, signal),
+            forwarding.narrowing(context.index, signal).cloned(),
         )
     };
     if forwardable {
@@ -288,8 +295,8 @@ async fn serve_stream(
         // takes its place.
         let limit = (context.limits.max_stream_memory_bytes / 2).min(MAX_FORWARDED_STATE);
         match narrowing {
-            true => decoder.enable_forwarding_decoded(limit),
-            false => decoder.enable_forwarding(limit),
+            Some(reads) => decoder.enable_forwarding_decoded(limit, reads.as_ref().clone()),
+            None => decoder.enable_forwarding(limit),
         }
     }
     let mut headers = HeaderDecoder::default();

@@ -143,7 +143,7 @@ fn retryable(error: &DeliveryError) -> bool {
     match error {
         DeliveryError::Sink { retryable, .. } => *retryable,
         DeliveryError::BufferFull { .. } | DeliveryError::ShuttingDown => true,
-        DeliveryError::Pipeline { .. } => false,
+        DeliveryError::Pipeline { .. } | DeliveryError::Malformed { .. } => false,
     }
 }
 
