@@ -28,6 +28,21 @@ impl ResolvedExpr {
     pub fn sql(&self) -> String {
         self.expr.to_string()
     }
+
+    /// The names of the functions it calls, lower-cased, each once.
+    pub fn functions(&self) -> Vec<String> {
+        let mut names: Vec<String> = Vec::new();
+        let _ = sqlparser::ast::visit_expressions(&self.expr, |expr| {
+            if let Expr::Function(function) = expr {
+                let name = function.name.to_string().to_lowercase();
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+            ControlFlow::<()>::Continue(())
+        });
+        names
+    }
 }
 
 impl std::fmt::Display for ResolvedExpr {

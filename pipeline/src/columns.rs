@@ -230,14 +230,25 @@ pub(crate) fn lookup(table: Table, name: &str) -> Option<&'static Column> {
         .find(|c| c.name == name && c.table.is_none_or(|t| t == table))
 }
 
-/// The top-level column of the record table that holds a column of logs or spans (None for
+/// The top-level columns of its table that a column's values are read from (the span end
+/// time: the start time and the duration).
+pub(crate) fn sources(column: &Column) -> Vec<&'static str> {
+    match column.read {
+        EndTime => vec![START_TIME_UNIX_NANO, DURATION_TIME_UNIX_NANO],
+        _ => column.path.first().copied().into_iter().collect(),
+    }
+}
+
+/// The top-level columns of the record table that hold a column of logs or spans (none for
 /// the envelope and for metrics, which a projection keeps whole).
-pub(crate) fn top_level(table: Table, name: &str) -> Option<&'static str> {
-    let column = lookup(table, name)?;
+pub(crate) fn top_level(table: Table, name: &str) -> Vec<&'static str> {
+    let Some(column) = lookup(table, name) else {
+        return Vec::new();
+    };
     match (column.table, column.read) {
-        (None | Some(Table::Metrics), _) => None,
-        (_, Own | Body | Duration | EndTime) => column.path.first().copied(),
-        _ => None,
+        (None | Some(Table::Metrics), _) => Vec::new(),
+        (_, Own | Body | Duration | EndTime) => sources(column),
+        _ => Vec::new(),
     }
 }
 

@@ -14,7 +14,7 @@ use penstock_engine::otap::Reads;
 use penstock_engine::otap::raw::KeyRenames;
 use penstock_engine::schema::PayloadType;
 
-use crate::columns::lookup;
+use crate::columns::{lookup, sources};
 use crate::exec::Pipeline;
 use crate::rows::{DATA_POINTS, attrs_of, signal_of};
 
@@ -63,10 +63,25 @@ fn routes(pipeline: &Checked, signal: Signal, deletes: bool) -> Option<Vec<(Stri
     Some(routes)
 }
 
+/// Functions whose value may change from one call to the next: a condition that calls one
+/// may remove other rows when the pipeline runs on the batch again.
+const UNSTABLE: &[&str] = &[
+    "random",
+    "uuid",
+    "now",
+    "current_timestamp",
+    "current_date",
+    "current_time",
+    "localtime",
+    "localtimestamp",
+];
+
 /// What the statements of `pipeline` for `signal` read of a batch to tell which rows its
 /// deletes remove (for pipelines [`narrowing_routes`] accepts): per table, the top-level
 /// columns their conditions read, and the attribute tables whole when they read attributes.
-/// Renames and routes read nothing: they are known before the batch is read.
+/// Renames and routes read nothing: they are known before the batch is read. Everything when
+/// a condition calls a function whose value changes from call to call (the pipeline runs on
+/// each batch once, whole).
 pub fn narrowing_reads(pipeline: &Checked, signal: Signal) -> Reads {
     let mut reads = Reads::default();
     let steps = pipeline
@@ -80,15 +95,26 @@ pub fn narrowing_reads(pipeline: &Checked, signal: Signal) -> Reads {
         else {
             continue;
         };
+        if filter
+            .functions()
+            .iter()
+            .any(|f| UNSTABLE.contains(&f.as_str()))
+        {
+            return Reads::everything();
+        }
         for column in &filter.columns {
             match column {
-                ColumnRef::Field(field) => match lookup(step.table, field.name) {
-                    Some(c) => match c.path.first() {
-                        Some(top) => reads.column(signal.root(), top),
-                        None => return Reads::everything(),
-                    },
-                    None => return Reads::everything(),
-                },
+                ColumnRef::Field(field) => {
+                    let sources = lookup(step.table, field.name)
+                        .map(sources)
+                        .unwrap_or_default();
+                    if sources.is_empty() {
+                        return Reads::everything();
+                    }
+                    sources
+                        .into_iter()
+                        .for_each(|name| reads.column(signal.root(), name));
+                }
                 ColumnRef::Attr { scope, .. } => {
                     renamed_tables(step.table, *scope)
                         .into_iter()

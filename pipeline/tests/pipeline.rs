@@ -489,3 +489,15 @@ fn metric_level_updates_split_metrics_and_survive_otap_encoding() {
             .any(|l| l.contains("\"cpu\"") && l.contains("kernel"))
     );
 }
+
+#[test]
+fn a_projection_of_the_span_end_time_keeps_what_it_is_computed_from() {
+    let batch = decode_line(json!({"resourceSpans": [{"scopeSpans": [{"spans": [
+        {"traceId": "0102030405060708090a0b0c0d0e0f10", "spanId": "0102030405060701",
+         "name": "a", "startTimeUnixNano": "1750000000000000000",
+         "endTimeUnixNano": "1750000000500000000"}]}]}]}));
+    let mut p = pipeline("INSERT INTO a SELECT name, end_time_unix_nano FROM spans;");
+    let requests = sink(&p.run(batch).unwrap(), "a");
+    let span = &requests[0]["resourceSpans"][0]["scopeSpans"][0]["spans"][0];
+    assert_eq!(span["endTimeUnixNano"], "1750000000500000000", "{span}");
+}

@@ -10,7 +10,7 @@ use super::growing::DistinctValues;
 use super::ids::{Strings, check_unique_ids, decode_ids_keeping_runs};
 use super::ipc_reader::{Deferred, IpcReader};
 use super::prescan::check_payload;
-use super::raw::{DecodedAsSent, Forwarded, KeyRenames, Tracker, split};
+use super::raw::{DecodedAsSent, Forwarded, KeyRenames, Tracker, rewritable, split};
 use super::reads::Reads;
 use super::validate::validate;
 use crate::batch::OtapBatch;
@@ -172,13 +172,28 @@ impl OtapDecoder {
         }
     }
 
-    /// Decodes `bar` as far as `reads` says, keeping the rest for later.
+    /// Decodes `bar` as far as `reads` says, keeping the rest for later. A batch with a table
+    /// whose rows could not be written again in its sender's layout is decoded whole: should
+    /// rows be removed, it is encoded again from the whole batch anyway.
     fn decode_as_sent(&mut self, bar: &BatchArrowRecords, reads: &Reads) -> Result<DecodedAsSent> {
         let root = self.signal.root();
-        let mut decoded = DecodedAsSent::new(self.signal);
+        let mut tables = Vec::with_capacity(bar.arrow_payloads.len());
         self.read_tables(bar, |table, records, strings| {
+            tables.push((table, records, strings));
+            Ok(())
+        })?;
+        let everything = Reads::everything();
+        let reads = match tables.iter().all(|(_, r, _)| rewritable(r.schema())) {
+            true => reads,
+            false => &everything,
+        };
+        let mut decoded = DecodedAsSent::new(self.signal);
+        for (table, records, strings) in tables {
             let columns = match reads.of(table) {
-                None if table != root => return decoded.defer(table, records, strings, None),
+                None if table != root => {
+                    decoded.defer(table, records, strings, None)?;
+                    continue;
+                }
                 None => Some(&[][..]),
                 Some(columns) => columns,
             };
@@ -196,14 +211,15 @@ impl OtapDecoder {
                 check_unique_ids(&plain, table)?;
                 let ids = plain.column_by_name(consts::ID);
                 if ids.is_some_and(|ids| ids.null_count() == 0) {
-                    return decoded.defer(table, records, strings, Some(plain));
+                    decoded.defer(table, records, strings, Some(plain))?;
+                    continue;
                 }
             }
             let whole = read(table, &records, None)?;
             let (plain, runs) = decode_ids_keeping_runs(whole.clone(), table, strings)?;
             check_unique_ids(&plain, table)?;
-            decoded.add(table, &whole, plain, strings, runs)
-        })?;
+            decoded.add(table, &whole, plain, strings, runs)?;
+        }
         Ok(decoded)
     }
 

@@ -47,9 +47,9 @@ pub(crate) fn project(batch: &OtapBatch, table: Table, columns: &[ColumnRef]) ->
             let Some(root) = out.get(space) else { continue };
             let keep: Vec<&str> = columns
                 .iter()
-                .filter_map(|c| match c {
+                .flat_map(|c| match c {
                     ColumnRef::Field(f) => crate::columns::top_level(table, f.name),
-                    _ => None,
+                    _ => Vec::new(),
                 })
                 .collect();
             let narrowed = keep_columns(root, |name| {

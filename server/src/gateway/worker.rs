@@ -519,7 +519,7 @@ async fn narrow(
     let (routed, mut failure) = run_through(current, source, &decoded.batch, closed).await;
     let mut rest = Rest::default();
     let mut acks = Vec::new();
-    for (at, (sink, batch)) in routed.into_iter().enumerate() {
+    for (sink, batch) in routed {
         rows_removed |= batch.root().map_or(0, |r| r.num_rows()) < rows_read;
         let Some(queue) = sinks.get(&sink) else {
             continue;
@@ -542,7 +542,7 @@ async fn narrow(
                 spliced: None,
             },
             None if decoded.is_whole() => Delivery::of(batch, ack),
-            None => match rest.routed(current, source, &decoded, at, &sink) {
+            None => match rest.routed(current, source, &decoded, &sink) {
                 Ok(batch) => Delivery::of(batch, ack),
                 Err(e) => {
                     failure = Some(e);
@@ -571,7 +571,7 @@ fn malformed(error: &penstock_engine::Error) -> DeliveryError {
 #[derive(Default)]
 struct Rest {
     whole: Option<Result<DecodedAsSent, DeliveryError>>,
-    routed: Option<Result<Vec<(String, OtapBatch)>, DeliveryError>>,
+    routed: Option<Result<Rerun, DeliveryError>>,
 }
 
 impl Rest {
@@ -583,42 +583,45 @@ impl Rest {
             .map_err(Clone::clone)
     }
 
-    /// The `at`-th batch the pipelines route of the batch decoded whole (which goes to
-    /// `sink`): the pipelines run on it again, uncounted.
+    /// What the pipelines route to `sink` of the batch decoded whole (one route reaches
+    /// it: several make the batch decoded whole before the pipelines run): they run on it
+    /// again, uncounted. Their conditions call no function whose value changes from call to
+    /// call (see [`penstock_pipeline::narrowing_reads`]), so they keep the rows they kept.
     fn routed(
         &mut self,
         current: &mut Current,
         source: usize,
         decoded: &DecodedAsSent,
-        at: usize,
         sink: &str,
     ) -> Result<OtapBatch, DeliveryError> {
         if self.routed.is_none() {
             let routed = match self.whole(decoded) {
-                Ok(whole) => rerun(current, source, &whole.batch),
+                Ok(whole) => Ok(rerun(current, source, &whole.batch)),
                 Err(e) => Err(e),
             };
             self.routed = Some(routed);
         }
         let routed = self.routed.as_ref().expect("set above").as_ref();
-        match routed.map_err(Clone::clone)?.get(at) {
-            Some((to, batch)) if to == sink => Ok(batch.clone()),
-            _ => Err(DeliveryError::Pipeline {
+        let (routed, failure) = routed.map_err(Clone::clone)?;
+        match routed.iter().find(|(to, _)| to == sink) {
+            Some((_, batch)) => Ok(batch.clone()),
+            None => Err(failure.clone().unwrap_or_else(|| DeliveryError::Pipeline {
                 pipeline: String::new(),
-                message: "the pipelines routed the batch decoded whole otherwise".into(),
-            }),
+                message: format!("the batch decoded whole was not routed to sink {sink}"),
+            })),
         }
     }
 }
 
+/// What the pipelines of `source` route of `batch` when they run on it again, uncounted, and
+/// the failure of any of them.
+type Rerun = (Vec<(String, OtapBatch)>, Option<DeliveryError>);
+
 /// Runs `batch` through the pipelines of `source` again, without counting it: what they
-/// route to sinks, in order.
-fn rerun(
-    current: &mut Current,
-    source: usize,
-    batch: &OtapBatch,
-) -> Result<Vec<(String, OtapBatch)>, DeliveryError> {
+/// route to sinks, and the failure of any of them (the others' routes are kept).
+fn rerun(current: &mut Current, source: usize, batch: &OtapBatch) -> Rerun {
     let mut routed = Vec::new();
+    let mut failure = None;
     for &p in current.by_source.get(source).into_iter().flatten() {
         let pipeline = &mut current.pipelines[p];
         let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -632,14 +635,14 @@ fn rerun(
         match run {
             Ok(output) => routed.extend(output.routed),
             Err(e) => {
-                return Err(DeliveryError::Pipeline {
+                failure = Some(DeliveryError::Pipeline {
                     pipeline: pipeline.name().to_string(),
                     message: e.to_string(),
                 });
             }
         }
     }
-    Ok(routed)
+    (routed, failure)
 }
 
 /// The forwarded copy `raw` with only the rows its pipelines' output `batch` kept, or None

@@ -117,21 +117,27 @@ impl DecodedAsSent {
     /// The batch with every table decoded whole. Fails when a table left undecoded is not
     /// valid (it was only checked for its framing and schema).
     pub fn whole(&self) -> Result<DecodedAsSent> {
+        // Arrow's readers panic on some malformed input: that is bad input, not a fault.
+        catch_unwind(AssertUnwindSafe(|| self.decode_pending())).unwrap_or_else(|_| {
+            Err(Error::LimitExceeded(
+                "malformed Arrow IPC data in a table read late".into(),
+            ))
+        })
+    }
+
+    fn decode_pending(&self) -> Result<DecodedAsSent> {
         let mut whole = self.clone();
         for pending in std::mem::take(&mut whole.pending) {
             let table = pending.table;
-            let read = catch_unwind(AssertUnwindSafe(|| pending.records.read(None)));
-            let records = match read {
-                Ok(Ok(records)) => records,
-                Ok(Err(e)) => return Err(Error::arrow(format!("{table:?} payload"), e)),
-                Err(_) => {
-                    return Err(Error::BadPayload {
-                        payload_type: table,
-                        schema_id: String::new(),
-                        reason: "malformed Arrow IPC data".into(),
-                    });
-                }
-            };
+            let records = pending
+                .records
+                .read(None)
+                .map_err(|e| Error::arrow(format!("{table:?} payload"), e))?;
+            if records.num_rows() as u64 != pending.records.rows() {
+                return Err(Error::LimitExceeded(format!(
+                    "a {table:?} record batch read other than the rows it declares"
+                )));
+            }
             let (plain, runs) = decode_ids_keeping_runs(records.clone(), table, pending.strings)?;
             check_unique_ids(&plain, table)?;
             whole.add(table, &records, plain, pending.strings, runs)?;
@@ -148,6 +154,14 @@ impl DecodedAsSent {
         whole: &DecodedAsSent,
         kept: &RecordBatch,
     ) -> Result<Option<RecordBatch>> {
+        catch_unwind(AssertUnwindSafe(|| self.rows_named(whole, kept))).unwrap_or_else(|_| {
+            Err(Error::LimitExceeded(
+                "the rows left could not be told apart by their ids".into(),
+            ))
+        })
+    }
+
+    fn rows_named(&self, whole: &DecodedAsSent, kept: &RecordBatch) -> Result<Option<RecordBatch>> {
         let root_type = self.batch.signal().root();
         if !self.pending.iter().any(|p| p.table == root_type) {
             return Ok(Some(kept.clone()));

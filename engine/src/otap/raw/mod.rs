@@ -32,6 +32,7 @@ pub use inflate::recompress_zstd_buffers;
 pub(crate) use inflate::uncompressed;
 pub(crate) use ipc::split;
 pub use ipc::{IpcMessage, MessageKind};
+pub(crate) use narrow::rewritable;
 pub(crate) use track::Tracker;
 
 use crate::schema::{PayloadType, Signal};

@@ -224,6 +224,20 @@ fn struct_ids(root: &RecordBatch, table: PayloadType, name: &str) -> Result<Vec<
         .collect())
 }
 
+/// Whether rows left of a table of `schema` may be written again in its sender's layout (see
+/// [`rewrite`]): ids transport-encoded and not in dictionaries, dictionaries only at the top
+/// level or in structs. Rows may still not fit it (see [`rewrite`]).
+pub(crate) fn rewritable(schema: &Schema) -> bool {
+    let dictionary = |f: &Field| matches!(f.data_type(), DataType::Dictionary(_, _));
+    let ids_in_dictionaries = schema.fields().iter().any(|f| match f.data_type() {
+        DataType::Struct(children) => children
+            .iter()
+            .any(|c| c.name() == consts::ID && dictionary(c)),
+        _ => [consts::ID, consts::PARENT_ID].contains(&f.name().as_str()) && dictionary(f),
+    });
+    !ids_in_dictionaries && transport_encoded(schema) && index_schema(schema).is_some()
+}
+
 /// Whether every id column of `schema` holds transport-encoded ids (no `plain` marking).
 fn transport_encoded(schema: &Schema) -> bool {
     let plain = |f: &Field| {
