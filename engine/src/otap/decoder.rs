@@ -10,7 +10,9 @@ use super::growing::DistinctValues;
 use super::ids::{Strings, check_unique_ids, decode_ids_keeping_runs};
 use super::ipc_reader::{Deferred, IpcReader};
 use super::prescan::check_payload;
-use super::raw::{DecodedAsSent, Forwarded, KeyRenames, Tracker, rewritable, split};
+use super::raw::{
+    DecodedAsSent, Forwarded, KeyRenames, MessageKind, Tracker, is_zstd, rewritable, split,
+};
 use super::reads::Reads;
 use super::validate::validate;
 use crate::batch::OtapBatch;
@@ -346,7 +348,13 @@ impl OtapDecoder {
                 if records.is_some() {
                     left += message.bytes.len();
                 } else {
-                    records = stream.reader.read(&message.detached())?;
+                    // A compressed dictionary is inflated into a buffer of its own: only
+                    // record batches (kept until read) and uncompressed bodies are copied.
+                    let kept = matches!(message.kind, MessageKind::Records { .. });
+                    records = match kept || !is_zstd(message) {
+                        true => stream.reader.read(&message.detached())?,
+                        false => stream.reader.read(message)?,
+                    };
                 }
             }
             Ok::<_, arrow::error::ArrowError>((records, left))

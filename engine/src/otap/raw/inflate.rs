@@ -57,6 +57,14 @@ pub(crate) fn inflated(payload: &Bytes) -> Result<Option<Vec<Bytes>>, String> {
         .map(Some)
 }
 
+/// Whether `message`'s body is zstd-compressed (then what is read from it is inflated into
+/// buffers of its own).
+pub(crate) fn is_zstd(message: &IpcMessage) -> bool {
+    message
+        .message()
+        .is_ok_and(|header| compression(&header) == Some(CompressionType::ZSTD))
+}
+
 /// `message` with its body inflated when it is zstd-compressed (with the thread's context, in
 /// a buffer of its own); otherwise as it is.
 pub(crate) fn uncompressed(message: &IpcMessage) -> Result<Cow<'_, IpcMessage>, String> {

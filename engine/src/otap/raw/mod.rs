@@ -29,7 +29,7 @@ mod track;
 pub use decoded::DecodedAsSent;
 pub use forward::{Forwarder, Placed, Sent};
 pub use inflate::recompress_zstd_buffers;
-pub(crate) use inflate::uncompressed;
+pub(crate) use inflate::{is_zstd, uncompressed};
 pub(crate) use ipc::split;
 pub use ipc::{IpcMessage, MessageKind};
 pub(crate) use narrow::rewritable;
