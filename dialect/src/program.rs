@@ -72,6 +72,13 @@ pub struct Sink {
     pub origin: Origin,
 }
 
+impl Sink {
+    /// Whether it delivers through a disk buffer (`buffer = 'disk'`).
+    pub fn disk_buffered(&self) -> bool {
+        self.options.str("buffer") == Some("disk")
+    }
+}
+
 /// A checked `CREATE PIPELINE`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Pipeline {

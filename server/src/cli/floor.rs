@@ -29,12 +29,12 @@ fn per_million(
     mut work: impl FnMut() -> anyhow::Result<()>,
 ) -> anyhow::Result<f64> {
     let pid = std::process::id();
-    let before = super::loadgen::cpu_seconds(pid)?;
+    let before = super::cpu::cpu_seconds(pid)?;
     let mut passes = 0usize;
     loop {
         work()?;
         passes += 1;
-        let spent = super::loadgen::cpu_seconds(pid)? - before;
+        let spent = super::cpu::cpu_seconds(pid)? - before;
         if spent >= 1.0 {
             return Ok(spent / (passes * records) as f64 * 1e6);
         }

@@ -3,6 +3,7 @@
 //! prints records/s, errors and latency percentiles (and, given a process id, that process's
 //! CPU-seconds per million records).
 
+use super::cpu::cpu_seconds;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -502,24 +503,4 @@ async fn otap_stream(
         );
     }
     Ok(())
-}
-
-/// User plus system CPU seconds of process `pid` so far (Linux).
-pub(crate) fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .with_context(|| format!("reading the CPU time of process {pid}"))?;
-    // Fields after the parenthesized command name; utime and stime are the 14th and 15th.
-    let after = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest)
-        .context("unexpected /proc stat format")?;
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |i: usize| -> anyhow::Result<f64> {
-        Ok(fields
-            .get(i)
-            .context("unexpected /proc stat format")?
-            .parse::<f64>()?)
-    };
-    // Clock ticks are 100 per second on Linux.
-    Ok((ticks(11)? + ticks(12)?) / 100.0)
 }

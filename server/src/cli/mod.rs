@@ -4,6 +4,7 @@
 //! use the gateway; the gateway never uses them.
 
 pub mod check;
+mod cpu;
 pub mod floor;
 pub mod golden;
 pub mod loadgen;

@@ -12,12 +12,16 @@ use serde_json::json;
 use tokio::sync::watch;
 
 use super::error::GatewayError;
-use super::telemetry::{Running, Telemetry};
+use super::memory::Memory;
+use super::running::Running;
+use super::telemetry::Telemetry;
 
 /// What the admin endpoint reports on.
 pub struct Admin {
     /// Counters.
     pub telemetry: Arc<Telemetry>,
+    /// The memory budget.
+    pub memory: Arc<Memory>,
     /// The program the workers run, with its pipelines' counters.
     pub running: watch::Receiver<Arc<Running>>,
     /// Workers.
@@ -30,7 +34,8 @@ impl Admin {
             "/metrics" => (
                 StatusCode::OK,
                 "text/plain; version=0.0.4",
-                self.telemetry.prometheus(&self.running.borrow()),
+                self.telemetry
+                    .prometheus(&self.running.borrow(), &self.memory),
             ),
             "/healthz" => (StatusCode::OK, "text/plain", "ok\n".to_string()),
             "/pipelines" => (
@@ -65,7 +70,7 @@ impl Admin {
                     .iter()
                     .zip(&counters.steps)
                     .map(|(step, c)| {
-                        let [rows_in, rows_out, rows_dropped, errors] = Telemetry::step_totals(c);
+                        let [rows_in, rows_out, rows_dropped, errors] = c.totals();
                         json!({
                             "statement": step.sql,
                             "at": step.origin.to_string(),
@@ -75,8 +80,8 @@ impl Admin {
                     .collect();
                 json!({
                     "name": p.name, "source": p.source, "at": p.origin.to_string(),
-                    "steps": steps, "unrouted_rows": Telemetry::unrouted(counters),
-                    "aggregated_rows": Telemetry::aggregated(counters),
+                    "steps": steps, "unrouted_rows": counters.unrouted(),
+                    "aggregated_rows": counters.aggregated(),
                 })
             })
             .collect();

@@ -51,33 +51,51 @@ pub type Outcome = Result<(), DeliveryError>;
 /// Where the outcome of a batch goes.
 pub type Ack = oneshot::Sender<Outcome>;
 
-/// A batch on its way to a sink.
+/// A batch on its way to a sink, and who waits for its outcome.
 #[derive(Debug)]
 pub struct Delivery {
-    /// The batch (empty when it is forwarded as received: see `raw`).
-    pub batch: OtapBatch,
+    /// What the sink sends.
+    pub payload: Payload,
     /// Completed once the sink accepted (or gave up on) the batch.
     pub ack: Ack,
-    /// The batch as received, for OTAP sinks to forward (see
-    /// [`crate::gateway::forwarding`]).
-    pub raw: Option<Forwarded>,
-    /// The OTLP request as received with its keys renamed, for OTLP sinks to send (see
-    /// [`crate::gateway::forwarding`]).
-    pub spliced: Option<Spliced>,
 }
 
-/// A batch as received, for a sink to send without decoding.
+/// What a sink is handed: a batch the pipelines produced, or a copy of what was received for
+/// a sink of the same protocol to send without encoding it again (see
+/// [`crate::gateway::forwarding`]).
 #[derive(Debug)]
-pub enum Raw {
-    /// An OTAP batch, for an OTAP sink.
-    Otap(Forwarded),
-    /// An OTLP export request, for an OTLP sink.
-    Otlp(Spliced),
+#[allow(
+    clippy::large_enum_variant,
+    reason = "decoded batches are most payloads: boxing them would allocate once per batch"
+)]
+pub enum Payload {
+    /// A decoded batch.
+    Decoded(OtapBatch),
+    /// An OTAP batch as received (with only the rows its pipelines kept), for an OTAP sink.
+    Forwarded(ForwardedOtap),
+    /// An OTLP export request as received with its keys renamed, for an OTLP sink.
+    Spliced {
+        /// The request's signal.
+        signal: penstock_engine::Signal,
+        /// The request.
+        request: Spliced,
+    },
 }
 
-/// A batch forwarded as received, and the input stream it came on.
+impl Payload {
+    /// Its signal.
+    pub fn signal(&self) -> penstock_engine::Signal {
+        match self {
+            Payload::Decoded(batch) => batch.signal(),
+            Payload::Forwarded(forwarded) => forwarded.batch.signal,
+            Payload::Spliced { signal, .. } => *signal,
+        }
+    }
+}
+
+/// An OTAP batch forwarded as received, and the input stream it came on.
 #[derive(Debug, Clone)]
-pub struct Forwarded {
+pub struct ForwardedOtap {
     /// The input stream (unique in the process) and the route (several may reach a sink).
     pub stream: (u64, usize),
     /// The batch.
@@ -93,10 +111,8 @@ impl Delivery {
     /// A decoded batch.
     pub fn of(batch: OtapBatch, ack: Ack) -> Delivery {
         Delivery {
-            batch,
+            payload: Payload::Decoded(batch),
             ack,
-            raw: None,
-            spliced: None,
         }
     }
 }

@@ -52,7 +52,7 @@ fn slot(signal: Signal) -> usize {
 /// Whether `sink` sends forwarded OTAP batches as they are.
 fn takes_forwarded(sink: &Sink) -> bool {
     sink.kind == SinkKind::Otap
-        && sink.options.str("buffer") != Some("disk")
+        && !sink.disk_buffered()
         && sink.options.str("compression").unwrap_or("zstd") == "zstd"
         && sink.options.duration("linger").is_none_or(|l| l.is_zero())
         && sink.options.bool("pass_through").unwrap_or(true)
@@ -68,7 +68,7 @@ fn takes_spliced(sink: &Sink) -> bool {
         _ => false,
     };
     protobuf
-        && sink.options.str("buffer") != Some("disk")
+        && !sink.disk_buffered()
         && sink.options.duration("linger").is_none_or(|l| l.is_zero())
         && sink.options.bool("pass_through").unwrap_or(true)
 }

@@ -24,7 +24,14 @@ use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
-use super::sources::listener::AdmissionError;
+/// Why the budget did not take a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BudgetRefusal {
+    /// No room, and the source refuses rather than waits.
+    Full,
+    /// The gateway is stopping.
+    ShuttingDown,
+}
 
 /// The part of the limit batches in flight may take (as charged).
 pub const ADMITTED_SHARE: f64 = 0.6;
@@ -112,7 +119,7 @@ impl Memory {
         self: &Arc<Self>,
         bytes: usize,
         refuse: bool,
-    ) -> Result<Charge, AdmissionError> {
+    ) -> Result<Charge, BudgetRefusal> {
         if self.limit.is_none() {
             return Ok(self.charge(None, 0));
         }
@@ -122,13 +129,13 @@ impl Memory {
         if refuse {
             if self.held_back() {
                 self.refusals.fetch_add(1, Relaxed);
-                return Err(AdmissionError::Full);
+                return Err(BudgetRefusal::Full);
             }
             let permit = Arc::clone(&self.admitted)
                 .try_acquire_many_owned(wanted)
                 .map_err(|_| {
                     self.refusals.fetch_add(1, Relaxed);
-                    AdmissionError::Full
+                    BudgetRefusal::Full
                 })?;
             return Ok(self.charge(Some(permit), u64::from(wanted)));
         }
@@ -146,7 +153,7 @@ impl Memory {
             // otherwise get every permit given back, whatever the resident memory.
             tokio::select! {
                 permit = Arc::clone(&self.admitted).acquire_many_owned(wanted) => {
-                    let permit = permit.map_err(|_| AdmissionError::ShuttingDown)?;
+                    let permit = permit.map_err(|_| BudgetRefusal::ShuttingDown)?;
                     return Ok(self.charge(Some(permit), u64::from(wanted)));
                 }
                 _ = pressure.changed() => {}
@@ -186,12 +193,12 @@ impl Memory {
             && self.admitted_bytes.load(Relaxed) as f64 >= self.share as f64 * PROGRESS_SHARE
     }
 
-    /// How many requests a worker of a source with `limits` may receive at once under the
-    /// limit (None: no limit); at least the usual minimum.
-    pub fn receiving_places(&self, limits: &super::sources::listener::Limits) -> Option<usize> {
+    /// How many requests of up to `max_message_bytes` a worker may receive at once under the
+    /// limit (None: no limit); at least `least`.
+    pub fn receiving_places(&self, max_message_bytes: usize, least: usize) -> Option<usize> {
         let limit = self.limit?;
-        let room = (limit as f64 * RECEIVING_SHARE) as usize / limits.max_message_bytes.max(1);
-        Some(room.max(super::sources::listener::MIN_RECEIVING_REQUESTS))
+        let room = (limit as f64 * RECEIVING_SHARE) as usize / max_message_bytes.max(1);
+        Some(room.max(least))
     }
 
     fn charge(self: &Arc<Self>, permit: Option<OwnedSemaphorePermit>, bytes: u64) -> Charge {
@@ -294,24 +301,6 @@ impl Memory {
             out,
             "# HELP {name} admissions refused or held by the memory budget\n# TYPE {name} counter\n{name} {}",
             self.refusals.load(Relaxed)
-        );
-    }
-}
-
-/// Sizes the live-query buffers to fit under `limit`: recent batches at most an eighth of
-/// it, the memory of all queries at once at most a quarter.
-pub fn fit_queries(limit: u64, query: &mut crate::query::QueryOptions) {
-    let recent = (limit / 8) as usize;
-    let per_query = (limit / 4) as usize / query.max_queries.max(1);
-    if query.recent_bytes > recent || query.memory_bytes > per_query {
-        query.recent_bytes = query.recent_bytes.min(recent);
-        query.memory_bytes = query.memory_bytes.min(per_query);
-        tracing::info!(
-            "memory limit {} MiB: live queries keep {} MiB of recent batches and use at most {} \
-             MiB each",
-            limit >> 20,
-            query.recent_bytes >> 20,
-            query.memory_bytes >> 20
         );
     }
 }

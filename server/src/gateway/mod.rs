@@ -23,6 +23,7 @@ pub mod pushback;
 pub mod reload;
 pub mod report;
 mod run;
+pub mod running;
 pub mod sinks;
 pub mod sources;
 pub mod status;

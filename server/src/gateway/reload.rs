@@ -13,7 +13,8 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use super::error::{ErrorChain, GatewayError};
 use super::program::load;
-use super::telemetry::{Running, Telemetry};
+use super::running::{Retired, Running};
+use super::telemetry::Telemetry;
 
 /// What a SIGHUP reloads and where the result goes.
 pub struct Reloader {
@@ -25,6 +26,8 @@ pub struct Reloader {
     pub publish: watch::Sender<Arc<Running>>,
     /// Counts reloads accepted and refused.
     pub telemetry: Arc<Telemetry>,
+    /// Keeps the programs replaced.
+    pub retired: Arc<Retired>,
 }
 
 impl Reloader {
@@ -45,9 +48,7 @@ impl Reloader {
                 let next = Arc::new(next);
                 let (generation, pipelines) = (next.generation, next.program.pipelines.len());
                 let files = self.describe_files();
-                if let Ok(mut retired) = self.telemetry.retired.lock() {
-                    retired.push(current);
-                }
+                self.retired.push(current);
                 let _ = self.publish.send(next);
                 // Said once published: a batch read after this line runs the new pipelines.
                 self.telemetry.reloads[0].fetch_add(1, Relaxed);

@@ -13,10 +13,11 @@ use super::admin::{self, Admin};
 use super::drain::InFlight;
 use super::error::GatewayError;
 use super::program::load;
-use super::telemetry::{Running, Telemetry};
+use super::running::{Retired, Running};
+use super::telemetry::Telemetry;
 use super::worker::{self, PoolSetup};
 use super::{reload, sinks, sources, summary};
-use crate::query::QueryOptions;
+use crate::query::options::QueryOptions;
 use crate::query::taps::Taps;
 
 /// How to run the gateway.
@@ -44,7 +45,7 @@ pub struct RunOptions {
 pub fn run(mut options: RunOptions) -> Result<(), GatewayError> {
     let (program, pipelines) = load(&options.files)?;
     if let (Some(limit), Some(query)) = (options.memory_limit, options.query.as_mut()) {
-        super::memory::fit_queries(limit, query);
+        query.fit(limit);
     }
     let workers = options.workers.max(1);
     let program = Arc::new(program);
@@ -53,8 +54,12 @@ pub fn run(mut options: RunOptions) -> Result<(), GatewayError> {
     let recent_bytes = options.query.as_ref().map_or(0, |q| q.recent_bytes);
     let sources = program.sources.iter().map(|s| s.name.clone()).collect();
     let taps = Arc::new(Taps::new(sources, recent_bytes));
-    let memory = super::memory::Memory::new(options.memory_limit);
-    let telemetry = Arc::new(Telemetry::new(&program, taps, memory));
+    let shared = Shared {
+        telemetry: Arc::new(Telemetry::new(&program)),
+        taps,
+        memory: Arc::new(super::memory::Memory::new(options.memory_limit)),
+        retired: Arc::default(),
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -62,10 +67,22 @@ pub fn run(mut options: RunOptions) -> Result<(), GatewayError> {
             what: "the main runtime".to_string(),
             source,
         })?;
-    let result = runtime.block_on(serve(options, workers, program, running, telemetry));
+    let result = runtime.block_on(serve(options, workers, program, running, shared));
     // A drain cut short leaves worker threads behind: do not wait for them.
     runtime.shutdown_background();
     result
+}
+
+/// What the gateway's parts are handed, each what it needs of it.
+struct Shared {
+    /// Counters.
+    telemetry: Arc<Telemetry>,
+    /// Where live queries see the batches going through.
+    taps: Arc<Taps>,
+    /// The process's memory budget.
+    memory: Arc<super::memory::Memory>,
+    /// The programs reloads replaced.
+    retired: Arc<Retired>,
 }
 
 async fn serve(
@@ -73,8 +90,14 @@ async fn serve(
     workers: usize,
     program: Arc<Program>,
     running: Arc<Running>,
-    telemetry: Arc<Telemetry>,
+    shared_state: Shared,
 ) -> Result<(), GatewayError> {
+    let Shared {
+        telemetry,
+        taps,
+        memory,
+        retired,
+    } = shared_state;
     let base = options.files.first().cloned().unwrap_or_default();
     let (stop, shutdown) = watch::channel(false);
     let mut shared = HashMap::new();
@@ -102,6 +125,7 @@ async fn serve(
             running: running.clone(),
             shared,
             telemetry: Arc::clone(&telemetry),
+            taps: Arc::clone(&taps),
             base: base.clone(),
             draining: shutdown.clone(),
         },
@@ -110,12 +134,15 @@ async fn serve(
         workers: &pool,
         base: &base,
         telemetry: &telemetry,
+        taps: &taps,
+        memory: &memory,
         shutdown: &shutdown,
     };
     let started = sources::start(&program, &setup).await?;
     if let Some(address) = options.admin_listen {
         let admin = Admin {
             telemetry: Arc::clone(&telemetry),
+            memory: Arc::clone(&memory),
             running: running.clone(),
             workers,
         };
@@ -129,14 +156,14 @@ async fn serve(
             .chain(program.sinks.iter().map(|s| s.name.clone()))
             .collect();
         let sources = crate::query::Sources {
-            taps: Arc::clone(&telemetry.taps),
+            taps: Arc::clone(&taps),
             streams,
             telemetry: Arc::clone(&telemetry),
             running: running.clone(),
         };
         crate::query::start(query, sources, shutdown.clone()).await?;
     }
-    tokio::spawn(Arc::clone(&telemetry.memory).watch(shutdown.clone()));
+    tokio::spawn(Arc::clone(&memory).watch(shutdown.clone()));
     if let Some(interval) = options.progress {
         tokio::spawn(super::progress::report(
             Arc::clone(&telemetry),
@@ -149,6 +176,7 @@ async fn serve(
         workers,
         publish,
         telemetry: Arc::clone(&telemetry),
+        retired: Arc::clone(&retired),
     };
     #[cfg(unix)]
     let reloads = tokio::spawn(reloader.run(hangup));
@@ -160,6 +188,6 @@ async fn serve(
     #[cfg(unix)]
     reloads.abort();
     let drained = in_flight.drain(options.drain_timeout, &telemetry).await;
-    summary::print(&telemetry, &running.borrow());
+    summary::print(&telemetry, &retired, &running.borrow());
     drained
 }

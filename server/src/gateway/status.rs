@@ -15,8 +15,7 @@ use prost::Message;
 use tonic::{Code, Status};
 
 use super::delivery::DeliveryError;
-use super::sources::grpc::headers::HeaderError;
-use super::sources::listener::{AdmissionError, ExportError};
+use super::pushback::{Pushback, RETRY_DELAY};
 
 /// Why the gateway refuses a request, a stream or a batch; each maps to one answer per
 /// protocol.
@@ -95,16 +94,27 @@ impl Fault {
         }
     }
 
-    /// The wait a refused sender is asked for: for [`Fault::Busy`] (counted as a refusal)
-    /// the one the gateway's load calls for (see [`super::pushback`]), none for the others.
-    pub fn retry_wait(self) -> Option<Duration> {
-        (self == Fault::Busy).then(super::pushback::refused)
+    /// The wait a refused sender is asked for: for [`Fault::Busy`] (counted as a refusal in
+    /// `pushback`) the one the worker's load calls for (see [`super::pushback`]), none for the
+    /// others.
+    pub fn retry_wait(self, pushback: &Pushback) -> Option<Duration> {
+        (self == Fault::Busy).then(|| pushback.refused())
+    }
+
+    /// A gRPC status with this fault's code and `message`; [`Fault::Busy`] asks the client to
+    /// retry after [`RETRY_DELAY`] (see [`Fault::to_paced_status`] for the wait that follows
+    /// the load).
+    pub fn to_status(self, message: impl Into<String>) -> Status {
+        match self {
+            Fault::Busy => retry_later(self.code(), message, RETRY_DELAY),
+            _ => Status::new(self.code(), message.into()),
+        }
     }
 
     /// A gRPC status with this fault's code and `message`; one with a [`Fault::retry_wait`]
     /// asks the client to retry after it.
-    pub fn to_status(self, message: impl Into<String>) -> Status {
-        match self.retry_wait() {
+    pub fn to_paced_status(self, message: impl Into<String>, pushback: &Pushback) -> Status {
+        match self.retry_wait(pushback) {
             Some(wait) => retry_later(self.code(), message, wait),
             None => Status::new(self.code(), message.into()),
         }
@@ -116,9 +126,10 @@ pub trait Refusal: std::fmt::Display {
     /// Which fault it is.
     fn fault(&self) -> Fault;
 
-    /// As a gRPC status.
-    fn to_status(&self) -> Status {
-        self.fault().to_status(self.to_string())
+    /// As a gRPC status; a refusal for now is counted in `pushback`, which says how long
+    /// to wait.
+    fn to_status(&self, pushback: &Pushback) -> Status {
+        self.fault().to_paced_status(self.to_string(), pushback)
     }
 }
 
@@ -133,30 +144,6 @@ impl Refusal for DeliveryError {
             DeliveryError::Sink { .. } | DeliveryError::Pipeline { .. } => Fault::Internal,
             DeliveryError::Malformed { .. } => Fault::Malformed,
         }
-    }
-}
-
-impl Refusal for AdmissionError {
-    fn fault(&self) -> Fault {
-        match self {
-            AdmissionError::Full | AdmissionError::Busy => Fault::Busy,
-            AdmissionError::ShuttingDown => Fault::Unavailable,
-        }
-    }
-}
-
-impl Refusal for ExportError {
-    fn fault(&self) -> Fault {
-        match self {
-            ExportError::Malformed { .. } => Fault::Malformed,
-            ExportError::Delivery(e) => e.fault(),
-        }
-    }
-}
-
-impl Refusal for HeaderError {
-    fn fault(&self) -> Fault {
-        Fault::Malformed
     }
 }
 
@@ -194,9 +181,6 @@ pub fn from_http(status: http::StatusCode) -> Status {
     };
     Status::new(code, format!("HTTP status {status}"))
 }
-
-/// How long a refused client is asked to wait before it tries again, at the least.
-pub const RETRY_DELAY: Duration = Duration::from_millis(100);
 
 /// `google.rpc.Status`: what `grpc-status-details-bin` carries, and the body of an OTLP/HTTP
 /// failure.
@@ -357,7 +341,8 @@ mod tests {
             assert_eq!(fault.batch_code(), batch, "{fault:?}");
             assert_eq!(fault.to_status("m").code(), code, "{fault:?}");
         }
-        let busy = retry_delay(&Fault::Busy.to_status("busy")).unwrap();
+        let pushback = Pushback::new();
+        let busy = retry_delay(&Fault::Busy.to_paced_status("busy", &pushback)).unwrap();
         assert!(
             (RETRY_DELAY..=super::super::pushback::MAX_RETRY_DELAY).contains(&busy),
             "{busy:?}"
@@ -380,6 +365,7 @@ mod tests {
             message: "m".into(),
         };
         assert_eq!(pipeline.fault(), Fault::Internal);
-        assert_eq!(sink(true).to_status().message(), "sink s: m");
+        let pushback = Pushback::new();
+        assert_eq!(sink(true).to_status(&pushback).message(), "sink s: m");
     }
 }

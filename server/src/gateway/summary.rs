@@ -3,16 +3,13 @@
 
 use std::sync::atomic::Ordering::Relaxed;
 
-use super::telemetry::{Flow, Running, Telemetry};
+use super::running::{Retired, Running};
+use super::telemetry::{Flow, Telemetry};
 
 /// Prints the summary of a run.
-pub fn print(telemetry: &Telemetry, running: &Running) {
+pub fn print(telemetry: &Telemetry, retired: &Retired, running: &Running) {
     print_flows("source", &telemetry.sources, "refused");
-    let retired = telemetry
-        .retired
-        .lock()
-        .map(|r| r.clone())
-        .unwrap_or_default();
+    let retired = retired.all();
     for generation in &retired {
         print_statements(generation, Some("until a reload"));
     }
@@ -41,7 +38,7 @@ fn print_statements(running: &Running, when: Option<&str>) {
     };
     for p in &running.pipelines {
         for (i, step) in p.steps.iter().enumerate() {
-            let [rows_in, rows_out, dropped, errors] = Telemetry::step_totals(step);
+            let [rows_in, rows_out, dropped, errors] = step.totals();
             let failed = match errors {
                 0 => String::new(),
                 n => format!(", failed on {n} batch(es)"),
@@ -56,8 +53,8 @@ fn print_statements(running: &Running, when: Option<&str>) {
         println!(
             "pipeline {}{generation}: {} rows routed nowhere, {} only aggregated",
             p.name,
-            Telemetry::unrouted(p),
-            Telemetry::aggregated(p)
+            p.unrouted(),
+            p.aggregated()
         );
     }
 }

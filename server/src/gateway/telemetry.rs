@@ -1,6 +1,7 @@
-//! The gateway's own counters, exported by the admin endpoint as Prometheus text.
+//! The gateway's own counters, exported by the admin endpoint as Prometheus text: per source
+//! and sink, batch latency, what is held now, and totals. The running program's counters are
+//! in [`super::running`], the memory budget's in [`super::memory`].
 
-use crate::query::taps::Taps;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use penstock_dialect::Program;
 use super::buffer::metrics::BufferCounters;
 use super::memory::Memory;
 use super::report;
-use penstock_pipeline::Pipeline;
+use super::running::Running;
 use tracing::Level;
 
 /// Records, bytes and batches through a source or sink.
@@ -81,99 +82,6 @@ impl Flow {
 /// Picks one of a sink's counters.
 type SinkCounter = fn(&Flow) -> &AtomicU64;
 
-/// Rows in, out and dropped, and batches failed, of one statement, per worker (each worker stores its own totals).
-#[derive(Debug)]
-pub struct StepCounters {
-    /// `kind table line`.
-    pub label: String,
-    per_worker: Vec<[AtomicU64; 4]>,
-}
-
-/// A count of one pipeline's rows, over all workers.
-type PipelineCount = fn(&PipelineCounters) -> u64;
-
-/// Counters of one pipeline.
-#[derive(Debug)]
-pub struct PipelineCounters {
-    /// The pipeline.
-    pub name: String,
-    /// One per statement.
-    pub steps: Vec<StepCounters>,
-    unrouted: Vec<AtomicU64>,
-    aggregated: Vec<AtomicU64>,
-}
-
-impl PipelineCounters {
-    /// Stores the totals of `worker`'s copy of the pipeline.
-    pub fn store(&self, worker: usize, pipeline: &Pipeline) {
-        for (step, (_, stats)) in self.steps.iter().zip(pipeline.stats()) {
-            if let Some(cells) = step.per_worker.get(worker) {
-                cells[0].store(stats.rows_in, Relaxed);
-                cells[1].store(stats.rows_out, Relaxed);
-                cells[2].store(stats.rows_dropped, Relaxed);
-                cells[3].store(stats.errors, Relaxed);
-            }
-        }
-        if let Some(cell) = self.unrouted.get(worker) {
-            cell.store(pipeline.unrouted_rows(), Relaxed);
-        }
-        if let Some(cell) = self.aggregated.get(worker) {
-            cell.store(pipeline.aggregated_rows(), Relaxed);
-        }
-    }
-}
-
-/// The program the workers run and its pipelines' counters; replaced as a whole when the
-/// files are reloaded (the new pipelines count from zero).
-#[derive(Debug)]
-pub struct Running {
-    /// The program.
-    pub program: Arc<Program>,
-    /// One per pipeline of the program, in order.
-    pub pipelines: Vec<PipelineCounters>,
-    /// 0 at start, then one more per reload.
-    pub generation: u64,
-    /// Which batches go through as received.
-    pub forwarding: super::forwarding::Forwarding,
-}
-
-impl Running {
-    /// Counters for `pipelines` (compiled from `program` by any worker) on `workers` workers.
-    pub fn new(
-        program: Arc<Program>,
-        pipelines: &[Pipeline],
-        workers: usize,
-        generation: u64,
-    ) -> Self {
-        let pipelines = pipelines
-            .iter()
-            .map(|p| PipelineCounters {
-                name: p.name().to_string(),
-                steps: p
-                    .stats()
-                    .map(|(step, _)| StepCounters {
-                        label: format!(
-                            "{} {} {}",
-                            step.kind.name(),
-                            step.table.name(),
-                            step.origin.location.line
-                        ),
-                        per_worker: (0..workers).map(|_| Default::default()).collect(),
-                    })
-                    .collect(),
-                unrouted: (0..workers).map(|_| AtomicU64::new(0)).collect(),
-                aggregated: (0..workers).map(|_| AtomicU64::new(0)).collect(),
-            })
-            .collect();
-        Running {
-            forwarding: super::forwarding::Forwarding::of(&program),
-            program,
-            pipelines,
-            generation,
-        }
-    }
-}
-
 /// Upper bounds (seconds) of the batch latency histogram.
 const LATENCY_BOUNDS: [f64; 12] = [
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
@@ -213,14 +121,8 @@ pub struct Telemetry {
     pub receiving_requests: AtomicU64,
     /// Reloads of the pipeline files: accepted, refused.
     pub reloads: [AtomicU64; 2],
-    /// The pipelines replaced by reloads, oldest first, with their counters as they were.
-    pub retired: std::sync::Mutex<Vec<Arc<Running>>>,
-    /// Where queries see the batches going through.
-    pub taps: Arc<Taps>,
     /// The disk buffers, by sink.
     pub buffers: BTreeMap<String, Arc<BufferCounters>>,
-    /// The process's memory budget.
-    pub memory: Arc<Memory>,
     /// The consumer lag of KAFKA sources, by source.
     pub kafka_lag: BTreeMap<String, Arc<super::kafka::ConsumerLag>>,
 }
@@ -228,14 +130,12 @@ pub struct Telemetry {
 impl Telemetry {
     /// Counters for the sources and sinks of `program` (pipeline counters live in
     /// [`Running`], replaced on reload).
-    pub fn new(program: &Program, taps: Arc<Taps>, memory: Memory) -> Self {
+    pub fn new(program: &Program) -> Self {
         Telemetry {
-            taps,
-            memory: Arc::new(memory),
             buffers: program
                 .sinks
                 .iter()
-                .filter(|s| super::buffer::is_disk(s))
+                .filter(|s| s.disk_buffered())
                 .map(|s| (s.name.clone(), Arc::default()))
                 .collect(),
             sources: program
@@ -263,7 +163,6 @@ impl Telemetry {
             connections: AtomicU64::new(0),
             receiving_requests: AtomicU64::new(0),
             reloads: Default::default(),
-            retired: Default::default(),
             stream_state_bytes: AtomicU64::new(0),
             otap_streams: AtomicU64::new(0),
             otap_batches: [AtomicU64::new(0), AtomicU64::new(0)],
@@ -284,37 +183,17 @@ impl Telemetry {
             .fetch_add(elapsed.as_micros() as u64, Relaxed);
     }
 
-    /// Total rows in, out, dropped and batches failed of a step over all workers.
-    pub fn step_totals(step: &StepCounters) -> [u64; 4] {
-        let mut totals = [0; 4];
-        for cells in &step.per_worker {
-            for (t, c) in totals.iter_mut().zip(cells) {
-                *t += c.load(Relaxed);
-            }
-        }
-        totals
-    }
-
-    /// Rows of a pipeline no statement routed anywhere, over all workers.
-    pub fn unrouted(pipeline: &PipelineCounters) -> u64 {
-        pipeline.unrouted.iter().map(|c| c.load(Relaxed)).sum()
-    }
-
-    /// Rows of a pipeline only aggregated (sent to no sink as they are), over all workers.
-    pub fn aggregated(pipeline: &PipelineCounters) -> u64 {
-        pipeline.aggregated.iter().map(|c| c.load(Relaxed)).sum()
-    }
-
-    /// The Prometheus text exposition of every counter.
-    pub fn prometheus(&self, running: &Running) -> String {
+    /// The Prometheus text exposition of every counter, with those of the `running` program
+    /// and the `memory` budget.
+    pub fn prometheus(&self, running: &Running, memory: &Memory) -> String {
         let mut out = String::new();
         self.write_flows(&mut out);
-        Self::write_pipelines(&mut out, running);
+        running.write_metrics(&mut out);
         self.write_latency(&mut out);
         self.write_gauges(&mut out);
         self.write_totals(&mut out);
         super::buffer::metrics::write(&mut out, &self.buffers);
-        self.memory.write_metrics(&mut out);
+        memory.write_metrics(&mut out);
         super::kafka::ConsumerLag::write_metrics(&mut out, &self.kafka_lag);
         out
     }
@@ -360,53 +239,6 @@ impl Telemetry {
             for (label, flow) in self.sinks.iter() {
                 let value = counter(flow).load(Relaxed);
                 let _ = writeln!(out, "{name}{{sink=\"{label}\"}} {value}");
-            }
-        }
-    }
-
-    /// Rows in, out and dropped and batches failed per statement, and rows routed nowhere
-    /// per pipeline.
-    fn write_pipelines(out: &mut String, running: &Running) {
-        for (i, metric) in ["rows_in", "rows_out", "rows_dropped", "errors"]
-            .iter()
-            .enumerate()
-        {
-            let name = format!("penstock_pipeline_{metric}_total");
-            let help = match *metric {
-                "errors" => "batches a statement failed on",
-                other => other,
-            };
-            let _ = writeln!(out, "# HELP {name} {help} per pipeline statement");
-            let _ = writeln!(out, "# TYPE {name} counter");
-            for p in &running.pipelines {
-                for (n, step) in p.steps.iter().enumerate() {
-                    let value = Self::step_totals(step)[i];
-                    let _ = writeln!(
-                        out,
-                        "{name}{{pipeline=\"{}\",statement=\"{}\",step=\"{}\"}} {value}",
-                        p.name,
-                        n + 1,
-                        step.label
-                    );
-                }
-            }
-        }
-        let per_pipeline: [(&str, &str, PipelineCount); 2] = [
-            (
-                "penstock_pipeline_unrouted_rows_total",
-                "rows no statement routed",
-                Self::unrouted,
-            ),
-            (
-                "penstock_pipeline_aggregated_rows_total",
-                "rows only aggregated into derived metrics",
-                Self::aggregated,
-            ),
-        ];
-        for (name, help, value) in per_pipeline {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
-            for p in &running.pipelines {
-                let _ = writeln!(out, "{name}{{pipeline=\"{}\"}} {}", p.name, value(p));
             }
         }
     }

@@ -3,60 +3,24 @@
 //! did (`recent.*`), without ever holding up the data path (see [`taps`]).
 
 pub mod catalog;
+pub mod options;
 pub mod prepared;
 pub mod service;
 pub mod system;
 pub mod taps;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use arrow_flight::flight_service_server::FlightServiceServer;
 use tokio::sync::{Semaphore, watch};
 
-use crate::gateway::GatewayError;
-use crate::gateway::telemetry::{Running, Telemetry};
+use crate::gateway::error::GatewayError;
+use crate::gateway::running::Running;
+use crate::gateway::telemetry::Telemetry;
+pub use options::QueryOptions;
 use service::QueryService;
 use system::System;
 use taps::Taps;
-
-/// How the query service runs.
-#[derive(Debug, Clone)]
-pub struct QueryOptions {
-    /// Where to listen.
-    pub listen: SocketAddr,
-    /// How long a live query reads when the call does not say.
-    pub default_for: Duration,
-    /// The longest a live query may read (and the most a query may run past that).
-    pub max_for: Duration,
-    /// Queries running at once; beyond that, RESOURCE_EXHAUSTED.
-    pub max_queries: usize,
-    /// Memory each query's operators may hold.
-    pub memory_bytes: usize,
-    /// Bytes of recent batches kept for `recent.*`.
-    pub recent_bytes: usize,
-    /// The bearer token every call must carry (`authorization: Bearer TOKEN`), if any.
-    pub token: Option<String>,
-    /// The certificate chain and private key (PEM files) to serve TLS with, if any.
-    pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
-}
-
-impl QueryOptions {
-    /// The defaults, listening on `listen`.
-    pub fn on(listen: SocketAddr) -> QueryOptions {
-        QueryOptions {
-            listen,
-            default_for: Duration::from_secs(10),
-            max_for: Duration::from_secs(300),
-            max_queries: 8,
-            memory_bytes: 256 << 20,
-            recent_bytes: 64 << 20,
-            token: None,
-            tls: None,
-        }
-    }
-}
 
 /// What the query service reads.
 pub struct Sources {

@@ -35,8 +35,8 @@ use prost::Message;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tonic::{Request, Response, Status};
 
-use super::QueryOptions;
 use super::catalog;
+use super::options::QueryOptions;
 use super::prepared::Prepared;
 use super::system::{Queries, RunningQuery, System};
 use super::taps::Taps;

@@ -14,7 +14,8 @@ use tokio::sync::watch;
 use penstock_dialect::query::SYSTEM_TABLES;
 
 use super::taps::Subscription;
-use crate::gateway::telemetry::{Flow, Running, Telemetry};
+use crate::gateway::running::Running;
+use crate::gateway::telemetry::{Flow, Telemetry};
 
 /// A query running on the service.
 pub struct RunningQuery {
@@ -133,7 +134,7 @@ impl System {
                 pipeline.push(p.name.clone());
                 statement.push(i as u64 + 1);
                 label.push(step.label.clone());
-                for (column, value) in totals.iter_mut().zip(Telemetry::step_totals(step)) {
+                for (column, value) in totals.iter_mut().zip(step.totals()) {
                     column.push(value);
                 }
             }

@@ -19,12 +19,13 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use penstock_dialect::Sink;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use super::delivery::{Delivery, DeliveryError, complete};
 use super::error::GatewayError;
 use super::program::resolve_path;
-use super::sinks::{SINK_QUEUE, SinkTask};
+use super::sinks::account::Account;
+use super::sinks::contract::{SINK_QUEUE, SinkTask};
 use super::telemetry::Telemetry;
 use log::{Log, Writer};
 use metrics::BufferCounters;
@@ -37,11 +38,6 @@ const MAX_SEGMENT_BYTES: u64 = 64 << 20;
 const GROUP_BATCHES: usize = 256;
 /// How long a writer waiting for room waits before it looks again.
 const ROOM_PATIENCE: Duration = Duration::from_millis(200);
-
-/// Whether `sink` delivers through a disk buffer.
-pub fn is_disk(sink: &Sink) -> bool {
-    sink.options.str("buffer") == Some("disk")
-}
 
 /// What a full buffer does to the batches that do not fit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,12 +78,16 @@ impl Config {
 }
 
 /// Opens the buffer of `sink` (replaying what a previous run left) and starts its writer and
-/// its delivery, the latter on a thread of its own with its own instance of the sink.
+/// its delivery, the latter on a thread of its own with its own ordered instance of the sink,
+/// which `inner` starts there.
 pub fn start(
     sink: &Sink,
     base: &Path,
     telemetry: &Arc<Telemetry>,
-    draining: &tokio::sync::watch::Receiver<bool>,
+    draining: &watch::Receiver<bool>,
+    inner: impl FnOnce(&Arc<Telemetry>, &watch::Receiver<bool>) -> Result<SinkTask, GatewayError>
+    + Send
+    + 'static,
 ) -> Result<SinkTask, GatewayError> {
     let config = Config::from_sink(sink, base);
     let buffer_error = |source| GatewayError::Buffer {
@@ -114,7 +114,7 @@ pub fn start(
         replay: recovery.pending,
     };
     let name = sink.name.clone();
-    let (sink, base, draining) = (sink.clone(), base.to_path_buf(), draining.clone());
+    let (sink, draining) = (sink.clone(), draining.clone());
     let writer_log = Arc::clone(&log);
     let task = tokio::task::spawn_blocking(move || {
         let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -129,15 +129,8 @@ pub fn start(
             }
         };
         runtime.block_on(async move {
-            let inner = match super::sinks::start_network(
-                &sink,
-                &base,
-                &delivery.telemetry,
-                &draining,
-                true,
-            ) {
-                Ok(Some(inner)) => inner,
-                Ok(None) => return,
+            let inner = match inner(&delivery.telemetry, &draining) {
+                Ok(inner) => inner,
                 Err(e) => {
                     let _ = ready_tx.send(Err(e));
                     return;
@@ -145,6 +138,7 @@ pub fn start(
             };
             let _ = ready_tx.send(Ok(()));
             let writer_draining = draining.clone();
+            let account = Account::new(&config.name, &delivery.telemetry);
             let written = std::thread::Builder::new()
                 .name(format!("penstock-buffer-{}", config.name))
                 .spawn(move || {
@@ -155,6 +149,7 @@ pub fn start(
                         deliveries,
                         &counters,
                         &writer_draining,
+                        &account,
                     )
                 });
             if written.is_err() {
@@ -186,7 +181,8 @@ fn write(
     mut writer: Writer,
     mut deliveries: mpsc::Receiver<Delivery>,
     counters: &BufferCounters,
-    draining: &tokio::sync::watch::Receiver<bool>,
+    draining: &watch::Receiver<bool>,
+    account: &Account,
 ) {
     // However the writer ends, delivery learns that nothing more comes.
     struct Done<'a>(&'a Log);
@@ -206,16 +202,19 @@ fn write(
             }
         }
         for delivery in taken {
-            let payload = match codec::encode(&delivery.batch) {
+            let Some((batch, ack)) = account.decoded(delivery) else {
+                continue;
+            };
+            let payload = match codec::encode(&batch) {
                 Ok(payload) => payload,
                 Err(e) => {
-                    complete(delivery.ack, Err(unwritable(config, e.to_string(), false)));
+                    complete(ack, Err(unwritable(config, e.to_string(), false)));
                     continue;
                 }
             };
             if payload.len() > log::MAX_PAYLOAD {
                 let why = format!("a batch of {} bytes encoded", payload.len());
-                complete(delivery.ack, Err(unwritable(config, why, false)));
+                complete(ack, Err(unwritable(config, why, false)));
                 continue;
             }
             let size = (payload.len() + log::HEADER) as u64;
@@ -232,12 +231,12 @@ fn write(
                     true => DeliveryError::ShuttingDown,
                     false => full(config),
                 };
-                complete(delivery.ack, Err(error));
+                complete(ack, Err(error));
                 continue;
             }
             group.bytes += size;
             group.payloads.push(payload);
-            group.acks.push(delivery.ack);
+            group.acks.push(ack);
         }
         group.append(config, log, &mut writer, counters);
     }
@@ -307,7 +306,7 @@ fn admit(
     log: &Log,
     writer: &mut Writer,
     bytes: u64,
-    draining: &tokio::sync::watch::Receiver<bool>,
+    draining: &watch::Receiver<bool>,
 ) -> bool {
     match config.when_full {
         WhenFull::Refuse => log.fits(bytes, config.max_bytes),

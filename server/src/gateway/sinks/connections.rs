@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use super::Upstream;
+use super::upstream::Upstream;
 
 /// The connections of a sink's own-stream traffic.
 pub struct Connections {

@@ -4,46 +4,60 @@
 //! line: service, severity, body and attributes of a log; name and attributes of a span; name,
 //! kind, value, attributes and time window of a metric data point.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use penstock_engine::OtapBatch;
 use penstock_engine::otlp::json::to_line;
 use serde_json::Value;
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 
-use crate::gateway::delivery::{Delivery, DeliveryError, complete};
+use super::{Account, Placement, SinkContext, SinkDriver};
+use crate::gateway::delivery::{Delivery, complete};
 use crate::gateway::error::{ErrorChain, GatewayError};
-use crate::gateway::telemetry::Telemetry;
 
 /// How long `limit` records may be shown in.
 const PERIOD: Duration = Duration::from_secs(1);
 
+/// The CONSOLE sink kind.
+pub struct ConsoleSink;
+
+impl SinkDriver for ConsoleSink {
+    fn placement(&self) -> Placement {
+        Placement::Shared
+    }
+
+    fn start(
+        &self,
+        context: SinkContext,
+        deliveries: mpsc::Receiver<Delivery>,
+    ) -> Result<JoinHandle<()>, GatewayError> {
+        let limit = context.sink.options.count("limit").unwrap_or(10) as usize;
+        Ok(tokio::task::spawn_blocking(move || {
+            run(limit, deliveries, context.account)
+        }))
+    }
+}
+
 /// Prints a sample of each batch; blocking (a slow terminal or pipe must not stall a
 /// runtime), so it runs on a thread of its own.
-pub fn run(
-    name: String,
-    limit: usize,
-    mut deliveries: mpsc::Receiver<Delivery>,
-    telemetry: Arc<Telemetry>,
-) {
-    let mut sampler = Sampler::new(&name, limit);
-    while let Some(Delivery { batch, ack, .. }) = deliveries.blocking_recv() {
-        let outcome = match sampler.show(&batch, Instant::now()) {
+fn run(limit: usize, mut deliveries: mpsc::Receiver<Delivery>, account: Account) {
+    let mut sampler = Sampler::new(account.name(), limit);
+    while let Some(delivery) = deliveries.blocking_recv() {
+        let Some((batch, ack)) = account.decoded(delivery) else {
+            continue;
+        };
+        match sampler.show(&batch, Instant::now()) {
             Ok(text) => {
                 print!("{text}");
-                if let Some(flow) = telemetry.sinks.get(&name) {
-                    flow.add(batch.num_items(), text.len());
-                }
-                Ok(())
+                account.delivered(batch.num_items(), text.len());
+                complete(ack, Ok(()));
             }
-            Err(e) => Err(DeliveryError::Sink {
-                sink: name.clone(),
-                message: ErrorChain(&e).to_string(),
-                retryable: false,
-            }),
-        };
-        complete(ack, outcome);
+            Err(e) => {
+                let error = account.error(ErrorChain(&e).to_string(), false);
+                account.fail(vec![ack], error);
+            }
+        }
     }
     print!("{}", sampler.finish());
 }

@@ -9,7 +9,6 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -20,9 +19,11 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use super::retry::Policy;
-use crate::gateway::delivery::{Ack, Delivery, DeliveryError, complete};
+use crate::gateway::delivery::{Ack, Delivery, DeliveryError, Payload, complete};
+use tokio::task::JoinHandle;
+
+use super::{Account, SinkContext};
 use crate::gateway::report;
-use crate::gateway::telemetry::Telemetry;
 
 /// Requests in flight at once per worker (one for an [ordered](Settings::ordered) sink).
 const CONCURRENT_REQUESTS: usize = 4;
@@ -132,7 +133,8 @@ pub fn timeout(sink: &Sink) -> Duration {
 
 /// A delivery with its batch encoded as an export request.
 struct Encoded {
-    delivery: Delivery,
+    /// Who waits for the outcome.
+    ack: Ack,
     signal: Signal,
     items: usize,
     body: Bytes,
@@ -142,55 +144,72 @@ struct Encoded {
 }
 
 /// Fails `acks` with a sink error that retrying will not help, and counts the failure.
-fn refuse(settings: &Settings, telemetry: &Telemetry, acks: Vec<Ack>, message: String) {
-    if let Some(flow) = telemetry.sinks.get(&settings.name) {
-        flow.fail();
-    }
-    let error = DeliveryError::Sink {
-        sink: settings.name.clone(),
-        message,
-        retryable: false,
-    };
-    for ack in acks {
-        complete(ack, Err(error.clone()));
-    }
+fn refuse(account: &Account, acks: Vec<Ack>, message: String) {
+    account.fail(acks, account.error(message, false));
 }
 
 /// Encodes a delivery's batch (or takes the request spliced for it); a batch that does not
 /// encode fails on its own.
-fn encoded(settings: &Settings, telemetry: &Telemetry, mut delivery: Delivery) -> Option<Encoded> {
-    let signal = delivery.batch.signal();
-    if let Some(spliced) = delivery.spliced.take() {
-        return Some(Encoded {
-            delivery,
+fn encoded(account: &Account, delivery: Delivery) -> Option<Encoded> {
+    let Delivery { payload, ack } = delivery;
+    let signal = payload.signal();
+    match payload {
+        Payload::Spliced { request, .. } => Some(Encoded {
+            ack,
             signal,
-            items: spliced.items,
-            body: spliced.body,
+            items: request.items,
+            body: request.body,
             spliced: true,
-        });
-    }
-    match encode::encode(&delivery.batch) {
-        Ok(body) => Some(Encoded {
-            items: delivery.batch.num_items(),
-            delivery,
-            signal,
-            body: Bytes::from(body),
-            spliced: false,
         }),
-        Err(e) => {
-            let message = format!("encoding OTLP: {e}");
-            refuse(settings, telemetry, vec![delivery.ack], message);
+        Payload::Decoded(batch) => match encode::encode(&batch) {
+            Ok(body) => Some(Encoded {
+                items: batch.num_items(),
+                ack,
+                signal,
+                body: Bytes::from(body),
+                spliced: false,
+            }),
+            Err(e) => {
+                let message = format!("encoding OTLP: {e}");
+                refuse(account, vec![ack], message);
+                None
+            }
+        },
+        Payload::Forwarded(_) => {
+            let message = "an OTAP batch as received cannot be sent as an OTLP request";
+            refuse(account, vec![ack], message.to_string());
             None
         }
     }
 }
 
+/// Starts an instance of an export sink sending through `transport`, as `context` says.
+pub fn spawn<T: Transport>(
+    settings: Settings,
+    transport: T,
+    context: SinkContext,
+    deliveries: mpsc::Receiver<Delivery>,
+) -> JoinHandle<()> {
+    let settings = match context.ordered {
+        true => settings.ordered(),
+        false => settings,
+    };
+    let account = context.account;
+    tokio::spawn(run(
+        settings,
+        transport,
+        deliveries,
+        account,
+        context.draining,
+    ))
+}
+
 /// Sends every delivered batch through `transport`; stops lingering once `draining` is true.
-pub async fn run<T: Transport>(
+async fn run<T: Transport>(
     settings: Settings,
     transport: T,
     mut deliveries: mpsc::Receiver<Delivery>,
-    telemetry: Arc<Telemetry>,
+    account: Account,
     mut draining: tokio::sync::watch::Receiver<bool>,
 ) {
     let settings = Arc::new(settings);
@@ -201,7 +220,7 @@ pub async fn run<T: Transport>(
         let first = match held.take() {
             Some(e) => e,
             None => match deliveries.recv().await {
-                Some(d) => match encoded(&settings, &telemetry, d) {
+                Some(d) => match encoded(&account, d) {
                     Some(e) => e,
                     None => continue,
                 },
@@ -213,7 +232,7 @@ pub async fn run<T: Transport>(
         let mut records = first.items;
         let mut bytes = first.body.len();
         let mut bodies = vec![first.body];
-        let mut acks: Vec<Ack> = vec![first.delivery.ack];
+        let mut acks: Vec<Ack> = vec![first.ack];
         // Merge what is already queued, and what comes within `linger` of the first batch, up
         // to the target size and the largest request.
         let deadline = tokio::time::Instant::now() + settings.linger;
@@ -232,7 +251,7 @@ pub async fn run<T: Transport>(
                 }
                 Err(_) => break,
             };
-            let Some(next) = encoded(&settings, &telemetry, next) else {
+            let Some(next) = encoded(&account, next) else {
                 continue;
             };
             let fits = bytes + next.body.len() <= settings.max_request_bytes;
@@ -243,7 +262,7 @@ pub async fn run<T: Transport>(
             records += next.items;
             bytes += next.body.len();
             bodies.push(next.body);
-            acks.push(next.delivery.ack);
+            acks.push(next.ack);
         }
         while requests.len() >= settings.concurrency {
             requests.join_next().await;
@@ -255,28 +274,23 @@ pub async fn run<T: Transport>(
         let request = match transport.prepare(signal, body) {
             Ok(request) => request,
             Err(why) => {
-                refuse(&settings, &telemetry, acks, why);
+                refuse(&account, acks, why);
                 continue;
             }
         };
         let settings = Arc::clone(&settings);
         let transport = Arc::clone(&transport);
-        let telemetry = Arc::clone(&telemetry);
+        let account = account.clone();
         requests.spawn(async move {
-            let outcome = export(&settings, &*transport, &telemetry, signal, &request).await;
-            if let Some(flow) = telemetry.sinks.get(&settings.name) {
-                match &outcome {
-                    Ok(rejected) => {
-                        flow.add(records, bytes);
-                        flow.rejected.fetch_add(*rejected, Relaxed);
-                        flow.sink_delivered(&settings.name);
+            match export(&settings, &*transport, &account, signal, &request).await {
+                Ok(rejected) => {
+                    account.delivered(records, bytes);
+                    account.rejected(rejected);
+                    for ack in acks {
+                        complete(ack, Ok(()));
                     }
-                    Err(e) => flow.sink_failed(&settings.name, e),
                 }
-            }
-            let outcome = outcome.map(|_| ());
-            for ack in acks {
-                complete(ack, outcome.clone());
+                Err(error) => account.fail(acks, error),
             }
         });
     }
@@ -287,14 +301,14 @@ pub async fn run<T: Transport>(
 async fn export<T: Transport>(
     settings: &Settings,
     transport: &T,
-    telemetry: &Telemetry,
+    account: &Account,
     signal: Signal,
     request: &T::Request,
 ) -> Result<u64, DeliveryError> {
     let mut attempt = 0;
     loop {
         let failure = match transport.send(signal, request).await {
-            Ok(accepted) => return Ok(rejected(settings, telemetry, accepted)),
+            Ok(accepted) => return Ok(rejected(account, accepted)),
             Err(failure) => failure,
         };
         if !failure.retryable || attempt >= settings.policy.retries {
@@ -315,16 +329,14 @@ async fn export<T: Transport>(
 
 /// The records an accepted request's response says were rejected (reported); a response
 /// that could not be read is counted and reported, and rejects nothing.
-fn rejected(settings: &Settings, telemetry: &Telemetry, accepted: Accepted) -> u64 {
+fn rejected(account: &Account, accepted: Accepted) -> u64 {
     let response = match accepted {
         Accepted::Response(response) => response,
         Accepted::Unreadable(why) => {
-            if let Some(flow) = telemetry.sinks.get(&settings.name) {
-                flow.unreadable.fetch_add(1, Relaxed);
-            }
+            account.unreadable();
             report::throttled(
                 tracing::Level::WARN,
-                &format!("sink {}", settings.name),
+                &format!("sink {}", account.name()),
                 "unreadable",
                 format_args!(
                     "the backend accepted a request but its response is unreadable: {why}"
@@ -338,7 +350,7 @@ fn rejected(settings: &Settings, telemetry: &Telemetry, accepted: Accepted) -> u
         Some(p) => {
             report::throttled(
                 tracing::Level::WARN,
-                &format!("sink {}", settings.name),
+                &format!("sink {}", account.name()),
                 "rejected",
                 format_args!(
                     "the backend rejected {} records: {}",

@@ -4,14 +4,15 @@
 use std::fs::File;
 use std::io::Write;
 use std::path::Path;
-use std::sync::Arc;
 
 use penstock_engine::otlp::json;
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 
-use crate::gateway::delivery::{Delivery, DeliveryError, complete};
+use super::{Account, Placement, SinkContext, SinkDriver};
+use crate::gateway::delivery::{Delivery, complete};
 use crate::gateway::error::GatewayError;
-use crate::gateway::telemetry::Telemetry;
+use crate::gateway::program::resolve_path;
 
 /// Opens sink `sink`'s file for appending (what earlier runs acknowledged stays), creating it
 /// and its directory.
@@ -34,14 +35,34 @@ pub fn open(sink: &str, path: &Path) -> Result<File, GatewayError> {
         })
 }
 
+/// The FILE sink kind.
+pub struct FileSink;
+
+impl SinkDriver for FileSink {
+    fn placement(&self) -> Placement {
+        Placement::Shared
+    }
+
+    fn start(
+        &self,
+        context: SinkContext,
+        deliveries: mpsc::Receiver<Delivery>,
+    ) -> Result<JoinHandle<()>, GatewayError> {
+        let path = context.sink.options.str("path").unwrap_or_default();
+        let path = resolve_path(&context.base, path);
+        let file = open(&context.sink.name, &path)?;
+        Ok(tokio::task::spawn_blocking(move || {
+            run(file, deliveries, context.account)
+        }))
+    }
+}
+
 /// Writes every delivered batch; blocking, so it runs on a thread of its own.
-pub fn run(
-    name: String,
-    mut file: File,
-    mut deliveries: mpsc::Receiver<Delivery>,
-    telemetry: Arc<Telemetry>,
-) {
-    while let Some(Delivery { batch, ack, .. }) = deliveries.blocking_recv() {
+fn run(mut file: File, mut deliveries: mpsc::Receiver<Delivery>, account: Account) {
+    while let Some(delivery) = deliveries.blocking_recv() {
+        let Some((batch, ack)) = account.decoded(delivery) else {
+            continue;
+        };
         let written = json::to_line(&batch)
             .map_err(|e| e.to_string())
             .and_then(|mut line| {
@@ -58,25 +79,12 @@ pub fn run(
                 }
                 result.map(|()| line.len()).map_err(|e| e.to_string())
             });
-        let flow = telemetry.sinks.get(&name);
-        let outcome = match written {
+        match written {
             Ok(bytes) => {
-                if let Some(flow) = flow {
-                    flow.add(batch.num_items(), bytes);
-                }
-                Ok(())
+                account.delivered(batch.num_items(), bytes);
+                complete(ack, Ok(()));
             }
-            Err(message) => {
-                if let Some(flow) = flow {
-                    flow.fail();
-                }
-                Err(DeliveryError::Sink {
-                    sink: name.clone(),
-                    message,
-                    retryable: false,
-                })
-            }
-        };
-        complete(ack, outcome);
+            Err(message) => account.fail(vec![ack], account.error(message, false)),
+        }
     }
 }

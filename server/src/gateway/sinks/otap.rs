@@ -15,8 +15,8 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::Upstream;
 use super::connections::{Connections, Place};
+use super::upstream::Upstream;
 use penstock_dialect::Sink;
 use penstock_engine::merge::Concat;
 use penstock_engine::otap::raw::{Forwarder, Placed, RawBatch, Sent};
@@ -28,10 +28,16 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::retry::Policy;
-use crate::gateway::delivery::{Ack, Delivery, DeliveryError, complete};
+use tokio::task::JoinHandle;
+
+use super::{Account, Placement, SinkContext, SinkDriver};
+use crate::gateway::delivery::{Ack, Delivery, ForwardedOtap, Payload, complete};
 use crate::gateway::error::GatewayError;
 use crate::gateway::status::batch_retryable;
-use crate::gateway::telemetry::Telemetry;
+
+/// Why a spliced OTLP request handed to an OTAP sink fails (the forwarding plan gives those
+/// only to OTLP sinks).
+const NOT_OTAP: &str = "an OTLP request as received cannot be sent on an OTAP stream";
 
 /// Batches awaiting their status, per stream.
 const PENDING_PER_STREAM: usize = 64;
@@ -155,14 +161,15 @@ struct Pending {
 struct Forming {
     signal: Signal,
     concat: Concat,
-    group: Vec<Delivery>,
+    /// The parts, with who waits for each.
+    group: Vec<(OtapBatch, Ack)>,
     deadline: Instant,
 }
 
 struct State {
     config: Config,
     forming: Option<Forming>,
-    telemetry: Arc<Telemetry>,
+    account: Account,
     events: mpsc::Sender<Event>,
     streams: HashMap<Signal, Vec<Stream>>,
     next_stream: usize,
@@ -190,11 +197,33 @@ fn pending(batch: OtapBatch, acks: Vec<Ack>) -> Pending {
     }
 }
 
+/// The OTAP sink kind.
+pub struct OtapSink;
+
+impl SinkDriver for OtapSink {
+    fn placement(&self) -> Placement {
+        Placement::PerWorker
+    }
+
+    fn start(
+        &self,
+        context: SinkContext,
+        deliveries: mpsc::Receiver<Delivery>,
+    ) -> Result<JoinHandle<()>, GatewayError> {
+        let mut config = Config::from_sink(&context.sink, &context.base)?;
+        if context.ordered {
+            config = config.ordered();
+        }
+        let run = run(config, deliveries, context.account, context.draining);
+        Ok(tokio::spawn(run))
+    }
+}
+
 /// Sends every delivered batch; stops lingering once `draining` is true.
-pub async fn run(
+async fn run(
     config: Config,
     mut deliveries: mpsc::Receiver<Delivery>,
-    telemetry: Arc<Telemetry>,
+    account: Account,
     mut draining: tokio::sync::watch::Receiver<bool>,
 ) {
     let (events, mut reports) = mpsc::channel(PENDING_PER_STREAM * 4);
@@ -203,7 +232,7 @@ pub async fn run(
     let mut state = State {
         config,
         forming: None,
-        telemetry,
+        account,
         events,
         streams: HashMap::new(),
         next_stream: 0,
@@ -262,20 +291,33 @@ impl State {
     ) -> Option<Delivery> {
         let mut next = Some(first);
         while let Some(d) = next.take() {
-            if d.raw.is_some() {
-                self.forward(d);
-                // Forwarded batches are not merged: take the next only while there is room.
-                let capacity = PENDING_PER_STREAM * self.config.streams;
-                if self.pending.len() + self.retries.len() >= capacity {
-                    break;
+            let batch = match d.payload {
+                Payload::Decoded(batch) => batch,
+                Payload::Forwarded(forwarded) => {
+                    self.forward(forwarded, d.ack);
+                    // Forwarded batches are not merged: take the next only while there is
+                    // room.
+                    let capacity = PENDING_PER_STREAM * self.config.streams;
+                    if self.pending.len() + self.retries.len() >= capacity {
+                        break;
+                    }
+                    next = deliveries.try_recv().ok();
+                    continue;
                 }
-                next = deliveries.try_recv().ok();
-                continue;
-            }
-            let signal = d.batch.signal();
+                Payload::Spliced { .. } => {
+                    self.fail(
+                        pending(OtapBatch::new(d.payload.signal()), vec![d.ack]),
+                        NOT_OTAP.into(),
+                        false,
+                    );
+                    next = deliveries.try_recv().ok();
+                    continue;
+                }
+            };
+            let signal = batch.signal();
             if self.forming.as_ref().is_some_and(|f| f.signal != signal) {
                 self.flush();
-                return Some(d);
+                return Some(Delivery::of(batch, d.ack));
             }
             let linger = self.config.linger;
             let forming = self.forming.get_or_insert_with(|| Forming {
@@ -286,16 +328,16 @@ impl State {
             });
             // Batches are reference-counted columns: the clone keeps the parts at hand in
             // case merging fails.
-            match forming.concat.push(d.batch.clone()) {
-                Ok(()) => forming.group.push(d),
+            match forming.concat.push(batch.clone()) {
+                Ok(()) => forming.group.push((batch, d.ack)),
                 Err(_) if forming.group.is_empty() => {
                     self.forming = None;
-                    self.send(pending(d.batch, vec![d.ack]));
+                    self.send(pending(batch, vec![d.ack]));
                     return None;
                 }
                 Err(_) => {
                     self.flush();
-                    return Some(d);
+                    return Some(Delivery::of(batch, d.ack));
                 }
             }
             if forming.concat.num_items() >= self.config.target_items {
@@ -319,7 +361,10 @@ impl State {
         let merged = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| concat.finish()))
             .unwrap_or_else(|_| Err(Error::LimitExceeded("merging panicked".into())));
         match merged {
-            Ok(batch) => self.send(pending(batch, group.into_iter().map(|d| d.ack).collect())),
+            Ok(batch) => self.send(pending(
+                batch,
+                group.into_iter().map(|(_, ack)| ack).collect(),
+            )),
             Err(e) => {
                 crate::gateway::report::throttled(
                     tracing::Level::WARN,
@@ -327,8 +372,8 @@ impl State {
                     "merge",
                     format_args!("batches sent apart: merging failed: {e}"),
                 );
-                for d in group {
-                    self.send(pending(d.batch, vec![d.ack]));
+                for (batch, ack) in group {
+                    self.send(pending(batch, vec![ack]));
                 }
             }
         }
@@ -349,15 +394,12 @@ impl State {
     }
 
     /// Takes a batch forwarded as received, in its input stream's order, and sends it.
-    fn forward(&mut self, d: Delivery) {
-        let Some(raw) = d.raw else {
-            return;
-        };
+    fn forward(&mut self, raw: ForwardedOtap, ack: Ack) {
         self.affine.entry(raw.stream).or_insert_with(|| Affine {
             forwarder: raw.forwarder,
             stream: None,
         });
-        let mut p = pending(d.batch, vec![d.ack]);
+        let mut p = pending(OtapBatch::new(raw.batch.signal), vec![ack]);
         p.raw = Some(RawPending {
             stream: raw.stream,
             batch: raw.batch,
@@ -504,17 +546,11 @@ impl State {
         } else {
             format!("{error} (before: {})", p.last_error)
         };
-        if let Some(flow) = self.telemetry.sinks.get(&self.config.name) {
-            flow.sink_failed(&self.config.name, &message);
-        }
-        let error = DeliveryError::Sink {
-            sink: self.config.name.clone(),
-            message: format!("after {} attempt(s): {message}", p.attempts + 1),
-            retryable,
-        };
-        for ack in p.acks {
-            complete(ack, Err(error.clone()));
-        }
+        let attempts = p.attempts + 1;
+        let error = self
+            .account
+            .error(format!("after {attempts} attempt(s): {message}"), retryable);
+        self.account.fail(p.acks, error);
     }
 
     fn handle(&mut self, event: Event) {
@@ -525,14 +561,11 @@ impl State {
                 };
                 let code = StatusCode::try_from(status.status_code).unwrap_or(StatusCode::Internal);
                 if code == StatusCode::Ok {
-                    if let Some(flow) = self.telemetry.sinks.get(&self.config.name) {
-                        let items = p
-                            .raw
-                            .as_ref()
-                            .map_or(p.batch.num_items(), |r| r.batch.items);
-                        flow.add(items, p.bytes);
-                        flow.sink_delivered(&self.config.name);
-                    }
+                    let items = p
+                        .raw
+                        .as_ref()
+                        .map_or(p.batch.num_items(), |r| r.batch.items);
+                    self.account.delivered(items, p.bytes);
                     for ack in p.acks {
                         complete(ack, Ok(()));
                     }

@@ -8,10 +8,12 @@ use penstock_dialect::Sink;
 use penstock_engine::Signal;
 use prost::Message;
 
-use super::Upstream;
 use super::compress::Compression;
-use super::export::{Accepted, ExportResponse, Failure, Settings, Transport};
+use super::export::{self, Accepted, ExportResponse, Failure, Settings, Transport};
 use super::unary::{self, Reply};
+use super::upstream::Upstream;
+use super::{Placement, SinkContext, SinkDriver};
+use crate::gateway::delivery::Delivery;
 use crate::gateway::error::GatewayError;
 use crate::gateway::status::{retry_delay, retryable};
 
@@ -28,7 +30,7 @@ pub fn config(sink: &Sink, base: &std::path::Path) -> Result<(Settings, Grpc), G
     let grpc = Grpc {
         upstream: Upstream::of(sink, base)?,
         compression: Compression::from_option(sink.options.str("compression"), Compression::Zstd),
-        timeout: super::export::timeout(sink),
+        timeout: export::timeout(sink),
     };
     Ok((Settings::from_sink(sink), grpc))
 }
@@ -73,5 +75,23 @@ impl Transport for Grpc {
             },
             Reply::Unreadable(why) => Accepted::Unreadable(why),
         })
+    }
+}
+
+/// The OTLP sink kind.
+pub struct OtlpSink;
+
+impl SinkDriver for OtlpSink {
+    fn placement(&self) -> Placement {
+        Placement::PerWorker
+    }
+
+    fn start(
+        &self,
+        context: SinkContext,
+        deliveries: tokio::sync::mpsc::Receiver<Delivery>,
+    ) -> Result<tokio::task::JoinHandle<()>, GatewayError> {
+        let (settings, grpc) = config(&context.sink, &context.base)?;
+        Ok(export::spawn(settings, grpc, context, deliveries))
     }
 }

@@ -11,8 +11,8 @@ use http_body_util::BodyExt;
 use tonic::{Code, Status};
 use tower_service::Service;
 
-use super::Upstream;
 use super::compress::{self, Compression};
+use super::upstream::Upstream;
 use crate::gateway::status::from_http;
 
 /// Largest response accepted (an export response is a few bytes).

@@ -83,18 +83,27 @@ impl Format {
 struct Refused {
     fault: Fault,
     message: String,
+    /// How long the sender is asked to wait, for a refusal for now.
+    wait: Option<Duration>,
 }
 
 fn refuse(fault: Fault, message: impl Into<String>) -> Refused {
     Refused {
         fault,
         message: message.into(),
+        wait: None,
     }
 }
 
-/// The answer to an error that knows its fault.
-fn refused_for(error: &impl Refusal) -> Refused {
-    refuse(error.fault(), error.to_string())
+/// The answer to an error that knows its fault; a refusal for now is counted in the worker's
+/// pushback, which says how long to wait.
+fn refused_for(error: &impl Refusal, context: &SourceContext) -> Refused {
+    let fault = error.fault();
+    Refused {
+        fault,
+        message: error.to_string(),
+        wait: fault.retry_wait(&context.worker.pushback),
+    }
 }
 
 async fn handle(request: Request<Incoming>, context: &SourceContext) -> Response<Full<Bytes>> {
@@ -147,10 +156,7 @@ fn refused(format: Format, refusal: Refused) -> Response<Full<Bytes>> {
     );
     if refusal.fault.retry_after() {
         // In whole seconds, at least one.
-        let wait = refusal
-            .fault
-            .retry_wait()
-            .map_or(1, |w| w.as_secs_f64().ceil() as u64);
+        let wait = refusal.wait.map_or(1, |w| w.as_secs_f64().ceil() as u64);
         headers.insert("retry-after", HeaderValue::from(wait.max(1)));
     }
     response
@@ -249,7 +255,7 @@ async fn export(request: Request<Incoming>, context: &SourceContext) -> Result<F
             if !may_wait {
                 discard_body(request.into_body(), max).await;
             }
-            return Err(refused_for(&e));
+            return Err(refused_for(&e, context));
         }
     };
     let body = Limited::new(Deadline::new(request.into_body(), RECEIVE_TIMEOUT), max)
@@ -271,7 +277,7 @@ async fn export(request: Request<Incoming>, context: &SourceContext) -> Result<F
         _ => Some(
             admit(context, body.len())
                 .await
-                .map_err(|e| refused_for(&e))?,
+                .map_err(|e| refused_for(&e, context))?,
         ),
     };
     let body = encoding.decode(body, max).map_err(|e| match e {
@@ -284,7 +290,7 @@ async fn export(request: Request<Incoming>, context: &SourceContext) -> Result<F
     drop(compressed);
     let _admitted = admit(context, body.len())
         .await
-        .map_err(|e| refused_for(&e))?;
+        .map_err(|e| refused_for(&e, context))?;
     drop(receiving);
     let protobuf = match format {
         Format::Protobuf => body,
@@ -298,13 +304,13 @@ async fn export(request: Request<Incoming>, context: &SourceContext) -> Result<F
                     signal: signal.name(),
                     source,
                 };
-                return Err(refused_for(&e));
+                return Err(refused_for(&e, context));
             }
         },
     };
     export_otlp(context, signal, protobuf)
         .await
-        .map_err(|e| refused_for(&e))?;
+        .map_err(|e| refused_for(&e, context))?;
     Ok(format)
 }
 

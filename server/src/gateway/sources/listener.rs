@@ -11,8 +11,11 @@ use penstock_dialect::Source;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
 use crate::gateway::error::GatewayError;
+use crate::gateway::memory::{BudgetRefusal, Memory};
+use crate::gateway::status::{Fault, Refusal};
 use crate::gateway::telemetry::Telemetry;
 use crate::gateway::worker::WorkerHandle;
+use crate::query::taps::Taps;
 
 /// How long connections may take to finish after shutdown is signalled.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(20);
@@ -99,6 +102,10 @@ pub struct SourceContext {
     pub streams: Arc<Semaphore>,
     /// Counters.
     pub telemetry: Arc<Telemetry>,
+    /// Where live queries see the batches going through.
+    pub taps: Arc<Taps>,
+    /// The process's memory budget.
+    pub memory: Arc<Memory>,
     /// Becomes true when the gateway stops.
     pub shutdown: watch::Receiver<bool>,
     /// TLS, when the source serves it.
@@ -273,6 +280,15 @@ pub enum AdmissionError {
     /// The gateway is stopping.
     #[error("shutting down")]
     ShuttingDown,
+}
+
+impl From<BudgetRefusal> for AdmissionError {
+    fn from(refusal: BudgetRefusal) -> Self {
+        match refusal {
+            BudgetRefusal::Full => AdmissionError::Full,
+            BudgetRefusal::ShuttingDown => AdmissionError::ShuttingDown,
+        }
+    }
 }
 
 /// Takes a place among the OTLP requests being received, to be held until the request's bytes
@@ -457,7 +473,6 @@ pub async fn admit(context: &SourceContext, bytes: usize) -> Result<Admitted, Ad
             .map_err(|_| AdmissionError::ShuttingDown)?
     };
     let charge = context
-        .telemetry
         .memory
         .admit(bytes, context.limits.refuse_when_full)
         .await?;
@@ -527,7 +542,7 @@ pub async fn export_otlp(
             source,
         }
     };
-    crate::gateway::pushback::admitted();
+    context.worker.pushback.admitted();
     let received = bytes.len();
     let spliced = super::splice::job(context, signal, &bytes).map_err(malformed)?;
     let path = usize::from(spliced.is_none());
@@ -568,6 +583,24 @@ pub async fn export_otlp(
         return Err(error.into());
     }
     Ok(())
+}
+
+impl Refusal for AdmissionError {
+    fn fault(&self) -> Fault {
+        match self {
+            AdmissionError::Full | AdmissionError::Busy => Fault::Busy,
+            AdmissionError::ShuttingDown => Fault::Unavailable,
+        }
+    }
+}
+
+impl Refusal for ExportError {
+    fn fault(&self) -> Fault {
+        match self {
+            ExportError::Malformed { .. } => Fault::Malformed,
+            ExportError::Delivery(e) => e.fault(),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use penstock_engine::otap::raw::KeyRenames;
 use penstock_engine::otlp::splice::{self, Spliced};
 
 use super::listener::SourceContext;
-use crate::gateway::delivery::Raw;
+use crate::gateway::delivery::Payload;
 use crate::gateway::worker::ForwardedJob;
 
 /// The request `bytes` of `signal` spliced for every route, when the running program lets
@@ -25,7 +25,7 @@ pub fn job(
     let Some(routes) = running.forwarding.spliced(context.index, signal) else {
         return Ok(None);
     };
-    if context.telemetry.taps.watching() {
+    if context.taps.watching() {
         return Ok(None);
     }
     // Routes with the same renames share one splice.
@@ -40,7 +40,11 @@ pub fn job(
                 spliced
             }
         };
-        outputs.push((sink.clone(), Raw::Otlp(spliced)));
+        let payload = Payload::Spliced {
+            signal,
+            request: spliced,
+        };
+        outputs.push((sink.clone(), payload));
     }
     let items = match made.first() {
         Some((_, spliced)) => spliced.items,

@@ -15,10 +15,12 @@ use tokio::task::JoinSet;
 use super::listener::{Limits, Places, SourceContext, Tls};
 use super::{file, generator, grpc, http, kafka, listener};
 use crate::gateway::error::GatewayError;
+use crate::gateway::memory::Memory;
 use crate::gateway::program::resolve_path;
 use crate::gateway::telemetry::Telemetry;
 use crate::gateway::tls;
 use crate::gateway::worker::Worker;
+use crate::query::taps::Taps;
 
 /// The running sources of a program.
 pub struct Started {
@@ -39,6 +41,10 @@ pub struct SourceSetup<'a> {
     pub base: &'a Path,
     /// Counters.
     pub telemetry: &'a Arc<Telemetry>,
+    /// Where live queries see the batches going through.
+    pub taps: &'a Arc<Taps>,
+    /// The process's memory budget.
+    pub memory: &'a Arc<Memory>,
     /// Turns true when the gateway stops.
     pub shutdown: &'a watch::Receiver<bool>,
 }
@@ -100,7 +106,10 @@ async fn start_listener(
     );
     let workers = setup.workers.len();
     let mut limits = Limits::of(source, workers);
-    if let Some(places) = setup.telemetry.memory.receiving_places(&limits) {
+    if let Some(places) = setup
+        .memory
+        .receiving_places(limits.max_message_bytes, listener::MIN_RECEIVING_REQUESTS)
+    {
         limits.max_receiving_requests = limits.max_receiving_requests.min(places);
     }
     let alpn: &[&[u8]] = match source.kind {
@@ -121,6 +130,8 @@ async fn start_listener(
                 limits: limits.clone(),
                 worker: w.handle.clone(),
                 telemetry: Arc::clone(setup.telemetry),
+                taps: Arc::clone(setup.taps),
+                memory: Arc::clone(setup.memory),
                 shutdown: setup.shutdown.clone(),
                 tls: tls.clone().map(Tls),
             })

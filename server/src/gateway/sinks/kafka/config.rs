@@ -89,7 +89,7 @@ impl Config {
         Ok(Config {
             name: sink.name.clone(),
             topics: [Signal::Logs, Signal::Traces, Signal::Metrics]
-                .map(|s| super::topic_for(options.str("topic").unwrap_or_default(), s)),
+                .map(|s| topic_for(options.str("topic").unwrap_or_default(), s)),
             encoding: Encoding::of(options.str("encoding")),
             key: match options.str("key").map(PartitionKey::parse) {
                 Some(Ok(key)) => Some(KeyPlan::compile(&key)?),
@@ -112,4 +112,11 @@ impl Config {
         };
         &self.topics[at]
     }
+}
+
+/// The topic name a sink's `topic` gives for a signal: `{signal}` is `logs`, `spans` or
+/// `metrics` (the names of the Collector's default topics `otlp_logs`, `otlp_spans`,
+/// `otlp_metrics`).
+pub fn topic_for(template: &str, signal: Signal) -> String {
+    template.replace("{signal}", penstock_pipeline::table_of(signal).name())
 }

@@ -7,9 +7,16 @@ use penstock_engine::otlp::{encode, json};
 use penstock_pipeline::partition::{Part, halve, split_by_key};
 use prost::Message as _;
 
-use super::Message;
 use super::config::Config;
 use crate::gateway::kafka::Encoding;
+
+/// One message of a batch (all of a batch's messages go to its signal's topic): its partition
+/// and what it holds.
+pub(super) struct Message {
+    pub partition: Option<i32>,
+    pub key: Option<Vec<u8>>,
+    pub payload: Vec<u8>,
+}
 
 /// The messages of `batch`, whose topic has `partitions` partitions when the sink has a key
 /// (and the count is known).

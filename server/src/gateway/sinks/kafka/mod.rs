@@ -20,9 +20,14 @@ use tokio::sync::{Semaphore, mpsc};
 
 pub use config::Config;
 
+use encode::Message;
+
+use tokio::task::JoinHandle;
+
 use crate::gateway::delivery::{Delivery, DeliveryError, complete};
+use crate::gateway::error::GatewayError;
 use crate::gateway::kafka::KafkaContext;
-use crate::gateway::telemetry::Telemetry;
+use crate::gateway::sinks::{Account, Placement, SinkContext, SinkDriver};
 
 /// Batches being written at once by one sink instance.
 const IN_FLIGHT: usize = 64;
@@ -30,24 +35,34 @@ const IN_FLIGHT: usize = 64;
 /// How long a topic's partition count is trusted before it is asked again.
 const METADATA_TTL: Duration = Duration::from_secs(30);
 
-/// One message of a batch (all of a batch's messages go to its signal's topic): its partition
-/// and what it holds.
-struct Message {
-    partition: Option<i32>,
-    key: Option<Vec<u8>>,
-    payload: Vec<u8>,
+/// The KAFKA sink kind.
+pub struct KafkaSink;
+
+impl SinkDriver for KafkaSink {
+    fn placement(&self) -> Placement {
+        Placement::PerWorker
+    }
+
+    fn start(
+        &self,
+        context: SinkContext,
+        deliveries: mpsc::Receiver<Delivery>,
+    ) -> Result<JoinHandle<()>, GatewayError> {
+        let config = Config::from_sink(&context.sink)?;
+        Ok(tokio::spawn(run(config, deliveries, context.account)))
+    }
 }
 
-/// Writes every delivered batch until the queue closes, then flushes the producer.
-pub async fn run(
-    config: Config,
-    mut deliveries: mpsc::Receiver<Delivery>,
-    telemetry: Arc<Telemetry>,
-) {
+/// Writes every delivered batch until the queue closes, then flushes the producer (each
+/// message is acknowledged by the broker, so nothing lingers to cut short on a drain).
+async fn run(config: Config, mut deliveries: mpsc::Receiver<Delivery>, account: Account) {
     let config = Arc::new(config);
     let slots = Arc::new(Semaphore::new(IN_FLIGHT));
     let mut partitions = Partitions::default();
-    while let Some(Delivery { batch, ack, .. }) = deliveries.recv().await {
+    while let Some(delivery) = deliveries.recv().await {
+        let Some((batch, ack)) = account.decoded(delivery) else {
+            continue;
+        };
         let signal = batch.signal();
         let topic = config.topic_of(signal);
         let counted = match &config.key {
@@ -68,27 +83,25 @@ pub async fn run(
         let messages = match messages {
             Ok(messages) => messages,
             Err(Unwritable { message, retryable }) => {
-                fail(&telemetry, &config.name);
-                complete(
-                    ack,
-                    Err(DeliveryError::Sink {
-                        sink: config.name.clone(),
-                        message,
-                        retryable,
-                    }),
-                );
+                account.fail(vec![ack], account.error(message, retryable));
                 continue;
             }
         };
         let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
             break;
         };
-        let (config, telemetry) = (Arc::clone(&config), Arc::clone(&telemetry));
+        let (config, account) = (Arc::clone(&config), account.clone());
         let records = batch.num_items();
         tokio::spawn(async move {
-            let outcome = write(&config, signal, records, messages, &telemetry).await;
+            let outcome = write(&config, signal, messages).await;
             drop(slot);
-            complete(ack, outcome);
+            match outcome {
+                Ok(bytes) => {
+                    account.delivered(records, bytes);
+                    complete(ack, Ok(()));
+                }
+                Err(error) => account.fail(vec![ack], error),
+            }
         });
     }
     // Every spawned write holds a slot until its messages were acknowledged.
@@ -97,14 +110,12 @@ pub async fn run(
     let _ = tokio::task::spawn_blocking(move || producer.flush(Duration::from_secs(10))).await;
 }
 
-/// Sends `messages` and waits for the broker's acknowledgement of each.
+/// Sends `messages` and waits for the broker's acknowledgement of each; the bytes written.
 async fn write(
     config: &Config,
     signal: Signal,
-    records: usize,
     messages: Vec<Message>,
-    telemetry: &Telemetry,
-) -> Result<(), DeliveryError> {
+) -> Result<usize, DeliveryError> {
     let bytes: usize = messages.iter().map(|m| m.payload.len()).sum();
     let sends = messages.iter().map(|m| {
         let mut record =
@@ -119,23 +130,13 @@ async fn write(
     });
     let results = futures::future::join_all(sends).await;
     if let Some((error, _)) = results.into_iter().find_map(Result::err) {
-        fail(telemetry, &config.name);
         return Err(DeliveryError::Sink {
             sink: config.name.clone(),
             retryable: retryable(&error),
             message: format!("writing to Kafka: {error}"),
         });
     }
-    if let Some(flow) = telemetry.sinks.get(&config.name) {
-        flow.add(records, bytes);
-    }
-    Ok(())
-}
-
-fn fail(telemetry: &Telemetry, sink: &str) {
-    if let Some(flow) = telemetry.sinks.get(sink) {
-        flow.fail();
-    }
+    Ok(bytes)
 }
 
 /// Whether writing the same messages again may succeed.
@@ -208,11 +209,4 @@ impl Partitions {
             (Err(why), None) => Err(why),
         }
     }
-}
-
-/// The topic name a sink's `topic` gives for a signal: `{signal}` is `logs`, `spans` or
-/// `metrics` (the names of the Collector's default topics `otlp_logs`, `otlp_spans`,
-/// `otlp_metrics`).
-pub fn topic_for(template: &str, signal: Signal) -> String {
-    template.replace("{signal}", penstock_pipeline::table_of(signal).name())
 }

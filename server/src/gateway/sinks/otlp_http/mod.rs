@@ -4,8 +4,11 @@
 //! and its bearer token. A request is encoded and compressed once, however often it is sent.
 //! What the answers mean is in [`response`].
 
+mod body_format;
 mod client;
 mod response;
+
+pub use body_format::BodyFormat;
 
 use std::time::{Duration, SystemTime};
 
@@ -18,33 +21,17 @@ use penstock_engine::Signal;
 use penstock_engine::otlp::json;
 
 use super::compress::{self, Compression};
-use super::export::{Accepted, Failure, Settings, Transport};
+use super::export::{self, Accepted, Failure, Settings, Transport};
+use super::{Placement, SinkContext, SinkDriver};
+use crate::gateway::delivery::Delivery;
 use crate::gateway::error::{ErrorChain, GatewayError};
-
-/// The body format of requests.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Encoding {
-    /// `application/x-protobuf`.
-    Protobuf,
-    /// OTLP JSON, `application/json`.
-    Json,
-}
-
-impl Encoding {
-    fn content_type(self) -> &'static str {
-        match self {
-            Encoding::Protobuf => "application/x-protobuf",
-            Encoding::Json => "application/json",
-        }
-    }
-}
 
 /// How an OTLP/HTTP sink's requests reach the backend.
 pub struct OtlpHttp {
     client: client::HttpClient,
     /// The URL of each signal, in [`signal_index`] order.
     urls: [Uri; 3],
-    encoding: Encoding,
+    encoding: BodyFormat,
     compression: Compression,
     /// Sent with every request.
     headers: HeaderMap,
@@ -72,8 +59,8 @@ pub fn config(sink: &Sink, base: &std::path::Path) -> Result<(Settings, OtlpHttp
         })
     };
     let encoding = match sink.options.str("encoding") {
-        Some("json") => Encoding::Json,
-        _ => Encoding::Protobuf,
+        Some("json") => BodyFormat::Json,
+        _ => BodyFormat::Protobuf,
     };
     let compression = Compression::from_option(sink.options.str("compression"), Compression::Gzip);
     let tls = crate::gateway::tls::client_config(sink, base, &client::ALPN)?;
@@ -83,7 +70,7 @@ pub fn config(sink: &Sink, base: &std::path::Path) -> Result<(Settings, OtlpHttp
         encoding,
         compression,
         headers: headers(sink, encoding, compression)?,
-        timeout: super::export::timeout(sink),
+        timeout: export::timeout(sink),
     };
     Ok((Settings::from_sink(sink), transport))
 }
@@ -92,7 +79,7 @@ pub fn config(sink: &Sink, base: &std::path::Path) -> Result<(Settings, OtlpHttp
 /// option, and `authorization` from `auth_token`.
 fn headers(
     sink: &Sink,
-    encoding: Encoding,
+    encoding: BodyFormat,
     compression: Compression,
 ) -> Result<HeaderMap, GatewayError> {
     let invalid = |message: String| GatewayError::SinkHeaders {
@@ -138,8 +125,8 @@ impl Transport for OtlpHttp {
 
     fn prepare(&self, signal: Signal, protobuf: Bytes) -> Result<Bytes, String> {
         let body = match self.encoding {
-            Encoding::Protobuf => protobuf,
-            Encoding::Json => json::protobuf_to_json(signal, &protobuf)
+            BodyFormat::Protobuf => protobuf,
+            BodyFormat::Json => json::protobuf_to_json(signal, &protobuf)
                 .map(Bytes::from)
                 .map_err(|e| format!("encoding OTLP JSON: {e}"))?,
         };
@@ -186,6 +173,24 @@ impl Transport for OtlpHttp {
     }
 }
 
+/// The OTLP_HTTP sink kind.
+pub struct OtlpHttpSink;
+
+impl SinkDriver for OtlpHttpSink {
+    fn placement(&self) -> Placement {
+        Placement::PerWorker
+    }
+
+    fn start(
+        &self,
+        context: SinkContext,
+        deliveries: tokio::sync::mpsc::Receiver<Delivery>,
+    ) -> Result<tokio::task::JoinHandle<()>, GatewayError> {
+        let (settings, http) = config(&context.sink, &context.base)?;
+        Ok(export::spawn(settings, http, context, deliveries))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -217,14 +222,14 @@ mod tests {
     fn every_request_carries_its_formats_the_headers_and_the_token() {
         let options = "endpoint = 'http://h:1', encoding = 'json', compression = 'zstd', \
                        headers = 'x-tenant=acme', auth_token = 't0k'";
-        let map = headers(&sink(options), Encoding::Json, Compression::Zstd).unwrap();
+        let map = headers(&sink(options), BodyFormat::Json, Compression::Zstd).unwrap();
         assert_eq!(map[CONTENT_TYPE], "application/json");
         assert_eq!(map[CONTENT_ENCODING], "zstd");
         assert_eq!(map["x-tenant"], "acme");
         assert_eq!(map[AUTHORIZATION], "Bearer t0k");
         let plain = headers(
             &sink("endpoint = 'http://h:1'"),
-            Encoding::Protobuf,
+            BodyFormat::Protobuf,
             Compression::None,
         )
         .unwrap();
@@ -232,7 +237,7 @@ mod tests {
         assert!(!plain.contains_key(CONTENT_ENCODING));
         let twice =
             "endpoint = 'http://h:1', headers = 'authorization=Basic eA==', auth_token = 't'";
-        let error = headers(&sink(twice), Encoding::Json, Compression::None).unwrap_err();
+        let error = headers(&sink(twice), BodyFormat::Json, Compression::None).unwrap_err();
         assert!(error.to_string().contains("give only one"), "{error}");
     }
 }

@@ -12,7 +12,7 @@ use http::header::{CONTENT_ENCODING, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, StatusCode};
 use prost::Message;
 
-use super::Encoding;
+use super::body_format::BodyFormat;
 use crate::gateway::sinks::compress;
 use crate::gateway::sinks::export::{Accepted, ExportResponse, Failure, PartialSuccess};
 use crate::gateway::status::RpcStatus;
@@ -30,7 +30,7 @@ pub fn outcome(
     status: StatusCode,
     headers: &HeaderMap,
     body: Result<Bytes, String>,
-    sent: Encoding,
+    sent: BodyFormat,
     now: SystemTime,
 ) -> Result<Accepted, Failure> {
     let body = body.and_then(|body| {
@@ -39,8 +39,8 @@ pub fn outcome(
     });
     let format = match headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()) {
         None => Some(sent),
-        Some(t) if t.contains("json") => Some(Encoding::Json),
-        Some(t) if t.contains("protobuf") => Some(Encoding::Protobuf),
+        Some(t) if t.contains("json") => Some(BodyFormat::Json),
+        Some(t) if t.contains("protobuf") => Some(BodyFormat::Protobuf),
         Some(_) => None,
     };
     if status.is_success() {
@@ -69,16 +69,16 @@ pub fn outcome(
 /// The export response of an accepted request; an empty body is one without partial success.
 fn export_response(
     body: &[u8],
-    format: Option<Encoding>,
+    format: Option<BodyFormat>,
     headers: &HeaderMap,
 ) -> Result<ExportResponse, String> {
     if body.is_empty() {
         return Ok(ExportResponse::default());
     }
     match format {
-        Some(Encoding::Protobuf) => ExportResponse::decode(body)
+        Some(BodyFormat::Protobuf) => ExportResponse::decode(body)
             .map_err(|e| format!("a malformed protobuf export response: {e}")),
-        Some(Encoding::Json) => json_response(body),
+        Some(BodyFormat::Json) => json_response(body),
         None => Err(format!(
             "a response of type {:?}",
             headers
@@ -134,10 +134,10 @@ fn field<'v>(value: &'v serde_json::Value, names: &[&str]) -> Option<&'v serde_j
 
 /// Why a failure's body says the request failed: its `google.rpc.Status` message, else the
 /// start of its text.
-fn failure_message(body: &[u8], format: Option<Encoding>) -> Option<String> {
+fn failure_message(body: &[u8], format: Option<BodyFormat>) -> Option<String> {
     let message = match format {
-        Some(Encoding::Protobuf) => RpcStatus::decode(body).ok().map(|s| s.message),
-        Some(Encoding::Json) => serde_json::from_slice::<serde_json::Value>(body)
+        Some(BodyFormat::Protobuf) => RpcStatus::decode(body).ok().map(|s| s.message),
+        Some(BodyFormat::Json) => serde_json::from_slice::<serde_json::Value>(body)
             .ok()
             .and_then(|v| v.get("message")?.as_str().map(str::to_string)),
         None => None,
@@ -189,7 +189,7 @@ mod tests {
             status,
             &headers(pairs),
             body,
-            Encoding::Protobuf,
+            BodyFormat::Protobuf,
             SystemTime::UNIX_EPOCH,
         )
     }

@@ -5,6 +5,8 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
+use crate::gateway::status::{Fault, Refusal};
+
 /// Dynamic table size the sender may ask for (HTTP/2's default, what senders use).
 const MAX_TABLE_BYTES: usize = 4096;
 
@@ -22,6 +24,12 @@ pub enum HeaderError {
     /// Decodes to more than [`MAX_DECODED_BYTES`].
     #[error("header block decodes to more than {MAX_DECODED_BYTES} bytes")]
     TooLarge,
+}
+
+impl Refusal for HeaderError {
+    fn fault(&self) -> Fault {
+        Fault::Malformed
+    }
 }
 
 /// The decoded headers of one batch.

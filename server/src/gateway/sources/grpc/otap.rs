@@ -23,10 +23,10 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::headers::HeaderDecoder;
-use crate::gateway::delivery::{DeliveryError, Forwarded, Raw};
+use crate::gateway::delivery::{DeliveryError, ForwardedOtap, Payload};
+use crate::gateway::running::Running;
 use crate::gateway::sources::listener::{Admitted, SourceContext, admit, bearer_matches};
 use crate::gateway::status::{Fault, Refusal};
-use crate::gateway::telemetry::Running;
 use crate::gateway::worker::{DecodedBeside, ForwardedJob};
 
 /// Batches of one stream in the pipelines at once.
@@ -75,7 +75,7 @@ impl Forwarding {
         let Some(routes) = routes.filter(|_| running.generation == self.generation) else {
             return Ok(None);
         };
-        if context.telemetry.taps.watching() {
+        if context.taps.watching() {
             return Ok(None);
         }
         let outputs: Vec<&KeyRenames> = routes.iter().map(|(_, r)| r).collect();
@@ -93,13 +93,13 @@ impl Forwarding {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .place(&batch);
-            let forwarded = Forwarded {
+            let forwarded = ForwardedOtap {
                 stream: (self.stream, route),
                 batch,
                 placed,
                 forwarder,
             };
-            outputs.push((sink.clone(), Raw::Otap(forwarded)));
+            outputs.push((sink.clone(), Payload::Forwarded(forwarded)));
         }
         Ok(Some(ForwardedJob {
             signal,
@@ -222,24 +222,6 @@ fn check_headers(
     Err(refusal(id, Fault::Unauthenticated, message))
 }
 
-/// Admits `bytes` for batch `id`, or tells the sender it was refused.
-async fn admit_or_refuse(
-    context: &SourceContext,
-    bytes: usize,
-    id: i64,
-    statuses: &mpsc::Sender<Result<BatchStatus, Status>>,
-) -> Option<Admitted> {
-    match admit(context, bytes).await {
-        Ok(admitted) => Some(admitted),
-        Err(e) => {
-            let _ = statuses
-                .send(Ok(refusal(id, e.fault(), e.to_string())))
-                .await;
-            None
-        }
-    }
-}
-
 /// The status that ends a stream whose next message could not be read: INVALID_ARGUMENT for
 /// bytes that are not a `BatchArrowRecords`, RESOURCE_EXHAUSTED for one over
 /// `max_message_bytes`; None when the sender went away.
@@ -262,6 +244,33 @@ fn unreadable_message(status: &Status, signal: Signal) -> Option<Status> {
     }
 }
 
+/// A stream being served: its decoder, its forwarding state and what it holds.
+struct Served {
+    /// The stream itself carried the bearer token (or none is required).
+    authenticated: bool,
+    context: Arc<SourceContext>,
+    statuses: mpsc::Sender<Result<BatchStatus, Status>>,
+    decoder: OtapDecoder,
+    forwarding: Forwarding,
+    headers: HeaderDecoder,
+    /// The decoder's state, as last counted in the gateway's stream state bytes.
+    state_bytes: u64,
+}
+
+/// Why a stream ends before its sender closed it: the status of the batch that ended it, or
+/// of the stream itself.
+enum Ending {
+    Batch(BatchStatus),
+    Stream(Status),
+}
+
+/// A batch taken in: what it became, and its admission, held until its sinks settled it.
+struct Taken {
+    id: i64,
+    work: Work,
+    admitted: Admitted,
+}
+
 async fn serve_stream(
     signal: Signal,
     authenticated: bool,
@@ -269,88 +278,109 @@ async fn serve_stream(
     statuses: mpsc::Sender<Result<BatchStatus, Status>>,
     context: Arc<SourceContext>,
 ) {
-    let limits = DecodeLimits {
-        max_payload_decompressed_bytes: context.limits.max_message_bytes as u64 * 8,
-        ..DecodeLimits::default()
-    };
-    let mut decoder = OtapDecoder::with_limits(signal, limits);
-    let generation = context.worker.running.borrow().generation;
-    let mut forwarding = Forwarding {
-        stream: NEXT_STREAM.fetch_add(1, Relaxed),
-        generation,
-        forwarders: Vec::new(),
-        rows_removed: Arc::default(),
-    };
-    let (forwardable, narrowing) = {
-        let running = context.worker.running.borrow();
-        let forwarding = &running.forwarding;
-        (
-            forwarding.routes(context.index, signal).is_some(),
-            forwarding.narrowing(context.index, signal).cloned(),
-        )
-    };
-    if forwardable {
-        // Half the stream's state budget, and at most what a fresh output stream can be sent
-        // with one batch: should the stream be decoded after all, the decoder's own state
-        // takes its place.
-        let limit = (context.limits.max_stream_memory_bytes / 2).min(MAX_FORWARDED_STATE);
-        match narrowing {
-            Some(reads) => decoder.enable_forwarding_decoded(limit, reads.as_ref().clone()),
-            None => decoder.enable_forwarding(limit),
-        }
-    }
-    let mut headers = HeaderDecoder::default();
-    let mut shutdown = context.shutdown.clone();
+    let mut served = Served::open(signal, authenticated, statuses, context);
+    let mut shutdown = served.context.shutdown.clone();
     let mut in_flight = JoinSet::new();
-    let mut state_bytes = 0u64;
-    let flow = context.telemetry.sources.get(&context.name);
     loop {
         let message = tokio::select! {
             m = incoming.message() => m,
             _ = shutdown.wait_for(|stop| *stop) => break,
         };
-        let records = match message {
-            Ok(Some(records)) => records,
+        let taken = match message {
+            Ok(Some(records)) => served.take(&records).await,
             // Half-closed: the statuses of what was sent still go out below.
             Ok(None) => break,
             // A message that cannot be read ends the stream with a status saying why; a
             // sender that went away gets nothing.
-            Err(status) => {
-                if let Some(refusal) = unreadable_message(&status, signal) {
-                    if let Some(flow) = flow {
-                        flow.fail();
-                    }
-                    let _ = statuses.send(Err(refusal)).await;
-                }
+            Err(status) => match unreadable_message(&status, signal) {
+                Some(refusal) => Err(Ending::Stream(refusal)),
+                None => break,
+            },
+        };
+        let taken = match taken {
+            Ok(taken) => taken,
+            Err(ending) => {
+                served.refuse(ending).await;
                 break;
             }
         };
-        let id = records.batch_id;
-        let token = context.limits.auth_token.as_deref();
-        if let Err(refusal) = check_headers(&mut headers, &records, authenticated, token) {
-            if let Some(flow) = flow {
-                flow.fail();
-            }
-            let _ = statuses.send(Ok(refusal)).await;
-            break;
+        while in_flight.len() >= IN_FLIGHT_PER_STREAM {
+            in_flight.join_next().await;
         }
-        let size = records.encoded_len();
-        // A refused batch may carry schemas or dictionaries later batches build on: the
-        // stream's state would go wrong, so the stream ends there and the client starts
-        // afresh.
-        let Some(admitted) = admit_or_refuse(&context, size, id, &statuses).await else {
-            break;
+        in_flight.spawn(served.settle(taken));
+    }
+    while in_flight.join_next().await.is_some() {}
+    served.close();
+}
+
+impl Served {
+    /// A decoder for a new stream of `signal`, forwarding its batches as received when the
+    /// running program lets them through so.
+    fn open(
+        signal: Signal,
+        authenticated: bool,
+        statuses: mpsc::Sender<Result<BatchStatus, Status>>,
+        context: Arc<SourceContext>,
+    ) -> Served {
+        let limits = DecodeLimits {
+            max_payload_decompressed_bytes: context.limits.max_message_bytes as u64 * 8,
+            ..DecodeLimits::default()
         };
-        let work = match read_batch(&mut decoder, &mut forwarding, &records, &context) {
-            Ok(work) => work,
-            Err(refusal) => {
-                if let Some(flow) = flow {
-                    flow.fail();
-                }
-                let _ = statuses.send(Ok(refusal)).await;
-                break;
+        let mut decoder = OtapDecoder::with_limits(signal, limits);
+        let generation = context.worker.running.borrow().generation;
+        let forwarding = Forwarding {
+            stream: NEXT_STREAM.fetch_add(1, Relaxed),
+            generation,
+            forwarders: Vec::new(),
+            rows_removed: Arc::default(),
+        };
+        let (forwardable, narrowing) = {
+            let running = context.worker.running.borrow();
+            let forwarding = &running.forwarding;
+            (
+                forwarding.routes(context.index, signal).is_some(),
+                forwarding.narrowing(context.index, signal).cloned(),
+            )
+        };
+        if forwardable {
+            // Half the stream's state budget, and at most what a fresh output stream can be
+            // sent with one batch: should the stream be decoded after all, the decoder's own
+            // state takes its place.
+            let limit = (context.limits.max_stream_memory_bytes / 2).min(MAX_FORWARDED_STATE);
+            match narrowing {
+                Some(reads) => decoder.enable_forwarding_decoded(limit, reads.as_ref().clone()),
+                None => decoder.enable_forwarding(limit),
             }
-        };
+        }
+        Served {
+            authenticated,
+            context,
+            statuses,
+            decoder,
+            forwarding,
+            headers: HeaderDecoder::default(),
+            state_bytes: 0,
+        }
+    }
+
+    /// Takes one batch in: its headers checked, admitted for its size, then decoded (or
+    /// forwarded) and admitted for what it became, within the stream's state limit. A batch
+    /// refused may carry schemas or dictionaries later batches build on: the stream's state
+    /// would go wrong, so the stream ends there and the client starts afresh.
+    async fn take(&mut self, records: &BatchArrowRecords) -> Result<Taken, Ending> {
+        let id = records.batch_id;
+        let token = self.context.limits.auth_token.as_deref();
+        check_headers(&mut self.headers, records, self.authenticated, token)
+            .map_err(Ending::Batch)?;
+        let size = records.encoded_len();
+        let admitted = self.admit(size, id).await?;
+        let work = read_batch(
+            &mut self.decoder,
+            &mut self.forwarding,
+            records,
+            &self.context,
+        )
+        .map_err(Ending::Batch)?;
         // Admission moves from the message's size to the decoded batch's (often several
         // times larger); the first permit is given up before waiting, so no stream holds
         // part of the budget while it waits for more.
@@ -361,55 +391,74 @@ async fn serve_stream(
         };
         let admitted = if decoded > size {
             drop(admitted);
-            let Some(admitted) = admit_or_refuse(&context, decoded, id, &statuses).await else {
-                break;
-            };
-            admitted
+            self.admit(decoded, id).await?
         } else {
             admitted
         };
-        let memory = decoder.state_memory() as u64;
-        context
-            .telemetry
-            .stream_state_bytes
-            .fetch_add(memory, Relaxed);
-        context
-            .telemetry
-            .stream_state_bytes
-            .fetch_sub(state_bytes, Relaxed);
-        state_bytes = memory;
-        if memory as usize > context.limits.max_stream_memory_bytes {
-            let message = format!(
-                "stream state {memory} bytes exceeds the limit of {} bytes",
-                context.limits.max_stream_memory_bytes
-            );
-            let _ = statuses
-                .send(Ok(refusal(id, Fault::LimitReached, message)))
-                .await;
-            break;
-        }
-        context.telemetry.otap_batches[path].fetch_add(1, Relaxed);
-        if let Some(flow) = flow {
+        self.count_state(id)?;
+        let telemetry = &self.context.telemetry;
+        telemetry.otap_batches[path].fetch_add(1, Relaxed);
+        if let Some(flow) = telemetry.sources.get(&self.context.name) {
             flow.add(items, size);
         }
-        while in_flight.len() >= IN_FLIGHT_PER_STREAM {
-            in_flight.join_next().await;
+        Ok(Taken { id, work, admitted })
+    }
+
+    /// Admits `bytes` for batch `id`.
+    async fn admit(&self, bytes: usize, id: i64) -> Result<Admitted, Ending> {
+        admit(&self.context, bytes)
+            .await
+            .map_err(|e| Ending::Batch(refusal(id, e.fault(), e.to_string())))
+    }
+
+    /// Counts the decoder's state in the gateway's; past the stream's limit, batch `id` is
+    /// refused.
+    fn count_state(&mut self, id: i64) -> Result<(), Ending> {
+        let memory = self.decoder.state_memory() as u64;
+        let held = &self.context.telemetry.stream_state_bytes;
+        held.fetch_add(memory, Relaxed);
+        held.fetch_sub(self.state_bytes, Relaxed);
+        self.state_bytes = memory;
+        let limit = self.context.limits.max_stream_memory_bytes;
+        if memory as usize > limit {
+            let message = format!("stream state {memory} bytes exceeds the limit of {limit} bytes");
+            return Err(Ending::Batch(refusal(id, Fault::LimitReached, message)));
         }
-        let worker = context.worker.clone();
-        let index = context.index;
-        let statuses = statuses.clone();
-        in_flight.spawn(async move {
+        Ok(())
+    }
+
+    /// Counts a refusal that ends the stream on the source's flow and tells the sender.
+    async fn refuse(&self, ending: Ending) {
+        if let Some(flow) = self.context.telemetry.sources.get(&self.context.name) {
+            flow.fail();
+        }
+        let answer = match ending {
+            Ending::Batch(status) => Ok(status),
+            Ending::Stream(status) => Err(status),
+        };
+        let _ = self.statuses.send(answer).await;
+    }
+
+    /// Runs a batch taken in through the worker and answers its status once its sinks
+    /// settled it.
+    fn settle(&self, taken: Taken) -> impl Future<Output = ()> + Send + 'static {
+        let worker = self.context.worker.clone();
+        let index = self.context.index;
+        let statuses = self.statuses.clone();
+        async move {
+            let Taken { id, work, admitted } = taken;
             let outcome = match work {
                 Work::Decoded(batch) => worker.process(index, *batch).await,
                 Work::Forwarded(job) => worker.forward(index, job).await,
             };
             drop(admitted);
             let _ = statuses.send(Ok(status_of(id, outcome))).await;
-        });
+        }
     }
-    while in_flight.join_next().await.is_some() {}
-    context
-        .telemetry
-        .stream_state_bytes
-        .fetch_sub(state_bytes, Relaxed);
+
+    /// Gives back what the stream's decoder held.
+    fn close(&self) {
+        let held = &self.context.telemetry.stream_state_bytes;
+        held.fetch_sub(self.state_bytes, Relaxed);
+    }
 }

@@ -48,11 +48,11 @@ async fn call(
     drop(compressed);
     let _admitted = admit(context, message.len())
         .await
-        .map_err(|e| e.to_status())?;
+        .map_err(|e| e.to_status(&context.worker.pushback))?;
     drop(receiving);
     export_otlp(context, signal, message)
         .await
-        .map_err(|e| e.to_status())
+        .map_err(|e| e.to_status(&context.worker.pushback))
 }
 
 /// Receives the call's body (its one length-prefixed gRPC message, up to the source's largest
@@ -70,7 +70,7 @@ async fn receive_message(
     }
     let admitted = admit(context, frame.len())
         .await
-        .map_err(|e| e.to_status())?;
+        .map_err(|e| e.to_status(&context.worker.pushback))?;
     Ok((frame, Some(admitted)))
 }
 

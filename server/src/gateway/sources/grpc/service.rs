@@ -101,7 +101,7 @@ impl hyper::service::Service<Request<Incoming>> for GrpcService {
                     Ok(permit) => permit,
                     Err(e) => {
                         discard_body(request.into_body(), max).await;
-                        return Ok(e.to_status().into_http());
+                        return Ok(e.to_status(&context.worker.pushback).into_http());
                     }
                 };
                 Ok(super::otlp::export(context, signal, receiving, request).await)

@@ -1,0 +1,178 @@
+//! A worker's compiled pipelines and how a batch runs through them: a panic in a kernel fails
+//! the batch, never the worker.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use penstock_engine::{OtapBatch, Signal};
+use penstock_pipeline::{Pipeline, PipelineError, RunOutput};
+use tokio::sync::watch;
+
+use crate::gateway::delivery::DeliveryError;
+use crate::gateway::report;
+use crate::gateway::running::Running;
+use crate::gateway::windows::{Closed, ClosedSender};
+
+/// What the pipelines of a source routed to sinks, in order, and the failure of any of them
+/// (the others' routes are kept).
+pub(super) type Routed = (Vec<(String, OtapBatch)>, Option<DeliveryError>);
+
+/// A worker's compiled pipelines, the counters they report to, and which run for each source.
+pub(super) struct Current {
+    pub worker: usize,
+    pub pipelines: Vec<Pipeline>,
+    pub running: watch::Receiver<Arc<Running>>,
+    pub counters: Arc<Running>,
+    by_source: Vec<Vec<usize>>,
+}
+
+impl Current {
+    /// Worker `worker`'s `pipelines`, compiled from the program `running` holds now.
+    pub fn new(
+        worker: usize,
+        pipelines: Vec<Pipeline>,
+        mut running: watch::Receiver<Arc<Running>>,
+    ) -> Self {
+        let counters = Arc::clone(&running.borrow_and_update());
+        let by_source = counters
+            .program
+            .sources
+            .iter()
+            .map(|s| {
+                pipelines
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, p)| p.source() == s.name)
+                    .map(|(i, _)| i)
+                    .collect()
+            })
+            .collect();
+        Current {
+            worker,
+            pipelines,
+            running,
+            counters,
+            by_source,
+        }
+    }
+
+    /// Publishes pipeline `p`'s counters.
+    pub fn store_counters(&self, p: usize) {
+        if let Some(counters) = self.counters.pipelines.get(p) {
+            counters.store(self.worker, &self.pipelines[p]);
+        }
+    }
+
+    /// Counts `items` of `signal` forwarded as received in the pipelines of `source`.
+    pub fn count_forwarded(&mut self, source: usize, signal: Signal, items: usize) {
+        for &p in self.by_source.get(source).map_or(&[][..], Vec::as_slice) {
+            self.pipelines[p].count_forwarded(signal, items as u64);
+            if let Some(counters) = self.counters.pipelines.get(p) {
+                counters.store(self.worker, &self.pipelines[p]);
+            }
+        }
+    }
+
+    /// Closed aggregation windows of every pipeline (all open ones when `at` is None).
+    pub fn windows(&mut self, at: Option<SystemTime>) -> Vec<penstock_pipeline::Windows> {
+        self.pipelines
+            .iter_mut()
+            .filter(|p| p.aggregates())
+            .flat_map(|p| match at {
+                Some(t) => p.close_windows(t),
+                None => p.finish(),
+            })
+            .collect()
+    }
+
+    /// Switches to the program now running (between batches).
+    pub fn reload(self) -> Self {
+        let next = Arc::clone(&self.running.borrow());
+        match Pipeline::compile_all(&next.program) {
+            Ok(pipelines) => Current::new(self.worker, pipelines, self.running),
+            Err(e) => {
+                // The main thread compiled the same program before publishing it.
+                report::always(
+                    tracing::Level::WARN,
+                    &format!("worker {}", self.worker),
+                    format_args!("keeping the running pipelines: {e}"),
+                );
+                self
+            }
+        }
+    }
+
+    /// Runs `batch` through the pipelines of `source`, counted: what they route, and the
+    /// failure of any of them. Closed aggregation windows go to the merger.
+    pub async fn run_through(
+        &mut self,
+        source: usize,
+        batch: &OtapBatch,
+        closed: &ClosedSender,
+    ) -> Routed {
+        let worker = self.worker;
+        let mut routed = Vec::new();
+        let mut failure = None;
+        for &p in self.by_source.get(source).map_or(&[][..], Vec::as_slice) {
+            let pipeline = &mut self.pipelines[p];
+            match caught(|| pipeline.run(batch.clone())) {
+                Ok(output) => {
+                    if !output.closed.is_empty() {
+                        let windows = Closed {
+                            worker,
+                            upto: None,
+                            windows: output.closed,
+                        };
+                        let _ = closed.send(windows).await;
+                    }
+                    routed.extend(output.routed);
+                }
+                Err(e) => {
+                    report::throttled(
+                        tracing::Level::WARN,
+                        &format!("pipeline {}", pipeline.name()),
+                        "errors",
+                        &e,
+                    );
+                    failure = Some(failed(pipeline, &e));
+                }
+            }
+            self.store_counters(p);
+        }
+        (routed, failure)
+    }
+
+    /// Runs `batch` through the pipelines of `source` again, without counting it: what they
+    /// route, and the failure of any of them.
+    pub fn rerun(&mut self, source: usize, batch: &OtapBatch) -> Routed {
+        let mut routed = Vec::new();
+        let mut failure = None;
+        for &p in self.by_source.get(source).map_or(&[][..], Vec::as_slice) {
+            let pipeline = &mut self.pipelines[p];
+            match caught(|| pipeline.run_uncounted(batch.clone())) {
+                Ok(output) => routed.extend(output.routed),
+                Err(e) => failure = Some(failed(pipeline, &e)),
+            }
+        }
+        (routed, failure)
+    }
+}
+
+/// What a pipeline run gave; a panic in it becomes the batch's error.
+fn caught(
+    run: impl FnOnce() -> Result<RunOutput, PipelineError>,
+) -> Result<RunOutput, PipelineError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).unwrap_or_else(|_| {
+        Err(PipelineError::Execute(
+            "the pipeline panicked on this batch".into(),
+        ))
+    })
+}
+
+/// The failure of a batch that `pipeline` failed on.
+fn failed(pipeline: &Pipeline, error: &PipelineError) -> DeliveryError {
+    DeliveryError::Pipeline {
+        pipeline: pipeline.name().to_string(),
+        message: error.to_string(),
+    }
+}

@@ -1,0 +1,140 @@
+//! The pipeline loop of a worker: each job runs through the pipelines of its source (or, for
+//! a batch forwarded as received, is counted by them), and what they route is handed to the
+//! sinks.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::SystemTime;
+
+use penstock_pipeline::nanos_since_epoch;
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+
+use super::current::Current;
+use super::handoff::Handed;
+use super::narrow::{Narrowed, narrow};
+use super::{ForwardedJob, Input, Job, Sinks};
+use crate::gateway::delivery::{DeliveryError, Payload, all, complete};
+use crate::gateway::telemetry::Telemetry;
+use crate::gateway::windows::{self, Closed, ClosedSender};
+use crate::query::taps::Taps;
+
+/// Where a worker's pipeline loop hands what it makes.
+pub(super) struct Link {
+    /// The sinks' queues.
+    pub sinks: Sinks,
+    /// The aggregation window merger.
+    pub closed: ClosedSender,
+    /// Counters.
+    pub telemetry: Arc<Telemetry>,
+    /// Where live queries see the batches going through.
+    pub taps: Arc<Taps>,
+}
+
+/// The pipeline loop: runs each job through the pipelines of its source, hands the routed
+/// batches to the sinks (waiting for room: backpressure) and acknowledges the job once they
+/// all accepted; every [`windows::TICK`] hands the aggregation windows that closed to the
+/// merger. Ends when every sender is gone and all acknowledgements were given.
+pub(super) async fn run_jobs(mut current: Current, mut queue: mpsc::Receiver<Job>, link: Link) {
+    let Link {
+        sinks,
+        closed,
+        telemetry,
+        taps,
+    } = link;
+    let telemetry = &telemetry;
+    let mut waiting = JoinSet::new();
+    let mut tick = tokio::time::interval(windows::TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let worker = current.worker;
+    let hand_over = |upto: Option<u64>, windows| Closed {
+        worker,
+        upto,
+        windows,
+    };
+    loop {
+        let job = tokio::select! {
+            biased;
+            Ok(()) = current.running.changed() => {
+                // The replaced pipelines' windows go to the merger, which completes them with
+                // those of the new pipelines.
+                let now = SystemTime::now();
+                let open = current.windows(None);
+                let _ = closed.send(hand_over(Some(nanos_since_epoch(now)), open)).await;
+                current = current.reload();
+                continue;
+            }
+            _ = tick.tick() => {
+                let now = SystemTime::now();
+                let done = current.windows(Some(now));
+                let _ = closed.send(hand_over(Some(nanos_since_epoch(now)), done)).await;
+                continue;
+            }
+            job = queue.recv() => match job {
+                Some(job) => job,
+                None => break,
+            },
+        };
+        telemetry.queued_batches.fetch_sub(1, Relaxed);
+        while waiting.try_join_next().is_some() {}
+        let Job {
+            source,
+            input,
+            ack,
+            received,
+        } = job;
+        let handed = match input {
+            Input::Decoded(batch) => {
+                taps.source(source, &batch);
+                let (routed, failure) = current.run_through(source, &batch, &closed).await;
+                let mut handed = Handed::with(failure);
+                for (sink, batch) in routed {
+                    let Some(queue) = sinks.get(&sink) else {
+                        continue;
+                    };
+                    taps.sink(&sink, &batch);
+                    handed.hand_off(queue, Payload::Decoded(batch)).await;
+                }
+                handed
+            }
+            Input::Forwarded(mut forwarded) => match forwarded.decoded.take() {
+                Some(beside) => {
+                    let narrowed = Narrowed {
+                        beside,
+                        outputs: forwarded.outputs,
+                    };
+                    narrow(&mut current, source, narrowed, &sinks, &closed, telemetry).await
+                }
+                None => forward(&mut current, source, forwarded, &sinks).await,
+            },
+        };
+        let telemetry = Arc::clone(telemetry);
+        waiting.spawn_local(async move {
+            let delivered = all(handed.acks).await;
+            telemetry.observe_latency(received.elapsed());
+            complete(ack, handed.failure.map_or(delivered, Err));
+        });
+    }
+    let open = current.windows(None);
+    let _ = closed.send(hand_over(Some(u64::MAX), open)).await;
+    drop(closed);
+    while waiting.join_next().await.is_some() {}
+}
+
+/// Hands a forwarded batch to its sinks; counts it in the pipelines of its source.
+async fn forward(current: &mut Current, source: usize, job: ForwardedJob, sinks: &Sinks) -> Handed {
+    current.count_forwarded(source, job.signal, job.items);
+    let mut handed = Handed::default();
+    // Sinks stay as they are across reloads, so the routes the batch was given hold.
+    for (sink, payload) in job.outputs {
+        match sinks.get(&sink) {
+            Some(queue) => handed.hand_off(queue, payload).await,
+            None => handed.fail(DeliveryError::Sink {
+                message: "no such sink on this worker".to_string(),
+                sink,
+                retryable: false,
+            }),
+        }
+    }
+    handed
+}
