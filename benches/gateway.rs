@@ -19,13 +19,12 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use penstock_dialect::check_source;
 use penstock_engine::Signal;
 use penstock_engine::datagen::DataGen;
 use penstock_engine::otap::{EncodeOptions, OtapDecoder, OtapEncoder};
 use penstock_engine::otlp::{decode, encode};
 use penstock_engine::proto::BatchArrowRecords;
-use penstock_pipeline::Pipeline;
+use penstock_pipeline::{Pipeline, check_source};
 use prost::Message;
 
 /// The gateway's allocator (see the `penstock` binary), so that these numbers are the product's.

@@ -12,10 +12,9 @@ use std::fmt;
 use std::path::Path;
 use std::process::ExitCode;
 
-use penstock_dialect::check_source;
 use penstock_engine::OtapBatch;
 use penstock_engine::otlp::json;
-use penstock_pipeline::{Pipeline, Windows, compile_sources};
+use penstock_pipeline::{Pipeline, Windows, check_source, compile_sources};
 use serde_json::Value;
 use sqllogictest::{DBOutput, DefaultColumnType, Location, Record, Runner};
 

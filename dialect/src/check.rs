@@ -17,8 +17,11 @@ type Result<T> = std::result::Result<T, Located>;
 
 /// Checks the statements of several files as one program (a pipeline may use a source or sink
 /// defined in another file): every definition and statement that checks, and the error of each
-/// that does not.
-pub(crate) fn check_files(files: &[(String, ast::File)]) -> (Program, Vec<DialectError>) {
+/// that does not. A call of one of `aggregates` (lowercase names) is an aggregate call.
+pub(crate) fn check_files(
+    files: &[(String, ast::File)],
+    aggregates: &[&str],
+) -> (Program, Vec<DialectError>) {
     let mut program = Program {
         sources: Vec::new(),
         sinks: Vec::new(),
@@ -37,7 +40,7 @@ pub(crate) fn check_files(files: &[(String, ast::File)]) -> (Program, Vec<Dialec
         for statement in &parsed.statements {
             if let ast::Statement::Pipeline(p) = statement {
                 let mut found = Vec::new();
-                let pipeline = pipeline(&program, file, p, &mut found);
+                let pipeline = pipeline(&program, file, p, aggregates, &mut found);
                 errors.extend(found.into_iter().map(|e| e.in_file(file)));
                 program.pipelines.push(pipeline);
             }
@@ -118,6 +121,7 @@ fn pipeline(
     program: &Program,
     file: &str,
     p: &ast::CreatePipeline,
+    aggregates: &[&str],
     errors: &mut Vec<Located>,
 ) -> Pipeline {
     let name = p.name.value.clone();
@@ -139,7 +143,7 @@ fn pipeline(
     }
     let mut steps = Vec::new();
     for statement in &p.body {
-        match step(program, file, statement) {
+        match step(program, file, statement, aggregates) {
             Ok(step) => steps.push(step),
             Err(e) => errors.push(e),
         }
@@ -202,7 +206,12 @@ fn nonempty_key(key: &ast::StringLit) -> Result<String> {
     }
 }
 
-fn step(program: &Program, file: &str, statement: &PipelineStatement) -> Result<Step> {
+fn step(
+    program: &Program,
+    file: &str,
+    statement: &PipelineStatement,
+    aggregates: &[&str],
+) -> Result<Step> {
     let (table, kind) = match statement {
         PipelineStatement::Alter(a) => {
             let table = table(&a.table)?;
@@ -294,7 +303,7 @@ fn step(program: &Program, file: &str, statement: &PipelineStatement) -> Result<
         }
         PipelineStatement::Insert(i) => {
             let sink = sink(program, &i.sink)?;
-            insert(sink, &i.query)?
+            insert(sink, &i.query, aggregates)?
         }
     };
     Ok(Step {
@@ -305,55 +314,33 @@ fn step(program: &Program, file: &str, statement: &PipelineStatement) -> Result<
     })
 }
 
-/// Whether `expr` is a call of an aggregate function (by name; the pipeline compiler checks further).
-fn is_aggregate_call(expr: &Expr) -> bool {
+/// Whether `expr` is a call of one of `aggregates` (by name; the pipeline compiler checks
+/// further).
+fn is_aggregate_call(aggregates: &[&str], expr: &Expr) -> bool {
     matches!(expr, Expr::Function(f)
-        if f.over.is_none() && AGGREGATES.contains(&f.name.to_string().to_lowercase().as_str()))
+        if f.over.is_none() && aggregates.contains(&f.name.to_string().to_lowercase().as_str()))
 }
 
-/// Whether an expression calls an aggregate function (by name; the pipeline compiler checks further).
-fn has_aggregate(expr: &Expr) -> bool {
-    struct Finder(bool);
-    impl Visitor for Finder {
+/// Whether an expression calls one of `aggregates` (by name; the pipeline compiler checks
+/// further).
+fn has_aggregate(aggregates: &[&str], expr: &Expr) -> bool {
+    struct Finder<'a>(&'a [&'a str], bool);
+    impl Visitor for Finder<'_> {
         type Break = ();
         fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<()> {
-            if is_aggregate_call(expr) {
-                self.0 = true;
+            if is_aggregate_call(self.0, expr) {
+                self.1 = true;
                 return ControlFlow::Break(());
             }
             ControlFlow::Continue(())
         }
     }
-    let mut finder = Finder(false);
+    let mut finder = Finder(aggregates, false);
     let _ = expr.visit(&mut finder);
-    finder.0
+    finder.1
 }
 
-/// Aggregate functions recognised when deciding whether an `INSERT ... SELECT` aggregates.
-const AGGREGATES: &[&str] = &[
-    "count",
-    "sum",
-    "avg",
-    "mean",
-    "min",
-    "max",
-    "approx_distinct",
-    "approx_percentile_cont",
-    "approx_median",
-    "median",
-    "stddev",
-    "var",
-    "first_value",
-    "last_value",
-    "bit_and",
-    "bit_or",
-    "bool_and",
-    "bool_or",
-    "array_agg",
-    "string_agg",
-];
-
-fn insert(sink: String, query: &Query) -> Result<(Table, StepKind)> {
+fn insert(sink: String, query: &Query, aggregates: &[&str]) -> Result<(Table, StepKind)> {
     let unsupported = |what: &str, at: sqlparser::tokenizer::Span| {
         Err(Located::at(
             at,
@@ -407,11 +394,13 @@ fn insert(sink: String, query: &Query) -> Result<(Table, StepKind)> {
         }
     };
     let filter = filter(table, &select.selection)?;
-    let aggregates = select.projection.iter().any(|item| match item {
-        SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => has_aggregate(e),
+    let aggregating = select.projection.iter().any(|item| match item {
+        SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => {
+            has_aggregate(aggregates, e)
+        }
         _ => false,
     });
-    if group_by.is_empty() && !aggregates {
+    if group_by.is_empty() && !aggregating {
         if select.having.is_some() {
             return unsupported("HAVING without GROUP BY or aggregates", select.span());
         }
@@ -451,7 +440,7 @@ fn insert(sink: String, query: &Query) -> Result<(Table, StepKind)> {
             table,
             condition,
             &outputs,
-            is_aggregate_call,
+            |e| is_aggregate_call(aggregates, e),
         )?)),
         None => None,
     };

@@ -11,6 +11,9 @@
 //! anything. It must not depend on `penstock-engine`, DataFusion or Arrow (only `sqlparser`
 //! and `thiserror`), so a pipeline file can be checked without the data plane.
 //!
+//! The aggregate functions a program may call are not the dialect's: the checker is given
+//! their names (`penstock_pipeline::check_source` gives it those the pipeline computes).
+//!
 //! ```
 //! let program = penstock_dialect::check_source(
 //!     "example.sql",
@@ -20,6 +23,7 @@
 //!        ALTER TABLE logs RENAME ATTRIBUTE 'exception.type' TO 'exception.kind';
 //!        INSERT INTO screen SELECT * FROM logs WHERE severity_number >= 17;
 //!      END;",
+//!     &["count", "sum"],
 //! )?;
 //! assert_eq!(program.pipelines[0].steps.len(), 2);
 //! # Ok::<(), penstock_dialect::DialectErrors>(())
@@ -65,7 +69,11 @@ pub struct Partial {
 /// Parses and checks several pipeline files (name, text) as one program, going on after a
 /// statement that does not parse or check: the statements that did, and every error. The
 /// program is complete only when there are no errors; [`check_sources`] returns it only then.
-pub fn check_partial(files: &[(&str, &str)]) -> Partial {
+///
+/// `aggregates` names (lowercase) the aggregate functions: an `INSERT ... SELECT` that calls
+/// one is an aggregation, and a `HAVING` computes each call of one per group. The dialect
+/// knows none of its own; `penstock-pipeline` gives those it computes.
+pub fn check_partial(files: &[(&str, &str)], aggregates: &[&str]) -> Partial {
     let mut errors = Vec::new();
     let parsed: Vec<(String, ast::File)> = files
         .iter()
@@ -75,7 +83,7 @@ pub fn check_partial(files: &[(&str, &str)]) -> Partial {
             (file.to_string(), parsed)
         })
         .collect();
-    let (program, checked) = check::check_files(&parsed);
+    let (program, checked) = check::check_files(&parsed, aggregates);
     errors.extend(checked);
     let names: Vec<&str> = files.iter().map(|(file, _)| *file).collect();
     Partial {
@@ -86,9 +94,12 @@ pub fn check_partial(files: &[(&str, &str)]) -> Partial {
 
 /// Parses and checks several pipeline files (name, text) as one [`Program`]: a pipeline may use
 /// a source or sink defined in another file. Every statement is checked: the error is every
-/// error found.
-pub fn check_sources(files: &[(&str, &str)]) -> Result<Program, DialectErrors> {
-    let partial = check_partial(files);
+/// error found. `aggregates`: as for [`check_partial`].
+pub fn check_sources(
+    files: &[(&str, &str)],
+    aggregates: &[&str],
+) -> Result<Program, DialectErrors> {
+    let partial = check_partial(files, aggregates);
     let names: Vec<&str> = files.iter().map(|(file, _)| *file).collect();
     match DialectErrors::sorted(partial.errors, &names) {
         Some(errors) => Err(errors),
@@ -96,7 +107,8 @@ pub fn check_sources(files: &[(&str, &str)]) -> Result<Program, DialectErrors> {
     }
 }
 
-/// Parses and checks a pipeline file's text into a [`Program`].
-pub fn check_source(file: &str, sql: &str) -> Result<Program, DialectErrors> {
-    check_sources(&[(file, sql)])
+/// Parses and checks a pipeline file's text into a [`Program`]. `aggregates`: as for
+/// [`check_partial`].
+pub fn check_source(file: &str, sql: &str, aggregates: &[&str]) -> Result<Program, DialectErrors> {
+    check_sources(&[(file, sql)], aggregates)
 }

@@ -8,9 +8,15 @@
 //! let query = check_query(
 //!     "SELECT resource.attributes['service.name'] AS svc, count(*) AS n
 //!      FROM recent.logs WHERE severity_number >= 17 GROUP BY svc ORDER BY n DESC LIMIT 3",
+//!     &[],
 //! )?;
 //! assert_eq!(query.relation, Relation::Recent { stream: None });
 //! assert_eq!(query.columns.len(), 2);
+//!
+//! // The gateway's own tables are those the caller names (the server's registry).
+//! let query = check_query("SELECT * FROM system.sinks", &["sources", "sinks"])?;
+//! assert_eq!(query.relation, Relation::System { table: "sinks".into() });
+//! assert!(check_query("SELECT * FROM system.sinks", &["sources"]).is_err());
 //! # Ok::<(), penstock_dialect::DialectError>(())
 //! ```
 
@@ -50,7 +56,7 @@ pub enum Relation {
         /// A source or sink name.
         stream: Option<String>,
     },
-    /// One of the gateway's own tables (see [`SYSTEM_TABLES`]).
+    /// One of the gateway's own tables: one of the names [`check_query`] was given.
     System {
         /// Its name.
         table: String,
@@ -59,11 +65,6 @@ pub enum Relation {
     /// connection).
     Values,
 }
-
-/// The gateway's own tables: `system.sources`, `system.sinks`, `system.statements` (the
-/// counters of every pipeline statement), `system.queries` (the queries running) and
-/// `system.gateway` (its queues and what it holds now).
-pub const SYSTEM_TABLES: [&str; 5] = ["sources", "sinks", "statements", "queries", "gateway"];
 
 /// A query ready to plan: read-only, over one table, every reference resolved.
 #[derive(Debug, Clone, PartialEq)]
@@ -87,11 +88,18 @@ pub struct CheckedQuery {
 /// `live.STREAM.T` or `recent.STREAM.T` (unqualified: `live`; `STREAM` = `all`: every source). Anything that is not a query
 /// (DDL, DML, `COPY`, `SET`, ...) and any other relation (files, URLs, table functions, joins,
 /// subqueries) is refused. Errors name the line and column in `sql`.
-pub fn check_query(sql: &str) -> std::result::Result<CheckedQuery, DialectError> {
-    check(sql).map_err(|e| e.in_file("query"))
+///
+/// `system_tables` names (lowercase) the gateway's own tables, read as `system.NAME` or
+/// `system.all.NAME`: the dialect knows none of its own (the server gives the names of its
+/// registry); any other `system.` name is an unknown table.
+pub fn check_query(
+    sql: &str,
+    system_tables: &[&str],
+) -> std::result::Result<CheckedQuery, DialectError> {
+    check(sql, system_tables).map_err(|e| e.in_file("query"))
 }
 
-fn check(sql: &str) -> Result<CheckedQuery> {
+fn check(sql: &str, system_tables: &[&str]) -> Result<CheckedQuery> {
     let dialect = GenericDialect {};
     let parsed = Parser::new(&dialect)
         .with_recursion_limit(RECURSION_LIMIT)
@@ -118,7 +126,7 @@ fn check(sql: &str) -> Result<CheckedQuery> {
         };
         return Err(refused(&statement.to_string(), at));
     };
-    check_select(query)
+    check_select(query, system_tables)
 }
 
 /// Whether `sql` starts as a query does.
@@ -153,7 +161,7 @@ fn unsupported<T>(what: &str, at: sqlparser::tokenizer::Span) -> Result<T> {
     ))
 }
 
-fn check_select(query: &Query) -> Result<CheckedQuery> {
+fn check_select(query: &Query, system_tables: &[&str]) -> Result<CheckedQuery> {
     if query.with.is_some() {
         return unsupported("WITH", query.span());
     }
@@ -190,7 +198,7 @@ fn check_select(query: &Query) -> Result<CheckedQuery> {
             from.relation.span(),
         );
     };
-    let (table, relation) = relation(name)?;
+    let (table, relation) = relation(name, system_tables)?;
     *name = ObjectName::from(vec![Ident::new(ROWS_TABLE)]);
     let Some(table) = table else {
         let limit = limit_of(&query);
@@ -331,18 +339,23 @@ fn number_placeholders(query: &mut Query) {
     });
 }
 
-/// The table and relation `name` denotes: `T`, `live.T`, `recent.T`, `live.S.T`, `recent.S.T`.
-fn relation(name: &ObjectName) -> Result<(Option<Table>, Relation)> {
+/// The table and relation `name` denotes: `T`, `live.T`, `recent.T`, `live.S.T`, `recent.S.T`,
+/// or `system.T` with `T` one of `system_tables`.
+fn relation(name: &ObjectName, system_tables: &[&str]) -> Result<(Option<Table>, Relation)> {
     let parts: Vec<String> = name
         .0
         .iter()
         .filter_map(|p| p.as_ident().map(|i| i.value.clone()))
         .collect();
     let unknown = || {
+        let system = match system_tables {
+            [] => String::new(),
+            names => format!(" and system.{}", names.join("|")),
+        };
         Located::at(
             name.span(),
             format!(
-                "unknown table '{name}'; tables are [live.|recent.][SOURCE_OR_SINK.]logs|spans|metrics and system.sources|sinks|statements|queries|gateway"
+                "unknown table '{name}'; tables are [live.|recent.][SOURCE_OR_SINK.]logs|spans|metrics{system}"
             ),
         )
     };
@@ -361,7 +374,7 @@ fn relation(name: &ObjectName) -> Result<(Option<Table>, Relation)> {
     };
     if let Some(table) = system {
         let table = table.to_lowercase();
-        if !SYSTEM_TABLES.contains(&table.as_str()) {
+        if !system_tables.contains(&table.as_str()) {
             return Err(unknown());
         }
         return Ok((None, Relation::System { table }));

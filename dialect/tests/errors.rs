@@ -2,6 +2,9 @@
 
 use penstock_dialect::check_source;
 
+/// The aggregate functions these files call (the pipeline gives the checker those it computes).
+const AGGREGATES: &[&str] = &["count"];
+
 const PRELUDE: &str =
     "CREATE SOURCE src FROM FILE WITH (path = 'in.jsonl');\nCREATE SINK out TO CONSOLE;\n";
 
@@ -207,7 +210,7 @@ fn errors_name_file_line_column_and_what_was_expected() {
     let mut report = String::new();
     for (name, case) in CASES {
         let sql = format!("{PRELUDE}{case}");
-        match check_source("bad.sql", &sql) {
+        match check_source("bad.sql", &sql, AGGREGATES) {
             Ok(_) => panic!("case '{name}' was accepted:\n{case}"),
             Err(errors) => {
                 assert_eq!(errors.errors().len(), 1, "case '{name}': {errors}");
@@ -226,7 +229,7 @@ fn errors_name_file_line_column_and_what_was_expected() {
 
 /// The errors of `sql` (checked as `bad.sql`) as `line:column: message` lines.
 fn errors_of(sql: &str) -> Vec<String> {
-    match check_source("bad.sql", sql) {
+    match check_source("bad.sql", sql, AGGREGATES) {
         Ok(_) => panic!("accepted:\n{sql}"),
         Err(errors) => errors
             .errors()
@@ -263,8 +266,9 @@ CREATE SINK late TO OTLP WITH (endpoint = 'h:1');
 fn errors_of_several_files_come_in_the_order_of_the_files() {
     let first = "CREATE SINK a TO PULSAR;\nCREATE SINK b TO CONSOLE WITH (limit = 'x');";
     let second = "CREATE SOURCE s FROM FILE;";
-    let errors = penstock_dialect::check_sources(&[("z.sql", first), ("a.sql", second)])
-        .expect_err("three errors");
+    let errors =
+        penstock_dialect::check_sources(&[("z.sql", first), ("a.sql", second)], AGGREGATES)
+            .expect_err("three errors");
     let lines: Vec<String> = errors.errors().iter().map(|e| e.to_string()).collect();
     assert_eq!(lines.len(), 3, "{errors}");
     assert!(lines[0].starts_with("z.sql:1:18: "), "{errors}");
@@ -334,7 +338,7 @@ CREATE PIPELINE p FROM src AS BEGIN
   DELETE FROM logs WHERE severity_number < 5;
 END;"
     );
-    let partial = penstock_dialect::check_partial(&[("bad.sql", &sql)]);
+    let partial = penstock_dialect::check_partial(&[("bad.sql", &sql)], AGGREGATES);
     assert_eq!(partial.errors.len(), 2, "{:?}", partial.errors);
     // The sink with a bad option is defined, so the route to it checks.
     assert!(partial.program.sink("bad").is_some());
@@ -383,12 +387,12 @@ CREATE PIPELINE q FROM src AS BEGIN INSERT INTO out SELECT * FROM spans; END;";
         .filter(|&i| sql.is_char_boundary(i))
         .collect();
     for &end in &boundaries {
-        let _ = check_source("cut.sql", &sql[..end]);
+        let _ = check_source("cut.sql", &sql[..end], AGGREGATES);
     }
     // Every single character left out.
     for pair in boundaries.windows(2) {
         let cut = format!("{}{}", &sql[..pair[0]], &sql[pair[1]..]);
-        if let Err(errors) = check_source("cut.sql", &cut) {
+        if let Err(errors) = check_source("cut.sql", &cut, AGGREGATES) {
             assert!(
                 errors.errors().iter().all(|e| e.location.line >= 1),
                 "{errors}"

@@ -32,7 +32,7 @@ END;
 
 #[test]
 fn product_example_checks() {
-    let program = check_source("example.sql", EXAMPLE).expect("checks");
+    let program = check_source("example.sql", EXAMPLE, &[]).expect("checks");
     assert_eq!(program.sources.len(), 4);
     assert_eq!(program.sinks.len(), 5);
     let steps = &program.pipelines[0].steps;
@@ -103,7 +103,7 @@ fn filter_columns(table: &str, predicate: &str) -> (String, Vec<ColumnRef>) {
         "CREATE SOURCE s FROM FILE WITH (path = 'x'); CREATE SINK k TO CONSOLE;
          CREATE PIPELINE p FROM s AS BEGIN DELETE FROM {table} WHERE {predicate}; END;"
     );
-    let program = check_source("t.sql", &sql).unwrap_or_else(|e| panic!("{e}"));
+    let program = check_source("t.sql", &sql, &[]).unwrap_or_else(|e| panic!("{e}"));
     let StepKind::Delete { filter: Some(f) } = &program.pipelines[0].steps[0].kind else {
         panic!("not a filtered delete")
     };
@@ -161,5 +161,23 @@ fn attribute_reads_take_the_type_of_what_they_are_compared_with() {
     assert_eq!(
         sql,
         "\"status.code\" = 2 AND \"scope.name\" <> 'x' AND \"kind\" = 1"
+    );
+}
+
+#[test]
+fn aggregate_calls_are_calls_of_the_names_the_checker_is_given() {
+    let sql = "CREATE SOURCE s FROM FILE WITH (path = 'x'); CREATE SINK k TO CONSOLE;
+         CREATE PIPELINE p FROM s AS BEGIN
+           INSERT INTO k SELECT MAX(severity_number) AS m FROM logs;
+         END;";
+    let program = check_source("t.sql", sql, &["max"]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(program.pipelines[0].steps[0].kind.name(), "aggregate");
+    // Any other call is a computed value, which a routed SELECT does not take.
+    let errors = check_source("t.sql", sql, &["count"]).expect_err("not an aggregation");
+    assert!(
+        errors
+            .to_string()
+            .starts_with("t.sql:3:33: a routed SELECT lists"),
+        "{errors}"
     );
 }

@@ -4,15 +4,22 @@
 use penstock_dialect::options::PartitionKey;
 use penstock_dialect::{DialectError, DialectErrors, Location, Program};
 
+use crate::aggregate::functions::aggregate_names;
 use crate::error::PipelineError;
 use crate::exec::Pipeline;
+
+/// Parses and checks a pipeline file's text into a [`Program`], as
+/// [`penstock_dialect::check_source`] does with the aggregate functions of this crate.
+pub fn check_source(file: &str, sql: &str) -> Result<Program, DialectErrors> {
+    penstock_dialect::check_source(file, sql, aggregate_names())
+}
 
 /// Checks pipeline files (name, text) as one program and compiles its pipelines: the program
 /// and the pipelines, or every error of the files (syntax, names, options, types), in the order
 /// of the files, then by position. A statement that does not parse or check is not planned, so
 /// each statement has one error at most.
 pub fn compile_sources(files: &[(&str, &str)]) -> Result<(Program, Vec<Pipeline>), DialectErrors> {
-    let partial = penstock_dialect::check_partial(files);
+    let partial = penstock_dialect::check_partial(files, aggregate_names());
     let mut errors = partial.errors;
     let pipelines = match Pipeline::compile_every(&partial.program) {
         Ok(pipelines) => pipelines,

@@ -20,10 +20,9 @@
 //! DataFusion accumulators per group and time window.
 //!
 //! ```
-//! use penstock_dialect::check_source;
 //! use penstock_engine::datagen::DataGen;
 //! use penstock_engine::{Signal, otlp};
-//! use penstock_pipeline::Pipeline;
+//! use penstock_pipeline::{Pipeline, check_source};
 //! use prost::Message;
 //!
 //! let program = check_source(
@@ -64,9 +63,10 @@ mod typecheck;
 mod types;
 mod view;
 
+pub use aggregate::functions::aggregate_names;
 pub use aggregate::windows::{ARRIVAL_WINDOW, GRACE, MAX_OPEN_STATE, Windows};
 pub use error::{PipelineError, Result};
 pub use exec::{Pipeline, RunOutput, StepStats, nanos_since_epoch};
-pub use files::compile_sources;
+pub use files::{check_source, compile_sources};
 pub use forwarding::{forwarding_routes, narrowing_reads, narrowing_routes};
 pub use rows::{signal_of, table_of};

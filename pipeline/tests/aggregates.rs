@@ -3,10 +3,9 @@
 
 #![allow(clippy::unwrap_used)]
 
-use penstock_dialect::check_source;
 use penstock_engine::OtapBatch;
 use penstock_engine::otlp::json;
-use penstock_pipeline::Pipeline;
+use penstock_pipeline::{Pipeline, check_source};
 use serde_json::{Value, json};
 
 /// When every record happened: a minute boundary, 2025-06-15T15:06:00Z.

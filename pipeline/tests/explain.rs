@@ -2,8 +2,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-use penstock_dialect::check_source;
-use penstock_pipeline::Pipeline;
+use penstock_pipeline::{Pipeline, check_source};
 
 #[test]
 fn every_statement_form_explains_its_operator() {

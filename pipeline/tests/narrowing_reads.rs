@@ -9,12 +9,11 @@ mod common;
 use arrow::array::{Array, AsArray};
 use arrow::datatypes::UInt32Type;
 use common::{decode_line, i, kv, s};
-use penstock_dialect::check_source;
 use penstock_engine::otap::raw::KeyRenames;
 use penstock_engine::otap::{EncodeOptions, OtapDecoder, OtapEncoder};
 use penstock_engine::schema::consts;
 use penstock_engine::{OtapBatch, Signal};
-use penstock_pipeline::{Pipeline, narrowing_reads};
+use penstock_pipeline::{Pipeline, check_source, narrowing_reads};
 use serde_json::json;
 
 /// Logs of two resources and two scopes, with varied severities, bodies, trace ids and

@@ -5,10 +5,9 @@
 mod common;
 
 use common::{decode_line, i, kv, s};
-use penstock_dialect::check_source;
 use penstock_engine::OtapBatch;
 use penstock_engine::otlp::json;
-use penstock_pipeline::{Pipeline, RunOutput};
+use penstock_pipeline::{Pipeline, RunOutput, check_source};
 use serde_json::{Value, json};
 
 /// A log record with a severity, a body and attributes.

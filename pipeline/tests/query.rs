@@ -25,7 +25,7 @@ fn batches() -> Vec<Arc<OtapBatch>> {
 }
 
 fn run(sql: &str) -> Result<Vec<RecordBatch>, String> {
-    let query = check_query(sql).map_err(|e| e.to_string())?;
+    let query = check_query(sql, &[]).map_err(|e| e.to_string())?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
@@ -118,7 +118,11 @@ fn what_is_not_a_query_is_refused_with_a_clear_error() {
 
 #[test]
 fn a_query_past_its_memory_limit_fails() {
-    let query = check_query("SELECT body, count(*) FROM logs GROUP BY body ORDER BY body").unwrap();
+    let query = check_query(
+        "SELECT body, count(*) FROM logs GROUP BY body ORDER BY body",
+        &[],
+    )
+    .unwrap();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
@@ -154,8 +158,11 @@ mod live {
 
     #[test]
     fn an_aggregate_over_live_rows_is_final_when_the_feed_ends() {
-        let query =
-            check_query("SELECT count(*) AS n FROM live.logs WHERE severity_number >= 1").unwrap();
+        let query = check_query(
+            "SELECT count(*) AS n FROM live.logs WHERE severity_number >= 1",
+            &[],
+        )
+        .unwrap();
         let (mut tx, rx) = mpsc::channel(4);
         let batches = super::batches();
         let logs: usize = batches
@@ -182,7 +189,7 @@ mod live {
 
     #[test]
     fn a_limit_ends_a_live_query_while_the_feed_goes_on() {
-        let query = check_query("SELECT severity_text, body FROM live.logs LIMIT 7").unwrap();
+        let query = check_query("SELECT severity_text, body FROM live.logs LIMIT 7", &[]).unwrap();
         let (mut tx, rx) = mpsc::channel(16);
         for batch in super::batches() {
             let _ = tx.try_send(batch);
@@ -297,8 +304,11 @@ fn a_filter_may_read_columns_the_query_does_not_return() {
 
 #[test]
 fn the_plan_hands_filters_to_the_scan() {
-    let mut query =
-        check_query("SELECT body FROM recent.logs WHERE severity_number >= 17").unwrap();
+    let mut query = check_query(
+        "SELECT body FROM recent.logs WHERE severity_number >= 17",
+        &[],
+    )
+    .unwrap();
     query.sql = format!("EXPLAIN {}", query.sql);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()

@@ -8,11 +8,10 @@
 use std::collections::BTreeMap;
 
 use datafusion::prelude::SessionContext;
-use penstock_dialect::check_source;
 use penstock_dialect::model::{ENVELOPE_FIELDS, Table};
 use penstock_engine::OtapBatch;
 use penstock_engine::otlp::json;
-use penstock_pipeline::Pipeline;
+use penstock_pipeline::{Pipeline, check_source};
 
 const PRELUDE: &str = "CREATE SOURCE src FROM FILE WITH (path = 'x');
 CREATE SINK out TO CONSOLE;

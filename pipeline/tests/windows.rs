@@ -4,10 +4,9 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use penstock_dialect::check_source;
 use penstock_engine::OtapBatch;
 use penstock_engine::otlp::json;
-use penstock_pipeline::{GRACE, Pipeline, Windows};
+use penstock_pipeline::{GRACE, Pipeline, Windows, check_source};
 use serde_json::{Value, json};
 
 const MINUTE: u64 = 60_000_000_000;

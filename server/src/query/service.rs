@@ -38,7 +38,7 @@ use tonic::{Request, Response, Status};
 use super::catalog;
 use super::options::QueryOptions;
 use super::prepared::Prepared;
-use super::system::{Queries, RunningQuery, System};
+use super::system::{self, Queries, RunningQuery, System};
 use super::taps::Taps;
 
 /// The call header that sets how long a live query reads (e.g. `30s`).
@@ -125,7 +125,7 @@ fn invalid(e: impl std::fmt::Display) -> Status {
 impl QueryService {
     /// Checks `sql` and that the stream it names exists.
     fn check(&self, sql: &str) -> Result<CheckedQuery, Status> {
-        let query = check_query(sql).map_err(invalid)?;
+        let query = check_query(sql, system::names()).map_err(invalid)?;
         let stream = match &query.relation {
             Relation::Live { stream } | Relation::Recent { stream } => stream,
             Relation::System { .. } | Relation::Values => &None,
@@ -451,11 +451,7 @@ impl FlightSqlService for QueryService {
         query: CommandGetTables,
         _request: Request<Ticket>,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
-        one_batch(catalog::tables(
-            query,
-            &self.streams,
-            &self.system.schemas(),
-        ))
+        one_batch(catalog::tables(query, &self.streams, &system::schemas()))
     }
 
     async fn get_flight_info_primary_keys(

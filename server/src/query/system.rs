@@ -1,17 +1,17 @@
 //! The gateway's own tables, for `system.*` queries: its sources, sinks and pipeline statements
-//! with their counters, its queues, and the queries running.
+//! with their counters, its queues, and the queries running. Each is one entry of [`TABLES`],
+//! the one registry of them: the query checker, the catalog and the rows all read it.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Instant;
 
 use arrow::array::{ArrayRef, Float64Array, RecordBatch, StringArray, UInt64Array};
-use arrow::datatypes::{Field, Schema};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::error::ArrowError;
 use tokio::sync::watch;
-
-use penstock_dialect::query::SYSTEM_TABLES;
 
 use super::taps::Subscription;
 use crate::gateway::running::Running;
@@ -62,6 +62,115 @@ pub struct System {
     pub(crate) queries: Arc<Queries>,
 }
 
+/// One of the gateway's own tables: its name, its columns and its rows.
+pub struct SystemTable {
+    /// Its name (lowercase), read as `system.NAME`.
+    pub name: &'static str,
+    /// Its columns, none nullable.
+    columns: &'static [(&'static str, DataType)],
+    /// Its rows now: one array a column, in the order of `columns`.
+    rows: fn(&System) -> Vec<ArrayRef>,
+}
+
+/// Every system table, in the order the catalog lists them. A new table is one entry here (and
+/// its row in `docs/query.md`): the query checker takes its names from [`names`].
+pub const TABLES: &[SystemTable] = &[
+    SystemTable {
+        name: "sources",
+        columns: &[
+            ("name", DataType::Utf8),
+            ("records", DataType::UInt64),
+            ("batches", DataType::UInt64),
+            ("refused", DataType::UInt64),
+        ],
+        rows: |system| flows(&system.telemetry.sources),
+    },
+    SystemTable {
+        name: "sinks",
+        columns: &[
+            ("name", DataType::Utf8),
+            ("records", DataType::UInt64),
+            ("batches", DataType::UInt64),
+            ("failed", DataType::UInt64),
+        ],
+        rows: |system| flows(&system.telemetry.sinks),
+    },
+    SystemTable {
+        name: "statements",
+        columns: &[
+            ("pipeline", DataType::Utf8),
+            ("statement", DataType::UInt64),
+            ("label", DataType::Utf8),
+            ("rows_in", DataType::UInt64),
+            ("rows_out", DataType::UInt64),
+            ("rows_dropped", DataType::UInt64),
+            ("failed_batches", DataType::UInt64),
+        ],
+        rows: System::statements,
+    },
+    SystemTable {
+        name: "queries",
+        columns: &[
+            ("id", DataType::UInt64),
+            ("sql", DataType::Utf8),
+            ("seconds", DataType::Float64),
+            ("rows", DataType::UInt64),
+            ("batches_offered", DataType::UInt64),
+            ("batches_skipped", DataType::UInt64),
+        ],
+        rows: System::queries,
+    },
+    SystemTable {
+        name: "gateway",
+        columns: &[
+            ("queued_batches", DataType::UInt64),
+            ("in_flight_bytes", DataType::UInt64),
+            ("receiving_requests", DataType::UInt64),
+            ("connections", DataType::UInt64),
+            ("otap_streams", DataType::UInt64),
+            ("otap_stream_state_bytes", DataType::UInt64),
+            ("derived_metric_failures", DataType::UInt64),
+        ],
+        rows: System::gateway,
+    },
+];
+
+impl SystemTable {
+    /// Its columns as a schema.
+    pub fn schema(&self) -> SchemaRef {
+        let fields: Vec<Field> = self
+            .columns
+            .iter()
+            .map(|(name, data_type)| Field::new(*name, data_type.clone(), false))
+            .collect();
+        Arc::new(Schema::new(fields))
+    }
+}
+
+/// The names of every system table, in the order of [`TABLES`]: those the query checker
+/// accepts after `system.`.
+pub fn names() -> &'static [&'static str] {
+    static NAMES: LazyLock<Vec<&'static str>> =
+        LazyLock::new(|| TABLES.iter().map(|t| t.name).collect());
+    &NAMES
+}
+
+/// Every system table with its columns, for the catalog.
+pub fn schemas() -> Vec<(&'static str, SchemaRef)> {
+    TABLES.iter().map(|t| (t.name, t.schema())).collect()
+}
+
+/// Why a system table's rows cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum SystemError {
+    /// No system table has this name.
+    #[error("no system table named '{0}'")]
+    Unknown(String),
+    /// Its rows do not fit its columns.
+    #[error(transparent)]
+    Rows(#[from] ArrowError),
+}
+
 fn text(values: Vec<String>) -> ArrayRef {
     Arc::new(StringArray::from(values))
 }
@@ -70,60 +179,29 @@ fn count(values: Vec<u64>) -> ArrayRef {
     Arc::new(UInt64Array::from(values))
 }
 
-fn batch(columns: Vec<(&str, ArrayRef)>) -> Result<RecordBatch, arrow::error::ArrowError> {
-    let fields: Vec<Field> = columns
-        .iter()
-        .map(|(name, a)| Field::new(*name, a.data_type().clone(), false))
-        .collect();
-    RecordBatch::try_new(
-        Arc::new(Schema::new(fields)),
-        columns.into_iter().map(|(_, a)| a).collect(),
-    )
-}
-
-/// The flows of sources or sinks as a table, the failures named `failed`.
-fn flows(
-    flows: &BTreeMap<String, Flow>,
-    failed: &str,
-) -> Result<RecordBatch, arrow::error::ArrowError> {
-    batch(vec![
-        ("name", text(flows.keys().cloned().collect())),
-        (
-            "records",
-            count(flows.values().map(|f| f.records.load(Relaxed)).collect()),
-        ),
-        (
-            "batches",
-            count(flows.values().map(|f| f.batches.load(Relaxed)).collect()),
-        ),
-        (
-            failed,
-            count(flows.values().map(|f| f.failures.load(Relaxed)).collect()),
-        ),
-    ])
+/// The flows of sources or sinks: their names, records, batches and failures.
+fn flows(flows: &BTreeMap<String, Flow>) -> Vec<ArrayRef> {
+    let counter =
+        |f: fn(&Flow) -> &AtomicU64| count(flows.values().map(|v| f(v).load(Relaxed)).collect());
+    vec![
+        text(flows.keys().cloned().collect()),
+        counter(|f| &f.records),
+        counter(|f| &f.batches),
+        counter(|f| &f.failures),
+    ]
 }
 
 impl System {
-    /// Every system table with its columns, for the catalog.
-    pub fn schemas(&self) -> Vec<(&'static str, arrow::datatypes::SchemaRef)> {
-        SYSTEM_TABLES
-            .iter()
-            .filter_map(|name| Some((*name, self.table(name).ok()?.schema())))
-            .collect()
-    }
-
     /// The rows of system table `name` now.
-    pub fn table(&self, name: &str) -> Result<RecordBatch, arrow::error::ArrowError> {
-        match name {
-            "sources" => flows(&self.telemetry.sources, "refused"),
-            "sinks" => flows(&self.telemetry.sinks, "failed"),
-            "statements" => self.statements(),
-            "gateway" => self.gateway(),
-            _ => self.queries(),
-        }
+    pub fn table(&self, name: &str) -> Result<RecordBatch, SystemError> {
+        let table = TABLES
+            .iter()
+            .find(|t| t.name == name)
+            .ok_or_else(|| SystemError::Unknown(name.to_string()))?;
+        Ok(RecordBatch::try_new(table.schema(), (table.rows)(self))?)
     }
 
-    fn statements(&self) -> Result<RecordBatch, arrow::error::ArrowError> {
+    fn statements(&self) -> Vec<ArrayRef> {
         let running = Arc::clone(&self.running.borrow());
         let mut pipeline = Vec::new();
         let mut statement = Vec::new();
@@ -140,36 +218,36 @@ impl System {
             }
         }
         let [rows_in, rows_out, rows_dropped, errors] = totals;
-        batch(vec![
-            ("pipeline", text(pipeline)),
-            ("statement", count(statement)),
-            ("label", text(label)),
-            ("rows_in", count(rows_in)),
-            ("rows_out", count(rows_out)),
-            ("rows_dropped", count(rows_dropped)),
-            ("failed_batches", count(errors)),
-        ])
+        vec![
+            text(pipeline),
+            count(statement),
+            text(label),
+            count(rows_in),
+            count(rows_out),
+            count(rows_dropped),
+            count(errors),
+        ]
     }
 
-    fn gateway(&self) -> Result<RecordBatch, arrow::error::ArrowError> {
+    fn gateway(&self) -> Vec<ArrayRef> {
         let t = &self.telemetry;
         let now = |c: &AtomicU64| count(vec![c.load(Relaxed)]);
-        batch(vec![
-            ("queued_batches", now(&t.queued_batches)),
-            ("in_flight_bytes", now(&t.in_flight_bytes)),
-            ("receiving_requests", now(&t.receiving_requests)),
-            ("connections", now(&t.connections)),
-            ("otap_streams", now(&t.otap_streams)),
-            ("otap_stream_state_bytes", now(&t.stream_state_bytes)),
-            ("derived_metric_failures", now(&t.derived_failures)),
-        ])
+        vec![
+            now(&t.queued_batches),
+            now(&t.in_flight_bytes),
+            now(&t.receiving_requests),
+            now(&t.connections),
+            now(&t.otap_streams),
+            now(&t.stream_state_bytes),
+            now(&t.derived_failures),
+        ]
     }
 
-    fn queries(&self) -> Result<RecordBatch, arrow::error::ArrowError> {
-        let Ok(state) = self.queries.next.lock() else {
-            return batch(vec![("id", count(Vec::new()))]);
-        };
-        let queries = &state.1;
+    /// The queries running (none when their lock is poisoned).
+    fn queries(&self) -> Vec<ArrayRef> {
+        let state = self.queries.next.lock();
+        let none = BTreeMap::new();
+        let queries = state.as_ref().map_or(&none, |state| &state.1);
         let feed = |f: fn(&Subscription) -> u64| -> Vec<u64> {
             queries
                 .values()
@@ -182,20 +260,84 @@ impl System {
                 .map(|q| (q.started.elapsed().as_secs_f64() * 1000.0).round() / 1000.0)
                 .collect::<Vec<_>>(),
         ));
-        let columns = vec![
-            ("id", count(queries.keys().copied().collect())),
-            (
-                "sql",
-                text(queries.values().map(|q| q.sql.clone()).collect()),
-            ),
-            ("seconds", seconds),
-            (
-                "rows",
-                count(queries.values().map(|q| q.rows.load(Relaxed)).collect()),
-            ),
-            ("batches_offered", count(feed(|s| s.offered.load(Relaxed)))),
-            ("batches_skipped", count(feed(|s| s.skipped.load(Relaxed)))),
-        ];
-        batch(columns)
+        vec![
+            count(queries.keys().copied().collect()),
+            text(queries.values().map(|q| q.sql.clone()).collect()),
+            seconds,
+            count(queries.values().map(|q| q.rows.load(Relaxed)).collect()),
+            count(feed(|s| s.offered.load(Relaxed))),
+            count(feed(|s| s.skipped.load(Relaxed))),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gateway::memory::Memory;
+    use crate::query::taps::Taps;
+    use penstock_dialect::query::{Relation, check_query};
+
+    /// The system tables of a gateway with one source, one sink, a pipeline of two
+    /// statements, and one query running.
+    fn system() -> System {
+        let (program, pipelines) = penstock_pipeline::compile_sources(&[(
+            "p.sql",
+            "CREATE SOURCE src FROM FILE WITH (path = 'in.jsonl');
+             CREATE SINK out TO CONSOLE;
+             CREATE PIPELINE p FROM src AS BEGIN
+               DELETE FROM logs WHERE severity_number < 5;
+               INSERT INTO out SELECT * FROM logs;
+             END;",
+        )])
+        .unwrap();
+        let taps = Arc::new(Taps::new(vec!["src".into(), "out".into()], 1 << 20));
+        let telemetry = Telemetry::new(&program, taps, Memory::new(None));
+        let running = Running::new(Arc::new(program), &pipelines, 1, 0);
+        let (_, running) = watch::channel(Arc::new(running));
+        let queries = Arc::new(Queries::default());
+        queries.start(RunningQuery {
+            sql: "SELECT 1".into(),
+            started: Instant::now(),
+            feed: None,
+            rows: Arc::default(),
+        });
+        System {
+            telemetry: Arc::new(telemetry),
+            running,
+            queries,
+        }
+    }
+
+    #[test]
+    fn every_table_has_rows_of_its_columns_and_the_query_checker_knows_it() {
+        let system = system();
+        for table in TABLES {
+            let batch = system.table(table.name).unwrap();
+            assert_eq!(batch.schema(), table.schema(), "system.{}", table.name);
+            assert!(batch.num_rows() > 0, "system.{}", table.name);
+            let sql = format!("SELECT * FROM system.{}", table.name.to_uppercase());
+            let query = check_query(&sql, names()).unwrap();
+            let named = Relation::System {
+                table: table.name.to_string(),
+            };
+            assert_eq!(query.relation, named);
+        }
+        assert_eq!(schemas().len(), TABLES.len());
+    }
+
+    #[test]
+    fn an_unknown_table_is_refused_by_the_query_checker_and_the_lookup() {
+        let error = check_query("SELECT * FROM system.nothing", names()).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "query:1:15: unknown table 'system.nothing'; tables are \
+             [live.|recent.][SOURCE_OR_SINK.]logs|spans|metrics and \
+             system.sources|sinks|statements|queries|gateway"
+        );
+        assert!(matches!(
+            system().table("nothing"),
+            Err(SystemError::Unknown(name)) if name == "nothing"
+        ));
     }
 }

@@ -197,7 +197,7 @@ mod tests {
 
     fn sink(options: &str) -> Sink {
         let sql = format!("CREATE SINK s TO OTLP_HTTP WITH ({options});");
-        let mut program = penstock_dialect::check_source("t.sql", &sql).unwrap();
+        let mut program = penstock_pipeline::check_source("t.sql", &sql).unwrap();
         program.sinks.remove(0)
     }
 
