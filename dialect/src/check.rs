@@ -10,7 +10,10 @@ use crate::ast::{self, AttrAction, PipelineStatement, Target};
 use crate::error::{DialectError, Located, Location};
 use crate::exprs::{ResolvedExpr, resolve};
 use crate::model::{ColumnRef, Table};
-use crate::options::{self, Options};
+use crate::options::kinds::{sink_options, source_options};
+use crate::options::spec::OptionSpec;
+use crate::options::validate::validate;
+use crate::options::value::Options;
 use crate::program::*;
 
 type Result<T> = std::result::Result<T, Located>;
@@ -69,7 +72,7 @@ fn define(program: &mut Program, file: &str, statement: &ast::Statement) -> Resu
                 ));
             }
             let what = format!("{} source", s.kind.keyword());
-            let specs = options::source_options(s.kind);
+            let specs = source_options(s.kind);
             let (options, checked) = checked_options(&s.options, &specs, &what, s.location);
             program.sources.push(Source {
                 name,
@@ -88,7 +91,7 @@ fn define(program: &mut Program, file: &str, statement: &ast::Statement) -> Resu
                 ));
             }
             let what = format!("{} sink", s.kind.keyword());
-            let specs = options::sink_options(s.kind);
+            let specs = sink_options(s.kind);
             let (options, checked) = checked_options(&s.options, &specs, &what, s.location);
             program.sinks.push(Sink {
                 name,
@@ -105,11 +108,11 @@ fn define(program: &mut Program, file: &str, statement: &ast::Statement) -> Resu
 /// The options of a definition: their values, or none and the error when they do not check.
 fn checked_options(
     entries: &[ast::OptionEntry],
-    specs: &[options::OptionSpec],
+    specs: &[OptionSpec],
     what: &str,
     location: Location,
 ) -> (Options, Result<()>) {
-    match options::validate(entries, specs, what, location) {
+    match validate(entries, specs, what, location) {
         Ok(options) => (options, Ok(())),
         Err(e) => (Options::default(), Err(e)),
     }

@@ -6,7 +6,7 @@ use crate::ast::{SinkKind, SourceKind};
 use crate::error::Location;
 use crate::exprs::ResolvedExpr;
 use crate::model::{AttrScope, ColumnRef, Field, Table};
-use crate::options::Options;
+use crate::options::value::Options;
 
 /// Every source, sink and pipeline of a set of pipeline files.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,9 +1,12 @@
 //! The disk buffer options of the network sinks, and the rules that tie them together.
 
-use super::OptionType::{Choice, Size, Str};
-use super::{OptionEntry, OptionSpec, OptionValue, opt};
-use crate::error::{Located, Location};
 use std::collections::BTreeMap;
+
+use super::spec::OptionType::{Choice, Size, Str};
+use super::spec::{OptionSpec, opt};
+use super::value::OptionValue;
+use crate::ast::OptionEntry;
+use crate::error::{Located, Location};
 
 /// The options of a sink's buffer.
 pub(super) const BUFFER: [OptionSpec; 4] = [

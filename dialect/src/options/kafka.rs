@@ -5,10 +5,12 @@ use std::collections::BTreeMap;
 
 use sqlparser::ast::Spanned;
 
-use super::OptionType::{Choice, Duration, Size, Str};
-use super::{OptionEntry, OptionSpec, OptionValue, opt};
-use crate::ResolvedExpr;
+use super::spec::OptionType::{Choice, Duration, Size, Str};
+use super::spec::{OptionSpec, opt};
+use super::value::OptionValue;
+use crate::ast::OptionEntry;
 use crate::error::{Located, Location};
+use crate::exprs::ResolvedExpr;
 use crate::model::{AttrScope, Table};
 
 /// How records are written into Kafka messages.

@@ -97,3 +97,72 @@ fn check_authority(authority: &str) -> Result<(), String> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{check_base_url, check_endpoint};
+
+    /// Asserts `check` accepts each of `good` and refuses each of `bad`.
+    fn sorts(check: fn(&str) -> Result<(), String>, good: &[&str], bad: &[&str]) {
+        for url in good {
+            assert_eq!(check(url), Ok(()), "{url}");
+        }
+        for url in bad {
+            assert!(check(url).is_err(), "{url} was accepted");
+        }
+    }
+
+    #[test]
+    fn endpoints_need_a_scheme_a_host_and_a_valid_port() {
+        let good = [
+            "http://127.0.0.1:4317",
+            "https://collector.example.com:443",
+            "https://collector.example.com",
+            "http://[::1]:4317",
+            "http://localhost:4317/",
+        ];
+        let bad = [
+            "127.0.0.1:4317",
+            "localhost",
+            "grpc://h:1",
+            "http://",
+            "http://:4317",
+            "http://h:0",
+            "http://h:65536",
+            "http://h:port",
+            "http://h:4317/v1/logs",
+            "http://user:pw@h:4317",
+            "http://[::1:4317",
+            "http://h h:1",
+        ];
+        sorts(check_endpoint, &good, &bad);
+    }
+
+    #[test]
+    fn base_urls_take_a_path_prefix_but_no_signal_path() {
+        let good = [
+            "http://127.0.0.1:4318",
+            "https://otlp.example.com",
+            "https://otlp.example.com:443/",
+            "https://gateway.example.com/otlp",
+            "https://gateway.example.com/tenant-1/otlp/",
+        ];
+        let bad = [
+            "127.0.0.1:4318",
+            "ftp://h:1",
+            "http://:4318",
+            "http://h:4318?x=1",
+            "http://h:4318/a b",
+            "http://user@h:4318",
+        ];
+        sorts(check_base_url, &good, &bad);
+        assert_eq!(
+            check_base_url("https://h:4318/otlp/v1/traces/"),
+            Err(
+                "the sink appends /v1/traces (and the other signals' paths) itself: \
+                 write 'https://h:4318/otlp'"
+                    .into()
+            )
+        );
+    }
+}

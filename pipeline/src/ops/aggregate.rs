@@ -6,10 +6,11 @@ use penstock_dialect::model::Table;
 use penstock_dialect::{Step, StepKind};
 use penstock_engine::OtapBatch;
 
-use super::{Operator, RunContext, compile_filter, selected};
+use super::condition::{compile_filter, selected};
+use super::operator::{Operator, RunContext};
 use crate::aggregate::windows::{ARRIVAL_WINDOW, GRACE, Spec};
 use crate::aggregate::{Aggregation, Output, Statement};
-use crate::error::Result;
+use crate::error::{PipelineError, Result};
 use crate::explain::{describe_expr, human_nanos};
 use crate::expr::CompiledExpr;
 use crate::rows::{Rows, spaces};
@@ -32,7 +33,7 @@ impl AggregateOp {
             having,
         } = &step.kind
         else {
-            return Err(super::plan_error(step, "not an aggregation"));
+            return Err(PipelineError::plan(&step.origin, "not an aggregation"));
         };
         Ok(AggregateOp {
             filter: compile_filter(session, step, filter)?,

@@ -7,7 +7,8 @@ use arrow::compute::not;
 use penstock_dialect::model::Table;
 use penstock_engine::OtapBatch;
 
-use super::{Operator, RunContext, rows_of};
+use super::operator::{Operator, RunContext};
+use super::spaces::rows_of;
 use crate::error::{PipelineError, Result};
 use crate::explain::describe_expr;
 use crate::expr::CompiledExpr;

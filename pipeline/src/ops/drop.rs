@@ -4,7 +4,8 @@
 use penstock_dialect::model::{AttrScope, Table};
 use penstock_engine::OtapBatch;
 
-use super::{Operator, RunContext, attr_table, target_spaces};
+use super::operator::{Operator, RunContext};
+use super::spaces::{attr_table, target_spaces};
 use crate::error::Result;
 use crate::explain::scope_table;
 use crate::kernels::attrs;

@@ -4,7 +4,8 @@
 use penstock_dialect::model::{ColumnRef, Table};
 use penstock_engine::OtapBatch;
 
-use super::{Operator, RunContext, selected};
+use super::condition::selected;
+use super::operator::{Operator, RunContext};
 use crate::error::Result;
 use crate::explain::describe_expr;
 use crate::expr::CompiledExpr;

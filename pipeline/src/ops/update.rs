@@ -7,7 +7,8 @@ use penstock_dialect::model::{AttrScope, Table};
 use penstock_dialect::{ResolvedExpr, SetStep, SetTarget, Step};
 use penstock_engine::OtapBatch;
 
-use super::{Operator, RunContext, compile_filter, selected};
+use super::condition::{compile_filter, selected};
+use super::operator::{Operator, RunContext};
 use crate::columns;
 use crate::error::Result;
 use crate::explain::describe_expr;

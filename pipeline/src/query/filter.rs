@@ -132,6 +132,6 @@ pub(crate) fn filtered_rows(
     }))
 }
 
-fn external(e: crate::PipelineError) -> DataFusionError {
+fn external(e: crate::error::PipelineError) -> DataFusionError {
     DataFusionError::External(Box::new(e))
 }

@@ -49,7 +49,7 @@ pub(crate) fn rows_of(
     schema: &SchemaRef,
     filter: Option<&ScanFilter>,
 ) -> Result<Vec<RecordBatch>> {
-    let external = |e: crate::PipelineError| DataFusionError::External(Box::new(e));
+    let external = |e: crate::error::PipelineError| DataFusionError::External(Box::new(e));
     let mut out = Vec::new();
     if batch.signal() != signal_of(table) {
         return Ok(out);

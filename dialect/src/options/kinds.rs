@@ -1,0 +1,248 @@
+//! The options each kind of source and sink accepts.
+
+use super::buffer::BUFFER;
+use super::kafka;
+use super::spec::OptionType::{BaseUrl, Bool, Choice, Count, Duration, Endpoint, Headers, Str};
+use super::spec::{OptionSpec, opt};
+use crate::ast::{SinkKind, SourceKind};
+
+const SIGNALS: &[&str] = &["logs", "spans", "metrics"];
+
+const ADMISSION: [OptionSpec; 3] = [
+    opt(
+        "max_connections",
+        Count,
+        false,
+        "concurrent client connections; more are closed at once",
+    ),
+    opt(
+        "max_in_flight_bytes",
+        Count,
+        false,
+        "admission limit on request bytes in flight",
+    ),
+    opt(
+        "admission",
+        Choice(&["wait", "refuse"]),
+        false,
+        "past the admission limit: wait or refuse (RESOURCE_EXHAUSTED, HTTP 429)",
+    ),
+];
+
+const TLS_SERVER: [OptionSpec; 3] = [
+    opt("tls_cert", Str, false, "PEM certificate chain: serve TLS"),
+    opt("tls_key", Str, false, "PEM private key of tls_cert"),
+    opt(
+        "auth_token",
+        Str,
+        false,
+        "bearer token every request must carry",
+    ),
+];
+
+const TLS_CLIENT: [OptionSpec; 2] = [
+    opt(
+        "tls_ca",
+        Str,
+        false,
+        "PEM CA certificates to trust (https endpoints)",
+    ),
+    opt(
+        "auth_token",
+        Str,
+        false,
+        "bearer token sent with every request",
+    ),
+];
+
+/// The `endpoint` of the gRPC sinks (OTAP, OTLP).
+const ENDPOINT: OptionSpec = opt(
+    "endpoint",
+    Endpoint,
+    true,
+    "http://host:port or https://host:port",
+);
+
+/// The options of the sinks that send OTLP export requests (OTLP, OTLP_HTTP).
+const EXPORT: [OptionSpec; 6] = [
+    opt("timeout", Duration, false, "deadline of one export"),
+    opt("retries", Count, false, "retries of a failed export"),
+    opt("batch", Count, false, "target records per request"),
+    opt(
+        "linger",
+        Duration,
+        false,
+        "how long a request waits for more batches to reach its target",
+    ),
+    opt(
+        "max_request_bytes",
+        Count,
+        false,
+        "largest merged request body before compression",
+    ),
+    opt(
+        "pass_through",
+        Bool,
+        false,
+        "send OTLP requests the pipelines only rename keys in as received, spliced (default true)",
+    ),
+];
+
+/// The options of a source kind.
+pub fn source_options(kind: SourceKind) -> Vec<OptionSpec> {
+    let mut specs = match kind {
+        SourceKind::Grpc => vec![
+            opt("listen", Str, true, "address to listen on, host:port"),
+            opt(
+                "max_message_bytes",
+                Count,
+                false,
+                "largest request or OTAP message",
+            ),
+            opt(
+                "max_stream_memory_bytes",
+                Count,
+                false,
+                "OTAP decoder state per stream",
+            ),
+            opt("max_streams", Count, false, "concurrent OTAP streams"),
+        ],
+        SourceKind::Http => vec![
+            opt("listen", Str, true, "address to listen on, host:port"),
+            opt(
+                "max_body_bytes",
+                Count,
+                false,
+                "largest request body (after decompression)",
+            ),
+            opt(
+                "cors_origins",
+                Str,
+                false,
+                "comma-separated origins browsers may send from ('*': any)",
+            ),
+        ],
+        SourceKind::Generator => vec![
+            opt("signal", Choice(SIGNALS), true, "what to generate"),
+            opt(
+                "rate",
+                Count,
+                false,
+                "records per second (0: as fast as possible)",
+            ),
+            opt("batch", Count, false, "records per batch"),
+            opt("records", Count, false, "stop after this many records"),
+            opt("seed", Count, false, "random seed"),
+            opt(
+                "distinct",
+                Count,
+                false,
+                "batches made once per worker and sent in turn (0: every batch is new)",
+            ),
+        ],
+        SourceKind::File => vec![
+            opt("path", Str, true, "OTLP JSON lines file"),
+            opt("batch", Count, false, "most records per batch"),
+        ],
+        SourceKind::Kafka => kafka::source(),
+    };
+    if matches!(kind, SourceKind::Grpc | SourceKind::Http) {
+        specs.extend(ADMISSION);
+        specs.extend(TLS_SERVER);
+    }
+    specs
+}
+
+/// The options of a sink kind.
+pub fn sink_options(kind: SinkKind) -> Vec<OptionSpec> {
+    let mut specs = match kind {
+        SinkKind::Otap => vec![
+            ENDPOINT,
+            opt(
+                "compression",
+                Choice(&["zstd", "none"]),
+                false,
+                "Arrow IPC compression",
+            ),
+            opt("streams", Count, false, "concurrent OTAP streams"),
+            opt(
+                "stream_lifetime",
+                Duration,
+                false,
+                "reopen streams after this long",
+            ),
+            opt("timeout", Duration, false, "deadline for a batch's status"),
+            opt("retries", Count, false, "retries of a failed batch"),
+            opt("batch", Count, false, "target items per merged batch"),
+            opt(
+                "linger",
+                Duration,
+                false,
+                "how long a merged batch waits for more batches to reach its target",
+            ),
+            opt(
+                "pass_through",
+                Bool,
+                false,
+                "forward OTAP batches the pipelines leave untouched as received (default true)",
+            ),
+            opt(
+                "max_streams_per_connection",
+                Count,
+                false,
+                "forwarded streams per connection before another is opened (default 100)",
+            ),
+        ],
+        SinkKind::Otlp => {
+            let mut specs = vec![
+                ENDPOINT,
+                opt(
+                    "compression",
+                    Choice(&["gzip", "zstd", "none"]),
+                    false,
+                    "gRPC compression",
+                ),
+            ];
+            specs.extend(EXPORT);
+            specs
+        }
+        SinkKind::OtlpHttp => {
+            let mut specs = vec![
+                opt(
+                    "endpoint",
+                    BaseUrl,
+                    true,
+                    "base URL, http(s)://host:port[/prefix], to which /v1/logs etc. are appended",
+                ),
+                opt(
+                    "encoding",
+                    Choice(&["protobuf", "json"]),
+                    false,
+                    "request body: application/x-protobuf or application/json",
+                ),
+                opt(
+                    "compression",
+                    Choice(&["gzip", "zstd", "none"]),
+                    false,
+                    "Content-Encoding of request bodies",
+                ),
+                opt(
+                    "headers",
+                    Headers,
+                    false,
+                    "headers sent with every request, 'name=value,name=value'",
+                ),
+            ];
+            specs.extend(EXPORT);
+            specs
+        }
+        SinkKind::File => vec![opt("path", Str, true, "OTLP JSON lines file to write")],
+        SinkKind::Console => vec![opt("limit", Count, false, "records shown per batch")],
+        SinkKind::Kafka => kafka::sink(),
+    };
+    if matches!(kind, SinkKind::Otap | SinkKind::Otlp | SinkKind::OtlpHttp) {
+        specs.extend(TLS_CLIENT);
+        specs.extend(BUFFER);
+    }
+    specs
+}

@@ -1,0 +1,43 @@
+//! Compiling a checked step into the operator of its statement form.
+
+use penstock_dialect::{Step, StepKind};
+
+use super::aggregate::AggregateOp;
+use super::condition::compile_filter;
+use super::delete::DeleteOp;
+use super::drop::DropOp;
+use super::operator::Operator;
+use super::rename::RenameOp;
+use super::route::RouteOp;
+use super::update::UpdateOp;
+use crate::error::Result;
+use crate::session::LazySession;
+
+/// Compiles `step` of pipeline `pipeline` into its operator.
+pub(crate) fn compile_step(
+    session: &LazySession,
+    step: &Step,
+    pipeline: &str,
+) -> Result<Box<dyn Operator>> {
+    Ok(match &step.kind {
+        StepKind::Rename { scope, renames } => Box::new(RenameOp::new(*scope, renames)),
+        StepKind::Drop { scope, keys } => Box::new(DropOp::new(*scope, keys)),
+        StepKind::Update {
+            assignments,
+            filter,
+        } => Box::new(UpdateOp::compile(session, step, assignments, filter)?),
+        StepKind::Delete { filter } => Box::new(DeleteOp {
+            filter: compile_filter(session, step, filter)?,
+        }),
+        StepKind::Route {
+            sink,
+            filter,
+            projection,
+        } => Box::new(RouteOp {
+            sink: sink.clone(),
+            filter: compile_filter(session, step, filter)?,
+            projection: projection.clone(),
+        }),
+        StepKind::Aggregate { .. } => Box::new(AggregateOp::compile(session, step, pipeline)?),
+    })
+}

@@ -1,0 +1,41 @@
+//! What an operator is: a statement compiled once, run on every batch of the pipeline's source,
+//! and what it sees of the run besides the batch.
+
+use penstock_dialect::model::Table;
+use penstock_engine::OtapBatch;
+
+use super::routing::Routing;
+use crate::aggregate::Aggregation;
+use crate::error::Result;
+use crate::output::{RunOutput, StepStats};
+
+/// One compiled statement.
+pub(crate) trait Operator: Send {
+    /// Runs on `batch` (already known to hold the statement's signal) and returns the batch the
+    /// next statement sees.
+    fn run(&mut self, batch: OtapBatch, cx: &mut RunContext<'_>) -> Result<OtapBatch>;
+
+    /// Appends the plan lines of this operator (kernels, expressions and what they read).
+    fn explain(&self, table: Table, line: &mut dyn FnMut(String));
+
+    /// The aggregation it keeps open between batches, if it aggregates.
+    fn aggregation(&mut self) -> Option<&mut Aggregation> {
+        None
+    }
+}
+
+/// What one statement sees of the run besides the batch.
+pub(crate) struct RunContext<'a> {
+    /// The statement's table.
+    pub(crate) table: Table,
+    /// When the batch is run (ns since the epoch).
+    pub(crate) now: u64,
+    /// Rows of the statement's table in the batch it receives.
+    pub(crate) rows_in: u64,
+    /// The statement's counters.
+    pub(crate) stats: &'a mut StepStats,
+    /// The batch's output so far.
+    pub(crate) out: &'a mut RunOutput,
+    /// Which rows some statement routed.
+    pub(crate) routing: &'a mut Routing,
+}
