@@ -6,8 +6,8 @@ use opentelemetry_proto::tonic::common::v1::any_value::Value;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue};
 use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
 
-use super::DataGen;
 use super::common::{any, any_str, array, kv_bool, kv_f64, kv_int, kv_str, kvlist, plan, round};
+use super::generator::DataGen;
 use super::vocab::{
     CLIENT_ERR_STATUS, EMAILS, ENDPOINTS, EVENT_NAMES, EXCEPTION_MESSAGES, EXCEPTIONS, OK_STATUS,
     SERVER_ERR_STATUS, SKUS, TOPICS,

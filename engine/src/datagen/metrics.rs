@@ -11,9 +11,10 @@ use opentelemetry_proto::tonic::metrics::v1::{
 
 use super::catalog::{CATALOG, Def, Kind, attributes, exemplars};
 use super::common::{kv_str, plan, round};
+use super::generator::{BASE_TIME_NS, DataGen};
+use super::histograms;
 use super::rng::Rng;
 use super::vocab::ENDPOINTS;
-use super::{BASE_TIME_NS, DataGen, histograms};
 
 use Kind::{Counter, ExpHistogram, Gauge as G, Histogram as H, Summary as S, UpDown};
 

@@ -37,6 +37,7 @@
 mod catalog;
 mod common;
 mod edge;
+mod generator;
 mod histograms;
 mod logs;
 mod metrics;
@@ -49,36 +50,9 @@ use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 
-use common::Profile;
-use rng::Rng;
-
-/// Timestamp (ns since the Unix epoch, June 2025) at which every generator's clock
-/// starts.
-pub const BASE_TIME_NS: u64 = 1_750_000_000_000_000_000;
-
-/// Seeded generator of OTLP export requests.
-///
-/// Holds its PRNG state, a monotonically advancing clock and the per-service resource
-/// and scope definitions (so resources repeat byte-for-byte across requests).
-#[derive(Debug, Clone)]
-pub struct DataGen {
-    rng: Rng,
-    now_ns: u64,
-    profiles: Vec<Profile>,
-}
+pub use generator::{BASE_TIME_NS, DataGen};
 
 impl DataGen {
-    /// Creates a generator; the same `seed` always yields the same data.
-    pub fn new(seed: u64) -> Self {
-        let mut rng = Rng::new(seed);
-        let profiles = common::build_profiles(&mut rng);
-        Self {
-            rng,
-            now_ns: BASE_TIME_NS,
-            profiles,
-        }
-    }
-
     /// ~300-byte logs (≈345 bytes encoded on average): exactly `records` log records
     /// spread over 2-4 resources with 1-2 scopes each (fewer when `records` is tiny;
     /// an empty request when it is 0).
@@ -116,11 +90,5 @@ impl DataGen {
         ExportMetricsServiceRequest,
     ) {
         edge::generate(self)
-    }
-
-    /// Advances the clock by a random step in `min_ns..=max_ns` and returns the new time.
-    fn tick(&mut self, min_ns: u64, max_ns: u64) -> u64 {
-        self.now_ns += self.rng.range(min_ns, max_ns);
-        self.now_ns
     }
 }

@@ -4,8 +4,8 @@
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span, Status};
 
-use super::DataGen;
 use super::common::plan;
+use super::generator::DataGen;
 use super::spans::{FLAGS_LOCAL, FLAGS_REMOTE, Op, describe, event, link};
 use super::vocab::{ERROR_MESSAGES, SERVICES};
 

@@ -5,14 +5,18 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use arrow::array::{Array, RecordBatch};
 
-use super::DecodeLimits;
 use super::growing::DistinctValues;
 use super::ids::{Strings, check_unique_ids, decode_ids_keeping_runs};
 use super::ipc_reader::{Deferred, IpcReader};
+use super::limits::DecodeLimits;
 use super::prescan::check_payload;
-use super::raw::{
-    DecodedAsSent, Forwarded, KeyRenames, MessageKind, Tracker, is_zstd, rewritable, split,
-};
+use super::raw::batch::Forwarded;
+use super::raw::decoded::DecodedAsSent;
+use super::raw::inflate::is_zstd;
+use super::raw::ipc::{MessageKind, split};
+use super::raw::narrow::rewritable;
+use super::raw::renames::KeyRenames;
+use super::raw::track::Tracker;
 use super::reads::Reads;
 use super::validate::validate;
 use crate::batch::OtapBatch;

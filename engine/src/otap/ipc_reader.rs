@@ -14,7 +14,8 @@ use arrow::ipc::MessageHeader;
 use arrow::ipc::convert::fb_to_schema;
 use arrow::ipc::reader::{read_dictionary, read_record_batch};
 
-use super::raw::{IpcMessage, MessageKind, uncompressed};
+use super::raw::inflate::uncompressed;
+use super::raw::ipc::{IpcMessage, MessageKind};
 
 /// The state of one table's IPC stream.
 #[derive(Debug, Default)]

@@ -9,6 +9,7 @@ mod growing;
 pub(crate) mod ids;
 mod ipc_reader;
 mod kept_runs;
+mod limits;
 mod optimize;
 mod prescan;
 pub mod raw;
@@ -18,22 +19,5 @@ mod validate;
 
 pub use decoder::OtapDecoder;
 pub use encoder::{EncodeOptions, OtapEncoder};
+pub use limits::DecodeLimits;
 pub use reads::Reads;
-
-/// Limits that bound what one stream may make the decoder allocate.
-#[derive(Debug, Clone, Copy)]
-pub struct DecodeLimits {
-    /// Most decompressed bytes the compressed buffers of one payload may declare.
-    pub max_payload_decompressed_bytes: u64,
-    /// Most rows one table (record batch or dictionary) may declare.
-    pub max_rows: u64,
-}
-
-impl Default for DecodeLimits {
-    fn default() -> Self {
-        DecodeLimits {
-            max_payload_decompressed_bytes: 256 << 20,
-            max_rows: 1 << 20,
-        }
-    }
-}

@@ -4,7 +4,7 @@
 
 use arrow::ipc::{RecordBatch as IpcRecordBatch, root_as_message};
 
-use super::DecodeLimits;
+use super::limits::DecodeLimits;
 use crate::error::{Error, Result};
 
 const CONTINUATION: u32 = 0xffff_ffff;

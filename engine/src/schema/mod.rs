@@ -7,7 +7,7 @@
 //! `SCOPE_ATTRS`, keyed by `resource.id` and `scope.id`.
 
 pub mod consts;
-mod payload;
+pub(crate) mod payload;
 pub(crate) mod tables;
 
 pub use payload::{PayloadType, Signal};

@@ -6,8 +6,8 @@ use std::sync::{Arc, OnceLock};
 
 use arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
 
-use super::PayloadType;
 use super::consts::*;
+use super::payload::PayloadType;
 
 /// How a child table's `parent_id` relates to its parent (used by id transport encodings).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

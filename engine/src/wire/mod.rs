@@ -1,8 +1,8 @@
 //! Protobuf wire format primitives: a zero-copy reader over a byte slice and an appending
 //! writer that sizes nested messages after writing them.
 
-mod reader;
-mod writer;
+pub(crate) mod reader;
+pub(crate) mod writer;
 
 pub(crate) use reader::{Reader, WireType};
 pub(crate) use writer::{Writer, varint_len};

@@ -14,9 +14,9 @@ use opentelemetry_proto::tonic::metrics::v1::{
 };
 use opentelemetry_proto::tonic::resource::v1::Resource;
 
-use super::{ODD_STRINGS, empty_name_scope, odd_attributes, odd_resource};
-use crate::datagen::DataGen;
+use super::odd::{ODD_STRINGS, empty_name_scope, odd_attributes, odd_resource};
 use crate::datagen::common::kv_str;
+use crate::datagen::generator::DataGen;
 
 /// A metric with only `name` and `data` set.
 fn metric(name: &str, data: Option<Data>) -> Metric {

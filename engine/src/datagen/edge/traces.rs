@@ -5,9 +5,9 @@ use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::span::{Event, Link};
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span, Status};
 
-use super::{ODD_STRINGS, empty_name_scope, odd_attributes, odd_resource};
-use crate::datagen::DataGen;
+use super::odd::{ODD_STRINGS, empty_name_scope, odd_attributes, odd_resource};
 use crate::datagen::common::kv_str;
+use crate::datagen::generator::DataGen;
 
 /// Spans: parentless, end-before-start, empty events/links, odd statuses.
 pub(crate) fn traces(g: &mut DataGen, now: u64) -> ExportTraceServiceRequest {

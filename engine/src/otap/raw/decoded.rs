@@ -6,11 +6,11 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use arrow::array::{RecordBatch, UInt32Array};
 use arrow::datatypes::SchemaRef;
 
+use super::id_columns::{column_ids, rows_with_kept_parent};
 use super::keep_rows::keep_rows;
-use super::narrow::{column_ids, rows_with_kept_parent};
-use crate::IdSet;
 use crate::batch::OtapBatch;
 use crate::error::{Error, Result};
+use crate::id_set::IdSet;
 use crate::otap::ids::{Strings, check_unique_ids, decode_ids_keeping_runs};
 use crate::otap::ipc_reader::Deferred;
 use crate::schema::consts;

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use super::batch::{RawBatch, RawPayload};
 use super::ipc::{IpcMessage, MessageKind, concat};
-use super::{RawBatch, RawPayload};
 use crate::proto::{ArrowPayload, BatchArrowRecords};
 use crate::schema::PayloadType;
 

@@ -14,6 +14,7 @@ use arrow::ipc::{CompressionType, Message, RecordBatch as IpcRecordBatch};
 use bytes::Bytes;
 
 use super::ipc::{IpcMessage, put_head, records_meta, split};
+use crate::otap::limits::DecodeLimits;
 
 thread_local! {
     /// The zstd context payload bodies are inflated with, one per thread.
@@ -106,7 +107,7 @@ pub fn recompress_zstd_buffers(
                 Stored::Plain(bytes) => bytes,
                 Stored::Zstd(frame) => {
                     // What the decoder's prescan would refuse is refused here.
-                    let limit = crate::otap::DecodeLimits::default().max_payload_decompressed_bytes;
+                    let limit = DecodeLimits::default().max_payload_decompressed_bytes;
                     if size as u64 > limit {
                         return Err(format!("a zstd buffer declares {size} bytes"));
                     }

@@ -398,7 +398,7 @@ fn batches_placed_before_a_schema_change_still_go() {
 /// byte more than its frame holds (framing and declared sizes still pass the prescan); where
 /// the buffer starts, and the size it declared.
 pub(super) fn overdeclared(record: &bytes::Bytes) -> (Vec<u8>, usize, i64) {
-    let messages = super::split(record).unwrap();
+    let messages = super::ipc::split(record).unwrap();
     let records = messages.last().unwrap();
     let body_start = record.len() - records.body().len();
     let meta = records.message().unwrap();

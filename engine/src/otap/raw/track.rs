@@ -7,11 +7,12 @@ use std::collections::HashMap;
 
 use arrow::array::{Array, StringArray};
 
+use super::batch::{Forwarded, RawBatch, RawPayload};
 use super::ipc::{self, IpcMessage, MessageKind};
 use super::keys::{key_dictionary, read_strings, rename_message, renames_keep_distinct};
-use super::{Forwarded, KeyRenames, RawBatch, RawPayload};
+use super::renames::KeyRenames;
 use crate::error::{Error, Result};
-use crate::otap::DecodeLimits;
+use crate::otap::limits::DecodeLimits;
 use crate::otap::prescan::check_payload;
 use crate::otap::validate::validate;
 use crate::proto::{ArrowPayload, BatchArrowRecords};

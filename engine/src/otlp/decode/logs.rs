@@ -7,7 +7,8 @@ use arrow::datatypes::{Int32Type, TimestampNanosecondType, UInt32Type};
 
 use super::columns::{IdColumn, NumColumn, StrColumn};
 use super::envelope::EnvelopeColumns;
-use super::{AttrsBuilder, RootBuilder, ValueColumns};
+use super::root::{RootBuilder, set_envelope_attrs, table_schema};
+use super::values::{AttrsBuilder, ValueColumns};
 use crate::batch::OtapBatch;
 use crate::error::{Error, Result};
 use crate::schema::consts::UTC;
@@ -132,11 +133,11 @@ impl RootBuilder for LogsBuilder {
             Arc::new(self.flags.finish()),
             self.event_name.finish()?,
         ];
-        let logs = RecordBatch::try_new(super::table_schema(PayloadType::Logs, &columns), columns)
+        let logs = RecordBatch::try_new(table_schema(PayloadType::Logs, &columns), columns)
             .map_err(|e| Error::arrow("building LOGS", e))?;
         let mut batch = OtapBatch::new(Signal::Logs);
         batch.set(PayloadType::Logs, logs)?;
-        super::set_envelope_attrs(&mut batch, envelope.resource_attrs, envelope.scope_attrs)?;
+        set_envelope_attrs(&mut batch, envelope.resource_attrs, envelope.scope_attrs)?;
         if let Some(attrs) = self.attrs.finish()? {
             batch.set(PayloadType::LogAttrs, attrs)?;
         }

@@ -12,9 +12,10 @@ use arrow::array::{
 use arrow::buffer::OffsetBuffer;
 use arrow::datatypes::{ArrowPrimitiveType, DataType, Field, Float64Type, UInt64Type};
 
+use super::append::{append_id, append_nz, append_str, finish_ts};
 use super::envelope::EnvelopeColumns;
-use super::values::nulls_from;
-use super::{AttrsBuilder, RootBuilder, append_id, append_nz, append_str, finish_ts};
+use super::root::{RootBuilder, set_envelope_attrs, table_schema};
+use super::values::{AttrsBuilder, nulls_from};
 use crate::batch::OtapBatch;
 use crate::error::{Error, Result};
 use crate::schema::consts::metric_type;
@@ -221,7 +222,7 @@ impl Number {
 }
 
 fn set_table(batch: &mut OtapBatch, table: PayloadType, columns: Vec<ArrayRef>) -> Result<()> {
-    let rb = RecordBatch::try_new(super::table_schema(table, &columns), columns)
+    let rb = RecordBatch::try_new(table_schema(table, &columns), columns)
         .map_err(|e| Error::arrow(format!("building {table:?}"), e))?;
     batch.set(table, rb)
 }
@@ -619,7 +620,7 @@ impl RootBuilder for MetricsBuilder {
                 Arc::new(self.monotonic.finish()),
             ],
         )?;
-        super::set_envelope_attrs(&mut batch, envelope.resource_attrs, envelope.scope_attrs)?;
+        set_envelope_attrs(&mut batch, envelope.resource_attrs, envelope.scope_attrs)?;
         for (table, attrs) in [
             (P::MetricAttrs, &mut self.metric_attrs),
             (P::NumberDpAttrs, &mut self.number_attrs),

@@ -5,27 +5,22 @@
 //! A request with more root records than a batch can hold (ids are 16-bit) is split into
 //! several batches.
 
+mod append;
 mod columns;
 mod envelope;
 mod logs;
 mod metrics;
+mod root;
 mod traces;
 mod validity;
 mod values;
 
-use arrow::array::{
-    FixedSizeBinaryBuilder, PrimitiveBuilder, StringBuilder, TimestampNanosecondArray,
-};
-use arrow::datatypes::TimestampNanosecondType;
-
 use crate::batch::OtapBatch;
 use crate::error::Result;
 use crate::schema::Signal;
-use crate::schema::consts::UTC;
 use crate::wire::{Reader, WireType};
-use envelope::{Context, Embedded, Envelope, EnvelopeColumns};
-
-pub(crate) use values::{AttrsBuilder, ValueColumns};
+use envelope::{Context, Embedded, Envelope};
+use root::RootBuilder;
 
 /// Most root rows (log records, spans or metrics) in one batch: ids are `UInt16`.
 pub const MAX_ROOT_ROWS: usize = 65_535;
@@ -53,19 +48,6 @@ pub fn decode(signal: Signal, bytes: &[u8]) -> Result<Vec<OtapBatch>> {
         Signal::Traces => decode_traces(bytes),
         Signal::Metrics => decode_metrics(bytes),
     }
-}
-
-/// Builds the root table and its children of one signal.
-pub(crate) trait RootBuilder {
-    /// The signal's slot in [`RECORD_SIZES`].
-    const SIGNAL: usize;
-    /// Appends the record in `record` as root row `row`.
-    fn append(&mut self, row: u16, record: Reader<'_>) -> Result<()>;
-    /// Finishes all tables into a batch and resets.
-    fn finish(&mut self, envelope: EnvelopeColumns) -> Result<OtapBatch>;
-    /// Reserves room for `records` root records in a request of `bytes` bytes (a hint: avoids
-    /// regrowing buffers).
-    fn reserve(&mut self, _records: usize, _bytes: usize) {}
 }
 
 /// Finds the embedded message of field 1 (the first, if repeated) and the string of field 3
@@ -295,92 +277,4 @@ fn walk<B: RootBuilder>(bytes: &[u8], mut builder: B, max_rows: usize) -> Result
         .sum();
     remember_record_size::<B>(bytes.len(), decoded);
     Ok(out)
-}
-
-/// Appends a string, or null when empty (null stands for the OTLP default).
-#[inline]
-pub(crate) fn append_str(builder: &mut StringBuilder, value: &str) {
-    if value.is_empty() {
-        builder.append_null()
-    } else {
-        builder.append_value(value)
-    }
-}
-
-/// Appends a number, or null when zero.
-#[inline]
-pub(crate) fn append_nz<T>(builder: &mut PrimitiveBuilder<T>, value: T::Native)
-where
-    T: arrow::datatypes::ArrowPrimitiveType,
-    T::Native: Default + PartialEq,
-{
-    if value == T::Native::default() {
-        builder.append_null()
-    } else {
-        builder.append_value(value)
-    }
-}
-
-/// Appends a fixed-size id (trace or span id), or null when empty.
-#[inline]
-pub(crate) fn append_id(
-    builder: &mut FixedSizeBinaryBuilder,
-    value: &[u8],
-    r: &Reader<'_>,
-) -> Result<()> {
-    if value.is_empty() {
-        builder.append_null();
-        Ok(())
-    } else {
-        builder
-            .append_value(value)
-            .or_else(|_| r.err("trace or span id has the wrong length"))
-    }
-}
-
-/// The schema of a table built by the decoder: the canonical column names and nullability, with
-/// each column's actual type (some columns are built dictionary-encoded).
-pub(crate) fn table_schema(
-    table: crate::schema::PayloadType,
-    columns: &[arrow::array::ArrayRef],
-) -> arrow::datatypes::SchemaRef {
-    let canonical = crate::schema::canonical_schema(table);
-    let same = canonical
-        .fields()
-        .iter()
-        .zip(columns)
-        .all(|(f, c)| f.data_type() == c.data_type());
-    if same {
-        return canonical;
-    }
-    let fields: Vec<arrow::datatypes::Field> = canonical
-        .fields()
-        .iter()
-        .zip(columns)
-        .map(|(f, c)| {
-            arrow::datatypes::Field::new(f.name(), c.data_type().clone(), f.is_nullable())
-        })
-        .collect();
-    std::sync::Arc::new(arrow::datatypes::Schema::new(fields))
-}
-
-/// Finishes a timestamp column in the canonical time zone.
-pub(crate) fn finish_ts(
-    builder: &mut PrimitiveBuilder<TimestampNanosecondType>,
-) -> TimestampNanosecondArray {
-    builder.finish().with_timezone(UTC)
-}
-
-fn set_envelope_attrs(
-    batch: &mut OtapBatch,
-    resource: Option<arrow::array::RecordBatch>,
-    scope: Option<arrow::array::RecordBatch>,
-) -> Result<()> {
-    if let Some(attrs) = resource {
-        batch.set(crate::schema::PayloadType::ResourceAttrs, attrs)?;
-    }
-    if let Some(attrs) = scope {
-        batch.set(crate::schema::PayloadType::ScopeAttrs, attrs)?;
-    }
-    Ok(())
 }

@@ -10,8 +10,10 @@ use arrow::array::{
 };
 use arrow::datatypes::{DataType, Fields};
 
+use super::append::{append_id, append_nz, append_str, finish_ts};
 use super::envelope::EnvelopeColumns;
-use super::{AttrsBuilder, RootBuilder, append_id, append_nz, append_str, finish_ts};
+use super::root::{RootBuilder, set_envelope_attrs, table_schema};
+use super::values::AttrsBuilder;
 use crate::batch::OtapBatch;
 use crate::error::{Error, Result};
 use crate::schema::consts::STATUS;
@@ -238,12 +240,11 @@ impl RootBuilder for SpansBuilder {
             Arc::new(self.flags.finish()),
             Arc::new(status),
         ];
-        let spans =
-            RecordBatch::try_new(super::table_schema(PayloadType::Spans, &columns), columns)
-                .map_err(|e| Error::arrow("building SPANS", e))?;
+        let spans = RecordBatch::try_new(table_schema(PayloadType::Spans, &columns), columns)
+            .map_err(|e| Error::arrow("building SPANS", e))?;
         let mut batch = OtapBatch::new(Signal::Traces);
         batch.set(PayloadType::Spans, spans)?;
-        super::set_envelope_attrs(&mut batch, envelope.resource_attrs, envelope.scope_attrs)?;
+        set_envelope_attrs(&mut batch, envelope.resource_attrs, envelope.scope_attrs)?;
         if let Some(attrs) = self.attrs.finish()? {
             batch.set(PayloadType::SpanAttrs, attrs)?;
         }
@@ -259,11 +260,9 @@ impl RootBuilder for SpansBuilder {
                 Arc::new(e.name.finish()),
                 Arc::new(e.dropped.finish()),
             ];
-            let table = RecordBatch::try_new(
-                super::table_schema(PayloadType::SpanEvents, &columns),
-                columns,
-            )
-            .map_err(|e| Error::arrow("building SPAN_EVENTS", e))?;
+            let table =
+                RecordBatch::try_new(table_schema(PayloadType::SpanEvents, &columns), columns)
+                    .map_err(|e| Error::arrow("building SPAN_EVENTS", e))?;
             batch.set(PayloadType::SpanEvents, table)?;
         }
         let links = self.links.parent_id.len();
@@ -278,11 +277,9 @@ impl RootBuilder for SpansBuilder {
                 Arc::new(l.flags.finish()),
                 Arc::new(l.dropped.finish()),
             ];
-            let table = RecordBatch::try_new(
-                super::table_schema(PayloadType::SpanLinks, &columns),
-                columns,
-            )
-            .map_err(|e| Error::arrow("building SPAN_LINKS", e))?;
+            let table =
+                RecordBatch::try_new(table_schema(PayloadType::SpanLinks, &columns), columns)
+                    .map_err(|e| Error::arrow("building SPAN_LINKS", e))?;
             batch.set(PayloadType::SpanLinks, table)?;
         }
         if let Some(attrs) = self.event_attrs.finish()? {

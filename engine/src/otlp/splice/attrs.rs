@@ -1,15 +1,22 @@
 //! The attributes of one message (a resource, scope, record or data point): which keys a
 //! route's renames change, and the message written again with them changed.
 
-use super::Splicer;
 use crate::error::Result;
-use crate::wire::{Reader, WireType, varint_len};
+use crate::wire::reader::{Reader, WireType};
+use crate::wire::writer::{Writer, varint_len};
 
 /// The `KeyValue` field `KEY`: the attribute's key.
 const KEY: u32 = 1;
 
+/// The attributes of the message being rewritten that a rename names, as planned (reused
+/// from one message to the next).
+#[derive(Default)]
+pub(super) struct AttrPlan<'x> {
+    attrs: Vec<Attr<'x>>,
+}
+
 /// One attribute of the message being rewritten.
-pub(super) struct Attr<'x> {
+struct Attr<'x> {
     /// Where its field starts and ends in the message.
     start: usize,
     end: usize,
@@ -24,7 +31,7 @@ pub(super) struct Attr<'x> {
     dropped: bool,
 }
 
-impl<'x> Splicer<'x> {
+impl<'x> AttrPlan<'x> {
     /// Reads the attributes (field `field`) of `message` (at `base` in the request) and
     /// applies `renames` to their keys; true when a key changes or an attribute goes. Only
     /// the attributes whose key some rename names (as `from` or `to`) are kept to decide:
@@ -92,8 +99,9 @@ impl<'x> Splicer<'x> {
         Ok(changed)
     }
 
-    /// Writes `message` as field `number`, with its attributes (field `field`) as planned.
-    pub(super) fn write_leaf(&mut self, number: u32, field: u32, message: &'x [u8]) {
+    /// Writes `message` to `out` as field `number`, with its attributes (field `field`) as
+    /// planned.
+    pub(super) fn write_leaf(&self, out: &mut Writer, number: u32, field: u32, message: &[u8]) {
         let mut len = message.len();
         for a in &self.attrs {
             if a.dropped || a.renamed {
@@ -104,19 +112,19 @@ impl<'x> Splicer<'x> {
                 len += varint_len(u64::from(field << 3 | 2)) + varint_len(kv as u64) + kv;
             }
         }
-        self.out.key_len(number, len);
+        out.key_len(number, len);
         let mut copied = 0;
         for a in &self.attrs {
             if !(a.dropped || a.renamed) {
                 continue;
             }
-            self.out.raw(&message[copied..a.start]);
+            out.raw(&message[copied..a.start]);
             copied = a.end;
             if a.dropped {
                 continue;
             }
-            self.out.key_len(field, kv_len(a));
-            self.out.bytes_always(KEY, a.key);
+            out.key_len(field, kv_len(a));
+            out.bytes_always(KEY, a.key);
             // The value and any other field of the KeyValue, as they came (already read once,
             // so the framing holds).
             let mut r = Reader::nested(a.kv, a.kv_base);
@@ -130,13 +138,13 @@ impl<'x> Splicer<'x> {
                     break;
                 }
                 if number == KEY {
-                    self.out.raw(&a.kv[from..start]);
+                    out.raw(&a.kv[from..start]);
                     from = r.offset() - a.kv_base;
                 }
             }
-            self.out.raw(&a.kv[from..]);
+            out.raw(&a.kv[from..]);
         }
-        self.out.raw(&message[copied..]);
+        out.raw(&message[copied..]);
     }
 }
 

@@ -23,10 +23,10 @@ mod tests;
 use bytes::Bytes;
 use memchr::memmem::Finder;
 
-use self::attrs::Attr;
+use self::attrs::AttrPlan;
 use self::shape::Node;
 use crate::error::Result;
-use crate::otap::raw::KeyRenames;
+use crate::otap::raw::renames::KeyRenames;
 use crate::schema::{PayloadType, Signal};
 use crate::wire::{Reader, WireType, Writer, varint_len};
 
@@ -73,7 +73,7 @@ pub fn splice(signal: Signal, request: &Bytes, renames: &KeyRenames) -> Result<S
         active: tables,
         out: Writer::default(),
         items: 0,
-        attrs: Vec::new(),
+        attrs: AttrPlan::default(),
     };
     if splicer.active.is_empty() {
         splicer.count(children, request, 0)?;
@@ -103,7 +103,7 @@ struct Splicer<'x> {
     out: Writer,
     items: usize,
     /// The attributes of the message being rewritten (reused).
-    attrs: Vec<Attr<'x>>,
+    attrs: AttrPlan<'x>,
 }
 
 impl<'x> Splicer<'x> {
@@ -135,10 +135,10 @@ impl<'x> Splicer<'x> {
                     let renames = self.renames.of(table);
                     if !renames.is_empty()
                         && self.mentions(table, at, at + bytes.len())
-                        && self.plan(attrs, renames, bytes, at)?
+                        && self.attrs.plan(attrs, renames, bytes, at)?
                     {
                         self.out.raw(&body[copied..start]);
-                        self.write_leaf(number, attrs, bytes);
+                        self.attrs.write_leaf(&mut self.out, number, attrs, bytes);
                         copied = r.offset() - base;
                     }
                 }
