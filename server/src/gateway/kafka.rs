@@ -14,7 +14,7 @@ use rdkafka::topic_partition_list::TopicPartitionList;
 
 /// How records are written into messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Encoding {
+pub enum MessageEncoding {
     /// One `Export*ServiceRequest` in protobuf per message.
     OtlpProto,
     /// One `Export*ServiceRequest` in OTLP JSON per message.
@@ -23,13 +23,13 @@ pub enum Encoding {
     Otap,
 }
 
-impl Encoding {
+impl MessageEncoding {
     /// From an `encoding` option (`otlp_proto` when absent).
-    pub fn of(option: Option<&str>) -> Encoding {
+    pub fn of(option: Option<&str>) -> MessageEncoding {
         match option {
-            Some("otlp_json") => Encoding::OtlpJson,
-            Some("otap") => Encoding::Otap,
-            _ => Encoding::OtlpProto,
+            Some("otlp_json") => MessageEncoding::OtlpJson,
+            Some("otap") => MessageEncoding::Otap,
+            _ => MessageEncoding::OtlpProto,
         }
     }
 }

@@ -54,7 +54,7 @@ pub fn run(mut options: RunOptions) -> Result<(), GatewayError> {
     let recent_bytes = options.query.as_ref().map_or(0, |q| q.recent_bytes);
     let sources = program.sources.iter().map(|s| s.name.clone()).collect();
     let taps = Arc::new(Taps::new(sources, recent_bytes));
-    let shared = Shared {
+    let services = Services {
         telemetry: Arc::new(Telemetry::new(&program)),
         taps,
         memory: Arc::new(super::memory::Memory::new(options.memory_limit)),
@@ -67,14 +67,14 @@ pub fn run(mut options: RunOptions) -> Result<(), GatewayError> {
             what: "the main runtime".to_string(),
             source,
         })?;
-    let result = runtime.block_on(serve(options, workers, program, running, shared));
+    let result = runtime.block_on(serve(options, workers, program, running, services));
     // A drain cut short leaves worker threads behind: do not wait for them.
     runtime.shutdown_background();
     result
 }
 
 /// What the gateway's parts are handed, each what it needs of it.
-struct Shared {
+struct Services {
     /// Counters.
     telemetry: Arc<Telemetry>,
     /// Where live queries see the batches going through.
@@ -90,14 +90,14 @@ async fn serve(
     workers: usize,
     program: Arc<Program>,
     running: Arc<Running>,
-    shared_state: Shared,
+    services: Services,
 ) -> Result<(), GatewayError> {
-    let Shared {
+    let Services {
         telemetry,
         taps,
         memory,
         retired,
-    } = shared_state;
+    } = services;
     let base = options.files.first().cloned().unwrap_or_default();
     let (stop, shutdown) = watch::channel(false);
     let mut shared = HashMap::new();

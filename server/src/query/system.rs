@@ -274,8 +274,6 @@ impl System {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gateway::memory::Memory;
-    use crate::query::taps::Taps;
     use penstock_dialect::query::{Relation, check_query};
 
     /// The system tables of a gateway with one source, one sink, a pipeline of two
@@ -291,8 +289,7 @@ mod tests {
              END;",
         )])
         .unwrap();
-        let taps = Arc::new(Taps::new(vec!["src".into(), "out".into()], 1 << 20));
-        let telemetry = Telemetry::new(&program, taps, Memory::new(None));
+        let telemetry = Telemetry::new(&program);
         let running = Running::new(Arc::new(program), &pipelines, 1, 0);
         let (_, running) = watch::channel(Arc::new(running));
         let queries = Arc::new(Queries::default());

@@ -79,7 +79,7 @@ struct Entry {
 }
 
 /// The delivery side of one buffer.
-pub struct Delivery {
+pub struct LogDelivery {
     /// The sink.
     pub name: String,
     /// Its log.
@@ -94,7 +94,7 @@ pub struct Delivery {
 
 type Acks = FuturesUnordered<futures::future::BoxFuture<'static, (u64, Outcome)>>;
 
-struct State {
+struct Progress {
     reader: super::log::Reader,
     in_flight: BTreeMap<u64, Entry>,
     failed: BTreeSet<u64>,
@@ -104,11 +104,11 @@ struct State {
     replay_below: u64,
 }
 
-impl Delivery {
+impl LogDelivery {
     /// Delivers until the writer is done and either everything written was delivered or a
     /// batch failed (what is left stays on disk for the next start).
     pub async fn run(self, sink: SinkQueue) {
-        let mut state = State {
+        let mut state = Progress {
             reader: self.log.reader(),
             in_flight: BTreeMap::new(),
             failed: BTreeSet::new(),
@@ -158,7 +158,7 @@ impl Delivery {
     }
 
     /// Sends records from the log while the window has room; false when the sink is gone.
-    async fn fill(&self, state: &mut State, sink: &SinkQueue) -> bool {
+    async fn fill(&self, state: &mut Progress, sink: &SinkQueue) -> bool {
         while state.in_flight.len() < WINDOW {
             let next = match state.reader.next(&self.log) {
                 Ok(next) => next,
@@ -215,7 +215,7 @@ impl Delivery {
     }
 
     /// Hands record `seq` to the sink; false when the sink is gone.
-    async fn send(&self, state: &mut State, sink: &SinkQueue, seq: u64, entry: Entry) -> bool {
+    async fn send(&self, state: &mut Progress, sink: &SinkQueue, seq: u64, entry: Entry) -> bool {
         let (ack, outcome) = oneshot::channel();
         let batch = entry.batch.clone();
         state.in_flight.insert(seq, entry);
@@ -232,7 +232,7 @@ impl Delivery {
     }
 
     /// Sends the failed batches again, oldest first.
-    async fn resend(&self, state: &mut State, sink: &SinkQueue) {
+    async fn resend(&self, state: &mut Progress, sink: &SinkQueue) {
         for seq in std::mem::take(&mut state.failed) {
             let Some(entry) = state.in_flight.remove(&seq) else {
                 continue;
@@ -244,7 +244,7 @@ impl Delivery {
     }
 
     /// Takes the outcome of record `seq`.
-    fn settle(&self, state: &mut State, seq: u64, outcome: Outcome) {
+    fn settle(&self, state: &mut Progress, seq: u64, outcome: Outcome) {
         match outcome {
             Ok(()) => {
                 if let Some(entry) = state.in_flight.remove(&seq)
@@ -304,7 +304,7 @@ impl Delivery {
     }
 
     /// Every record below this was delivered.
-    fn cursor(&self, state: &State) -> u64 {
+    fn cursor(&self, state: &Progress) -> u64 {
         state
             .in_flight
             .keys()
@@ -314,7 +314,7 @@ impl Delivery {
     }
 
     /// Refreshes the gauges.
-    fn refresh(&self, state: &State) {
+    fn refresh(&self, state: &Progress) {
         let oldest = state.in_flight.values().map(|e| e.written_ms).min();
         self.counters
             .oldest_written_ms

@@ -69,7 +69,7 @@ struct Segment {
 }
 
 #[derive(Debug)]
-struct State {
+struct LogState {
     segments: VecDeque<Segment>,
     next_seq: u64,
     bytes: u64,
@@ -82,7 +82,7 @@ struct State {
 pub struct Log {
     dir: PathBuf,
     segment_bytes: u64,
-    state: Mutex<State>,
+    state: Mutex<LogState>,
     space: Condvar,
     saved: Mutex<u64>,
     /// Signalled after each append (and when the writer is done).
@@ -232,7 +232,7 @@ impl Log {
         let log = Log {
             dir: dir.to_path_buf(),
             segment_bytes,
-            state: Mutex::new(State {
+            state: Mutex::new(LogState {
                 segments,
                 next_seq,
                 bytes,
@@ -248,7 +248,7 @@ impl Log {
         Ok((log, writer, recovery))
     }
 
-    fn state(&self) -> MutexGuard<'_, State> {
+    fn state(&self) -> MutexGuard<'_, LogState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 

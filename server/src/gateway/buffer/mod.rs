@@ -48,16 +48,16 @@ enum WhenFull {
 
 /// A disk buffer's settings.
 #[derive(Debug, Clone)]
-struct Config {
+struct BufferConfig {
     name: String,
     dir: PathBuf,
     max_bytes: u64,
     when_full: WhenFull,
 }
 
-impl Config {
-    fn from_sink(sink: &Sink, base: &Path) -> Config {
-        Config {
+impl BufferConfig {
+    fn from_sink(sink: &Sink, base: &Path) -> BufferConfig {
+        BufferConfig {
             name: sink.name.clone(),
             dir: resolve_path(base, sink.options.str("buffer_path").unwrap_or_default()),
             max_bytes: sink
@@ -89,7 +89,7 @@ pub fn start(
     + Send
     + 'static,
 ) -> Result<SinkTask, GatewayError> {
-    let config = Config::from_sink(sink, base);
+    let config = BufferConfig::from_sink(sink, base);
     let buffer_error = |source| GatewayError::Buffer {
         sink_name: config.name.clone(),
         path: config.dir.clone(),
@@ -106,7 +106,7 @@ pub fn start(
     deliver::report_recovery(&config.name, &config.dir, &recovery, &counters);
     let (queue, deliveries) = mpsc::channel(SINK_QUEUE);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    let delivery = deliver::Delivery {
+    let delivery = deliver::LogDelivery {
         name: config.name.clone(),
         log: Arc::clone(&log),
         counters: Arc::clone(&counters),
@@ -176,7 +176,7 @@ pub fn start(
 /// The writer: appends what the sink's queue brings, a group at a time, acknowledging each
 /// batch once its group is synced; ends when the queue closes.
 fn write(
-    config: &Config,
+    config: &BufferConfig,
     log: &Log,
     mut writer: Writer,
     mut deliveries: mpsc::Receiver<Delivery>,
@@ -254,7 +254,7 @@ impl Group {
     /// Appends and syncs the batches gathered, then acknowledges them with the outcome.
     fn append(
         &mut self,
-        config: &Config,
+        config: &BufferConfig,
         log: &Log,
         writer: &mut Writer,
         counters: &BufferCounters,
@@ -302,7 +302,7 @@ impl Group {
 /// Whether `bytes` more fit in the buffer, waiting for room when the sink waits (not past
 /// the start of a drain).
 fn admit(
-    config: &Config,
+    config: &BufferConfig,
     log: &Log,
     writer: &mut Writer,
     bytes: u64,
@@ -326,7 +326,7 @@ fn admit(
     }
 }
 
-fn full(config: &Config) -> DeliveryError {
+fn full(config: &BufferConfig) -> DeliveryError {
     DeliveryError::BufferFull {
         sink: config.name.clone(),
         message: format!(
@@ -336,7 +336,7 @@ fn full(config: &Config) -> DeliveryError {
     }
 }
 
-fn unwritable(config: &Config, message: String, retryable: bool) -> DeliveryError {
+fn unwritable(config: &BufferConfig, message: String, retryable: bool) -> DeliveryError {
     DeliveryError::Sink {
         sink: config.name.clone(),
         message: format!("the disk buffer could not take the batch: {message}"),

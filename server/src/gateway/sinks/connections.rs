@@ -19,7 +19,7 @@ pub struct Connections {
 
 /// A stream's place on its connection, given back when dropped.
 #[derive(Debug)]
-pub struct Place {
+pub struct ConnectionPlace {
     _held: Arc<()>,
 }
 
@@ -35,7 +35,7 @@ impl Connections {
 
     /// A connection with room for one more stream (a new one when all are full), and the
     /// stream's place on it.
-    pub fn take(&mut self) -> (Upstream, Place) {
+    pub fn take(&mut self) -> (Upstream, ConnectionPlace) {
         let mut idle_kept = false;
         // Connections left without streams are closed, but one.
         self.open.retain(|(_, places)| {
@@ -57,7 +57,7 @@ impl Connections {
                 connection
             }
         };
-        (upstream, Place { _held: places })
+        (upstream, ConnectionPlace { _held: places })
     }
 
     /// Connections open.
@@ -80,7 +80,7 @@ mod tests {
             .unwrap();
         let _entered = runtime.enter();
         let mut connections = Connections::new(Upstream::lazy(endpoint), 2);
-        let places: Vec<Place> = (0..5).map(|_| connections.take().1).collect();
+        let places: Vec<ConnectionPlace> = (0..5).map(|_| connections.take().1).collect();
         assert_eq!(connections.len(), 3, "2 + 2 + 1 streams");
         drop(places);
         let _one = connections.take();

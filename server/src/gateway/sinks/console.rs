@@ -9,11 +9,10 @@ use std::time::{Duration, Instant};
 use penstock_engine::OtapBatch;
 use penstock_engine::otlp::json::to_line;
 use serde_json::Value;
-use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::{Account, Placement, SinkContext, SinkDriver};
-use crate::gateway::delivery::{Delivery, complete};
+use super::contract::{Placement, SinkContext, SinkDriver};
+use crate::gateway::delivery::complete;
 use crate::gateway::error::{ErrorChain, GatewayError};
 
 /// How long `limit` records may be shown in.
@@ -27,21 +26,20 @@ impl SinkDriver for ConsoleSink {
         Placement::Shared
     }
 
-    fn start(
-        &self,
-        context: SinkContext,
-        deliveries: mpsc::Receiver<Delivery>,
-    ) -> Result<JoinHandle<()>, GatewayError> {
+    fn start(&self, context: SinkContext) -> Result<JoinHandle<()>, GatewayError> {
         let limit = context.sink.options.count("limit").unwrap_or(10) as usize;
-        Ok(tokio::task::spawn_blocking(move || {
-            run(limit, deliveries, context.account)
-        }))
+        Ok(tokio::task::spawn_blocking(move || run(limit, context)))
     }
 }
 
 /// Prints a sample of each batch; blocking (a slow terminal or pipe must not stall a
 /// runtime), so it runs on a thread of its own.
-fn run(limit: usize, mut deliveries: mpsc::Receiver<Delivery>, account: Account) {
+fn run(limit: usize, context: SinkContext) {
+    let SinkContext {
+        mut deliveries,
+        account,
+        ..
+    } = context;
     let mut sampler = Sampler::new(account.name(), limit);
     while let Some(delivery) = deliveries.blocking_recv() {
         let Some((batch, ack)) = account.decoded(delivery) else {

@@ -34,8 +34,10 @@ pub enum Placement {
 }
 
 /// What a sink instance is started with.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct SinkContext {
+    /// Where its payloads come from, until the queue closes.
+    pub deliveries: mpsc::Receiver<Delivery>,
     /// The sink as declared.
     pub sink: Sink,
     /// What relative paths in its options are resolved against (the pipeline file).
@@ -55,12 +57,8 @@ pub trait SinkDriver: Sync {
     fn placement(&self) -> Placement;
 
     /// Starts an instance on the current runtime (on a blocking thread for
-    /// [`Placement::Shared`] kinds) reading `deliveries` until it closes.
-    fn start(
-        &self,
-        context: SinkContext,
-        deliveries: mpsc::Receiver<Delivery>,
-    ) -> Result<JoinHandle<()>, GatewayError>;
+    /// [`Placement::Shared`] kinds).
+    fn start(&self, context: SinkContext) -> Result<JoinHandle<()>, GatewayError>;
 }
 
 /// A sink's bounded queue.

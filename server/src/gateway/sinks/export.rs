@@ -22,7 +22,8 @@ use super::retry::Policy;
 use crate::gateway::delivery::{Ack, Delivery, DeliveryError, Payload, complete};
 use tokio::task::JoinHandle;
 
-use super::{Account, SinkContext};
+use super::account::Account;
+use super::contract::SinkContext;
 use crate::gateway::report;
 
 /// Requests in flight at once per worker (one for an [ordered](Settings::ordered) sink).
@@ -188,18 +189,16 @@ pub fn spawn<T: Transport>(
     settings: Settings,
     transport: T,
     context: SinkContext,
-    deliveries: mpsc::Receiver<Delivery>,
 ) -> JoinHandle<()> {
     let settings = match context.ordered {
         true => settings.ordered(),
         false => settings,
     };
-    let account = context.account;
     tokio::spawn(run(
         settings,
         transport,
-        deliveries,
-        account,
+        context.deliveries,
+        context.account,
         context.draining,
     ))
 }

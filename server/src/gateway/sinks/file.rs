@@ -6,11 +6,10 @@ use std::io::Write;
 use std::path::Path;
 
 use penstock_engine::otlp::json;
-use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::{Account, Placement, SinkContext, SinkDriver};
-use crate::gateway::delivery::{Delivery, complete};
+use super::contract::{Placement, SinkContext, SinkDriver};
+use crate::gateway::delivery::complete;
 use crate::gateway::error::GatewayError;
 use crate::gateway::program::resolve_path;
 
@@ -43,22 +42,21 @@ impl SinkDriver for FileSink {
         Placement::Shared
     }
 
-    fn start(
-        &self,
-        context: SinkContext,
-        deliveries: mpsc::Receiver<Delivery>,
-    ) -> Result<JoinHandle<()>, GatewayError> {
+    fn start(&self, context: SinkContext) -> Result<JoinHandle<()>, GatewayError> {
         let path = context.sink.options.str("path").unwrap_or_default();
         let path = resolve_path(&context.base, path);
         let file = open(&context.sink.name, &path)?;
-        Ok(tokio::task::spawn_blocking(move || {
-            run(file, deliveries, context.account)
-        }))
+        Ok(tokio::task::spawn_blocking(move || run(file, context)))
     }
 }
 
 /// Writes every delivered batch; blocking, so it runs on a thread of its own.
-fn run(mut file: File, mut deliveries: mpsc::Receiver<Delivery>, account: Account) {
+fn run(mut file: File, context: SinkContext) {
+    let SinkContext {
+        mut deliveries,
+        account,
+        ..
+    } = context;
     while let Some(delivery) = deliveries.blocking_recv() {
         let Some((batch, ack)) = account.decoded(delivery) else {
             continue;

@@ -80,13 +80,14 @@ pub fn start(
 ) -> Result<SinkTask, GatewayError> {
     let (queue, deliveries) = contract::queue();
     let context = SinkContext {
+        deliveries,
         sink: sink.clone(),
         base: base.to_path_buf(),
         account: Account::new(&sink.name, telemetry),
         draining: draining.clone(),
         ordered,
     };
-    let task = driver(sink.kind).start(context, deliveries)?;
+    let task = driver(sink.kind).start(context)?;
     Ok(SinkTask { queue, task })
 }
 

@@ -15,7 +15,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::connections::{Connections, Place};
+use super::connections::{ConnectionPlace, Connections};
 use super::upstream::Upstream;
 use penstock_dialect::Sink;
 use penstock_engine::merge::Concat;
@@ -30,7 +30,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use super::retry::Policy;
 use tokio::task::JoinHandle;
 
-use super::{Account, Placement, SinkContext, SinkDriver};
+use super::account::Account;
+use super::contract::{Placement, SinkContext, SinkDriver};
 use crate::gateway::delivery::{Ack, Delivery, ForwardedOtap, Payload, complete};
 use crate::gateway::error::GatewayError;
 use crate::gateway::status::batch_retryable;
@@ -44,7 +45,7 @@ const PENDING_PER_STREAM: usize = 64;
 
 /// An OTAP sink's settings.
 #[derive(Debug, Clone)]
-pub struct Config {
+pub struct OtapSinkConfig {
     name: String,
     upstream: Upstream,
     options: EncodeOptions,
@@ -58,10 +59,10 @@ pub struct Config {
     per_connection: usize,
 }
 
-impl Config {
+impl OtapSinkConfig {
     /// From the sink's options; connects lazily.
-    pub fn from_sink(sink: &Sink, base: &std::path::Path) -> Result<Config, GatewayError> {
-        Ok(Config {
+    pub fn from_sink(sink: &Sink, base: &std::path::Path) -> Result<OtapSinkConfig, GatewayError> {
+        Ok(OtapSinkConfig {
             name: sink.name.clone(),
             upstream: Upstream::of(sink, base)?,
             options: EncodeOptions {
@@ -88,7 +89,7 @@ impl Config {
     }
 
     /// One stream per signal, so batches arrive in the order they are given.
-    pub fn ordered(mut self) -> Config {
+    pub fn ordered(mut self) -> OtapSinkConfig {
         self.streams = 1;
         self
     }
@@ -113,7 +114,7 @@ enum Event {
     Ended(u64, Option<tonic::Status>),
 }
 
-struct Stream {
+struct EncodedStream {
     generation: u64,
     requests: mpsc::Sender<BatchArrowRecords>,
     encoder: OtapEncoder,
@@ -129,7 +130,7 @@ struct Affine {
 
 struct AffineStream {
     /// Its place on its connection.
-    _place: Place,
+    _place: ConnectionPlace,
     generation: u64,
     requests: mpsc::Sender<BatchArrowRecords>,
     opened: Instant,
@@ -166,12 +167,12 @@ struct Forming {
     deadline: Instant,
 }
 
-struct State {
-    config: Config,
+struct OtapSinkState {
+    config: OtapSinkConfig,
     forming: Option<Forming>,
     account: Account,
     events: mpsc::Sender<Event>,
-    streams: HashMap<Signal, Vec<Stream>>,
+    streams: HashMap<Signal, Vec<EncodedStream>>,
     next_stream: usize,
     generation: u64,
     pending: HashMap<(u64, i64), Pending>,
@@ -205,31 +206,28 @@ impl SinkDriver for OtapSink {
         Placement::PerWorker
     }
 
-    fn start(
-        &self,
-        context: SinkContext,
-        deliveries: mpsc::Receiver<Delivery>,
-    ) -> Result<JoinHandle<()>, GatewayError> {
-        let mut config = Config::from_sink(&context.sink, &context.base)?;
+    fn start(&self, context: SinkContext) -> Result<JoinHandle<()>, GatewayError> {
+        let mut config = OtapSinkConfig::from_sink(&context.sink, &context.base)?;
         if context.ordered {
             config = config.ordered();
         }
-        let run = run(config, deliveries, context.account, context.draining);
+        let run = run(config, context);
         Ok(tokio::spawn(run))
     }
 }
 
 /// Sends every delivered batch; stops lingering once `draining` is true.
-async fn run(
-    config: Config,
-    mut deliveries: mpsc::Receiver<Delivery>,
-    account: Account,
-    mut draining: tokio::sync::watch::Receiver<bool>,
-) {
+async fn run(config: OtapSinkConfig, context: SinkContext) {
+    let SinkContext {
+        mut deliveries,
+        account,
+        mut draining,
+        ..
+    } = context;
     let (events, mut reports) = mpsc::channel(PENDING_PER_STREAM * 4);
     let capacity = PENDING_PER_STREAM * config.streams;
     let connections = Connections::new(config.upstream.clone(), config.per_connection);
-    let mut state = State {
+    let mut state = OtapSinkState {
         config,
         forming: None,
         account,
@@ -279,7 +277,7 @@ async fn run(
     }
 }
 
-impl State {
+impl OtapSinkState {
     /// Adds `first`, then the deliveries already queued, to the merged batch being gathered;
     /// sends it once it reaches the target size, or at once when there is no linger. Returns a
     /// delivery taken that could not join it (another signal, or ids that would not fit), to
@@ -379,7 +377,7 @@ impl State {
         }
     }
 
-    fn stream_for(&mut self, signal: Signal) -> Result<&mut Stream, String> {
+    fn stream_for(&mut self, signal: Signal) -> Result<&mut EncodedStream, String> {
         let lifetime = self.config.lifetime;
         let list = self.streams.entry(signal).or_default();
         // Retired streams are dropped: their request side closes, statuses still arrive.
@@ -646,13 +644,13 @@ impl State {
 }
 
 fn open_stream(
-    config: &Config,
+    config: &OtapSinkConfig,
     signal: Signal,
     generation: u64,
     events: mpsc::Sender<Event>,
-) -> Result<Stream, String> {
+) -> Result<EncodedStream, String> {
     let encoder = OtapEncoder::new(signal, config.options).map_err(|e| e.to_string())?;
-    Ok(Stream {
+    Ok(EncodedStream {
         generation,
         requests: open_channel(config, config.upstream.clone(), signal, generation, events),
         encoder,
@@ -663,7 +661,7 @@ fn open_stream(
 /// Opens stream `generation`: its requests go to the returned queue, its statuses and its end
 /// to `events`.
 fn open_channel(
-    config: &Config,
+    config: &OtapSinkConfig,
     upstream: Upstream,
     signal: Signal,
     generation: u64,

@@ -9,11 +9,10 @@ use penstock_engine::Signal;
 use prost::Message;
 
 use super::compress::Compression;
+use super::contract::{Placement, SinkContext, SinkDriver};
 use super::export::{self, Accepted, ExportResponse, Failure, Settings, Transport};
 use super::unary::{self, Reply};
 use super::upstream::Upstream;
-use super::{Placement, SinkContext, SinkDriver};
-use crate::gateway::delivery::Delivery;
 use crate::gateway::error::GatewayError;
 use crate::gateway::status::{retry_delay, retryable};
 
@@ -86,12 +85,8 @@ impl SinkDriver for OtlpSink {
         Placement::PerWorker
     }
 
-    fn start(
-        &self,
-        context: SinkContext,
-        deliveries: tokio::sync::mpsc::Receiver<Delivery>,
-    ) -> Result<tokio::task::JoinHandle<()>, GatewayError> {
+    fn start(&self, context: SinkContext) -> Result<tokio::task::JoinHandle<()>, GatewayError> {
         let (settings, grpc) = config(&context.sink, &context.base)?;
-        Ok(export::spawn(settings, grpc, context, deliveries))
+        Ok(export::spawn(settings, grpc, context))
     }
 }

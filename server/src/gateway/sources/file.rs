@@ -11,7 +11,9 @@ use penstock_engine::OtapBatch;
 use penstock_engine::otlp::json;
 use tokio::sync::{mpsc, watch};
 
+use super::contract::{SourceDriver, SourceStart, Starting};
 use crate::gateway::error::GatewayError;
+use crate::gateway::program::resolve_path;
 use crate::gateway::telemetry::Telemetry;
 use crate::gateway::worker::WorkerHandle;
 
@@ -91,4 +93,27 @@ fn read(
         }
     }
     Ok(())
+}
+
+/// The FILE source kind: OTLP JSON lines read on one worker.
+pub struct FileSource;
+
+impl SourceDriver for FileSource {
+    fn start<'a>(&'a self, start: SourceStart<'a>) -> Starting<'a> {
+        let (source, index, setup) = (start.source, start.index, start.setup);
+        let path = resolve_path(setup.base, source.options.str("path").unwrap_or_default());
+        if let Some(w) = setup.worker_of(index) {
+            let run = run(
+                source.name.clone(),
+                index,
+                path,
+                w.handle.clone(),
+                Arc::clone(setup.telemetry),
+                setup.shutdown.clone(),
+            );
+            let what = format!("source {}: the file reader", source.name);
+            start.started.spawn_on(w, what, run);
+        }
+        Box::pin(std::future::ready(Ok(())))
+    }
 }

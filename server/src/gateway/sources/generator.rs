@@ -14,6 +14,7 @@ use prost::Message;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use super::contract::{SourceDriver, SourceStart, Starting};
 use crate::gateway::delivery::DeliveryError;
 use crate::gateway::error::GatewayError;
 use crate::gateway::telemetry::Telemetry;
@@ -230,5 +231,34 @@ impl<'a> Failures<'a> {
                 "source {name}: {count} batch(es) not delivered in all"
             );
         }
+    }
+}
+
+/// The GENERATOR source kind: a share of its records made on every worker.
+pub struct GeneratorSource;
+
+impl SourceDriver for GeneratorSource {
+    fn start<'a>(&'a self, start: SourceStart<'a>) -> Starting<'a> {
+        let (source, index, setup) = (start.source, start.index, start.setup);
+        let workers = setup.workers.len();
+        for w in setup.workers {
+            let share = Share::of(source, index, w.handle.index, workers);
+            let task = w.handle.runtime.spawn(run(
+                share,
+                w.handle.clone(),
+                setup.shutdown.clone(),
+                Arc::clone(setup.telemetry),
+            ));
+            let name = source.name.clone();
+            start.started.tasks.spawn(async move {
+                task.await.map_err(|source| GatewayError::Task {
+                    task: format!("source {name}: the generator"),
+                    source,
+                })??;
+                Ok(())
+            });
+        }
+        start.started.endless |= source.options.count("records").is_none();
+        Box::pin(std::future::ready(Ok(())))
     }
 }

@@ -19,10 +19,11 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use penstock_engine::Signal;
 use prost::Message;
 
-use super::listener::{
-    DRAIN_TIMEOUT, Deadline, ExportError, RECEIVE_TIMEOUT, SourceContext, admit, bearer_matches,
-    discard_body, export_otlp, open, receive,
-};
+use super::admission::bearer_matches;
+use super::body::{Deadline, RECEIVE_TIMEOUT, discard_body};
+use super::contract::{SourceDriver, SourceStart, Starting};
+use super::listener::{DRAIN_TIMEOUT, Listening, SourceContext, listen, open};
+use super::otlp_export::{ExportError, export_otlp};
 use crate::gateway::status::{Fault, Refusal, RpcStatus};
 
 /// Serves one connection (HTTP/1.1 or HTTP/2, in the clear or over TLS) on the current
@@ -107,7 +108,7 @@ fn refused_for(error: &impl Refusal, context: &SourceContext) -> Refused {
 }
 
 async fn handle(request: Request<Incoming>, context: &SourceContext) -> Response<Full<Bytes>> {
-    let origin = allowed_origin(request.headers(), &context.limits.cors_origins);
+    let origin = allowed_origin(request.headers(), &context.admission.limits.cors_origins);
     let mut response = if request.method() == Method::OPTIONS && origin.is_some() {
         preflight()
     } else {
@@ -222,7 +223,7 @@ async fn export(request: Request<Incoming>, context: &SourceContext) -> Result<F
         return Err(refuse(Fault::Unimplemented, message));
     }
     let authorization = request.headers().get(http::header::AUTHORIZATION);
-    let token = context.limits.auth_token.as_deref();
+    let token = context.admission.limits.auth_token.as_deref();
     if !bearer_matches(authorization.map(HeaderValue::as_bytes), token) {
         let message = "a valid bearer token is required";
         return Err(refuse(Fault::Unauthenticated, message));
@@ -231,8 +232,8 @@ async fn export(request: Request<Incoming>, context: &SourceContext) -> Result<F
         let message = "Content-Type must be application/x-protobuf or application/json";
         refuse(Fault::UnsupportedMediaType, message)
     })?;
-    let encoding = Encoding::of(request.headers())?;
-    let max = context.limits.max_message_bytes;
+    let encoding = ContentEncoding::of(request.headers())?;
+    let max = context.admission.limits.max_message_bytes;
     let too_large = || {
         let message = format!("the request body exceeds {max} bytes");
         refuse(Fault::TooLarge, message)
@@ -249,7 +250,7 @@ async fn export(request: Request<Incoming>, context: &SourceContext) -> Result<F
     // received: what waits for admission stays bounded. Only an HTTP/1 request, alone on its
     // connection, may wait for one without reading its body.
     let may_wait = request.version() < http::Version::HTTP_2;
-    let receiving = match receive(context, may_wait).await {
+    let receiving = match context.admission.receive(may_wait).await {
         Ok(receiving) => receiving,
         Err(e) => {
             if !may_wait {
@@ -273,9 +274,11 @@ async fn export(request: Request<Incoming>, context: &SourceContext) -> Result<F
     // A compressed body is admitted for its size while it is inflated (up to `max`), then
     // for what it inflated to; the first share is given up before waiting for the second.
     let compressed = match encoding {
-        Encoding::Identity => None,
+        ContentEncoding::Identity => None,
         _ => Some(
-            admit(context, body.len())
+            context
+                .admission
+                .admit(body.len())
                 .await
                 .map_err(|e| refused_for(&e, context))?,
         ),
@@ -288,7 +291,9 @@ async fn export(request: Request<Incoming>, context: &SourceContext) -> Result<F
         }
     })?;
     drop(compressed);
-    let _admitted = admit(context, body.len())
+    let _admitted = context
+        .admission
+        .admit(body.len())
         .await
         .map_err(|e| refused_for(&e, context))?;
     drop(receiving);
@@ -314,8 +319,8 @@ async fn export(request: Request<Incoming>, context: &SourceContext) -> Result<F
     Ok(format)
 }
 
-/// A request body's `Content-Encoding`.
-enum Encoding {
+/// A request body's `Content-ContentEncoding`.
+enum ContentEncoding {
     Identity,
     Gzip,
     Zstd,
@@ -326,18 +331,20 @@ enum Inflate {
     Corrupt(std::io::Error),
 }
 
-impl Encoding {
-    fn of(headers: &HeaderMap) -> Result<Encoding, Refused> {
+impl ContentEncoding {
+    fn of(headers: &HeaderMap) -> Result<ContentEncoding, Refused> {
         let Some(value) = headers.get(CONTENT_ENCODING) else {
-            return Ok(Encoding::Identity);
+            return Ok(ContentEncoding::Identity);
         };
         match value.to_str().unwrap_or_default().trim() {
-            "" | "identity" => Ok(Encoding::Identity),
-            v if v.eq_ignore_ascii_case("gzip") => Ok(Encoding::Gzip),
-            v if v.eq_ignore_ascii_case("zstd") => Ok(Encoding::Zstd),
+            "" | "identity" => Ok(ContentEncoding::Identity),
+            v if v.eq_ignore_ascii_case("gzip") => Ok(ContentEncoding::Gzip),
+            v if v.eq_ignore_ascii_case("zstd") => Ok(ContentEncoding::Zstd),
             other => Err(refuse(
                 Fault::UnsupportedMediaType,
-                format!("Content-Encoding '{other}' is not supported (gzip, zstd, identity)"),
+                format!(
+                    "Content-ContentEncoding '{other}' is not supported (gzip, zstd, identity)"
+                ),
             )),
         }
     }
@@ -347,11 +354,11 @@ impl Encoding {
         let mut out = Vec::new();
         let limit = max as u64 + 1;
         let read = match self {
-            Encoding::Identity => return Ok(body),
-            Encoding::Gzip => flate2::read::MultiGzDecoder::new(body.as_ref())
+            ContentEncoding::Identity => return Ok(body),
+            ContentEncoding::Gzip => flate2::read::MultiGzDecoder::new(body.as_ref())
                 .take(limit)
                 .read_to_end(&mut out),
-            Encoding::Zstd => zstd::stream::read::Decoder::new(body.as_ref())
+            ContentEncoding::Zstd => zstd::stream::read::Decoder::new(body.as_ref())
                 .and_then(|d| d.take(limit).read_to_end(&mut out)),
         };
         read.map_err(Inflate::Corrupt)?;
@@ -359,5 +366,19 @@ impl Encoding {
             return Err(Inflate::TooLarge);
         }
         Ok(Bytes::from(out))
+    }
+}
+
+/// The HTTP source kind.
+pub struct HttpSource;
+
+impl SourceDriver for HttpSource {
+    fn start<'a>(&'a self, start: SourceStart<'a>) -> Starting<'a> {
+        let listening = Listening {
+            protocol: ["OTLP/HTTP", "OTLP/HTTPS"],
+            alpn: &[b"h2", b"http/1.1"],
+            serve,
+        };
+        Box::pin(listen(start, listening))
     }
 }

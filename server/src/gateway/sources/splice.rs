@@ -11,7 +11,7 @@ use penstock_engine::otlp::splice::{self, Spliced};
 
 use super::listener::SourceContext;
 use crate::gateway::delivery::Payload;
-use crate::gateway::worker::ForwardedJob;
+use crate::gateway::worker::job::ForwardedJob;
 
 /// The request `bytes` of `signal` spliced for every route, when the running program lets
 /// this source's requests through so and no query watches them; None to decode it instead.

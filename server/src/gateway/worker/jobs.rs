@@ -12,8 +12,8 @@ use tokio::task::JoinSet;
 
 use super::current::Current;
 use super::handoff::Handed;
+use super::job::{ForwardedJob, Input, Job, Sinks};
 use super::narrow::{Narrowed, narrow};
-use super::{ForwardedJob, Input, Job, Sinks};
 use crate::gateway::delivery::{DeliveryError, Payload, all, complete};
 use crate::gateway::telemetry::Telemetry;
 use crate::gateway::windows::{self, Closed, ClosedSender};

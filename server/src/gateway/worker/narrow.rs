@@ -10,7 +10,7 @@ use penstock_engine::otap::raw::DecodedAsSent;
 
 use super::current::{Current, Routed};
 use super::handoff::Handed;
-use super::{DecodedBeside, Sinks};
+use super::job::{DecodedBeside, Sinks};
 use crate::gateway::delivery::{DeliveryError, ForwardedOtap, Payload};
 use crate::gateway::report;
 use crate::gateway::telemetry::Telemetry;

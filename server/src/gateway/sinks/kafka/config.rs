@@ -10,7 +10,7 @@ use rdkafka::ClientConfig;
 use rdkafka::producer::FutureProducer;
 
 use crate::gateway::error::GatewayError;
-use crate::gateway::kafka::{Encoding, KafkaContext};
+use crate::gateway::kafka::{KafkaContext, MessageEncoding};
 
 /// The default largest message payload, under the broker's default limit on a record batch
 /// (`message.max.bytes`, 1,048,588 bytes) with room for the record's framing.
@@ -20,13 +20,13 @@ const DEFAULT_MAX_MESSAGE_BYTES: u64 = 1_000_000;
 const PRODUCER_QUEUE_KIB: u64 = 32 << 10;
 
 /// A KAFKA sink instance's settings.
-pub struct Config {
+pub struct KafkaSinkConfig {
     /// The sink's name.
     pub name: String,
     /// The topic of each signal's batches: logs, traces, metrics.
     topics: [String; 3],
     /// The message format.
-    pub encoding: Encoding,
+    pub encoding: MessageEncoding,
     /// What records are partitioned by, planned.
     pub key: Option<KeyPlan>,
     /// The key as written (for messages).
@@ -41,9 +41,9 @@ pub struct Config {
     pub producer: FutureProducer<KafkaContext>,
 }
 
-impl Config {
+impl KafkaSinkConfig {
     /// The settings of `sink`, and a producer connected to its brokers.
-    pub fn from_sink(sink: &Sink) -> Result<Config, GatewayError> {
+    pub fn from_sink(sink: &Sink) -> Result<KafkaSinkConfig, GatewayError> {
         let options = &sink.options;
         let timeout = options
             .duration("timeout")
@@ -86,11 +86,11 @@ impl Config {
                     name: sink.name.clone(),
                     source,
                 })?;
-        Ok(Config {
+        Ok(KafkaSinkConfig {
             name: sink.name.clone(),
             topics: [Signal::Logs, Signal::Traces, Signal::Metrics]
                 .map(|s| topic_for(options.str("topic").unwrap_or_default(), s)),
-            encoding: Encoding::of(options.str("encoding")),
+            encoding: MessageEncoding::of(options.str("encoding")),
             key: match options.str("key").map(PartitionKey::parse) {
                 Some(Ok(key)) => Some(KeyPlan::compile(&key)?),
                 _ => None,

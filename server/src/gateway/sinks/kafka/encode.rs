@@ -7,8 +7,8 @@ use penstock_engine::otlp::{encode, json};
 use penstock_pipeline::partition::{Part, halve, split_by_key};
 use prost::Message as _;
 
-use super::config::Config;
-use crate::gateway::kafka::Encoding;
+use super::config::KafkaSinkConfig;
+use crate::gateway::kafka::MessageEncoding;
 
 /// One message of a batch (all of a batch's messages go to its signal's topic): its partition
 /// and what it holds.
@@ -21,7 +21,7 @@ pub(super) struct Message {
 /// The messages of `batch`, whose topic has `partitions` partitions when the sink has a key
 /// (and the count is known).
 pub(super) fn messages(
-    config: &Config,
+    config: &KafkaSinkConfig,
     batch: &OtapBatch,
     partitions: Option<u32>,
 ) -> Result<Vec<Message>, String> {
@@ -57,7 +57,11 @@ pub(super) fn messages(
 }
 
 /// Encodes `batch` into `payloads`, halving it until each piece fits.
-fn bounded(config: &Config, batch: OtapBatch, payloads: &mut Vec<Vec<u8>>) -> Result<(), String> {
+fn bounded(
+    config: &KafkaSinkConfig,
+    batch: OtapBatch,
+    payloads: &mut Vec<Vec<u8>>,
+) -> Result<(), String> {
     let payload = payload(config, &batch)?;
     if payload.len() <= config.max_message_bytes {
         payloads.push(payload);
@@ -77,14 +81,16 @@ fn bounded(config: &Config, batch: OtapBatch, payloads: &mut Vec<Vec<u8>>) -> Re
 }
 
 /// One message's bytes in the sink's encoding.
-fn payload(config: &Config, batch: &OtapBatch) -> Result<Vec<u8>, String> {
+fn payload(config: &KafkaSinkConfig, batch: &OtapBatch) -> Result<Vec<u8>, String> {
     let signal = batch.signal();
     match config.encoding {
-        Encoding::OtlpProto => encode::encode(batch).map_err(|e| format!("encoding OTLP: {e}")),
-        Encoding::OtlpJson => encode::encode(batch)
+        MessageEncoding::OtlpProto => {
+            encode::encode(batch).map_err(|e| format!("encoding OTLP: {e}"))
+        }
+        MessageEncoding::OtlpJson => encode::encode(batch)
             .and_then(|proto| json::protobuf_to_json(signal, &proto))
             .map_err(|e| format!("encoding OTLP JSON: {e}")),
-        Encoding::Otap => {
+        MessageEncoding::Otap => {
             let options = EncodeOptions {
                 zstd: !config.compressed,
                 ..EncodeOptions::default()

@@ -16,18 +16,18 @@ use std::time::{Duration, Instant};
 use penstock_engine::Signal;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::Semaphore;
 
-pub use config::Config;
+pub use config::KafkaSinkConfig;
 
 use encode::Message;
 
 use tokio::task::JoinHandle;
 
-use crate::gateway::delivery::{Delivery, DeliveryError, complete};
+use crate::gateway::delivery::{DeliveryError, complete};
 use crate::gateway::error::GatewayError;
 use crate::gateway::kafka::KafkaContext;
-use crate::gateway::sinks::{Account, Placement, SinkContext, SinkDriver};
+use crate::gateway::sinks::contract::{Placement, SinkContext, SinkDriver};
 
 /// Batches being written at once by one sink instance.
 const IN_FLIGHT: usize = 64;
@@ -43,19 +43,20 @@ impl SinkDriver for KafkaSink {
         Placement::PerWorker
     }
 
-    fn start(
-        &self,
-        context: SinkContext,
-        deliveries: mpsc::Receiver<Delivery>,
-    ) -> Result<JoinHandle<()>, GatewayError> {
-        let config = Config::from_sink(&context.sink)?;
-        Ok(tokio::spawn(run(config, deliveries, context.account)))
+    fn start(&self, context: SinkContext) -> Result<JoinHandle<()>, GatewayError> {
+        let config = KafkaSinkConfig::from_sink(&context.sink)?;
+        Ok(tokio::spawn(run(config, context)))
     }
 }
 
 /// Writes every delivered batch until the queue closes, then flushes the producer (each
 /// message is acknowledged by the broker, so nothing lingers to cut short on a drain).
-async fn run(config: Config, mut deliveries: mpsc::Receiver<Delivery>, account: Account) {
+async fn run(config: KafkaSinkConfig, context: SinkContext) {
+    let SinkContext {
+        mut deliveries,
+        account,
+        ..
+    } = context;
     let config = Arc::new(config);
     let slots = Arc::new(Semaphore::new(IN_FLIGHT));
     let mut partitions = Partitions::default();
@@ -112,7 +113,7 @@ async fn run(config: Config, mut deliveries: mpsc::Receiver<Delivery>, account: 
 
 /// Sends `messages` and waits for the broker's acknowledgement of each; the bytes written.
 async fn write(
-    config: &Config,
+    config: &KafkaSinkConfig,
     signal: Signal,
     messages: Vec<Message>,
 ) -> Result<usize, DeliveryError> {

@@ -81,7 +81,7 @@ pub enum ConnectError {
 }
 
 impl Service<Uri> for Connector {
-    type Response = TokioIo<Stream>;
+    type Response = TokioIo<HttpConnection>;
     type Error = ConnectError;
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, ConnectError>> + Send>>;
 
@@ -102,7 +102,7 @@ impl Service<Uri> for Connector {
                 .map_err(|e| ConnectError::Tcp(e.into()))?
                 .into_inner();
             if uri.scheme() != Some(&http::uri::Scheme::HTTPS) {
-                return Ok(TokioIo::new(Stream::Plain(tcp)));
+                return Ok(TokioIo::new(HttpConnection::Plain(tcp)));
             }
             let (Some(tls), Some(host)) = (tls, uri.host()) else {
                 return Err(ConnectError::NoTls(uri));
@@ -114,23 +114,23 @@ impl Service<Uri> for Connector {
                 .await
                 .map_err(|_| ConnectError::HandshakeTimeout)?
                 .map_err(ConnectError::Handshake)?;
-            Ok(TokioIo::new(Stream::Tls(Box::new(stream))))
+            Ok(TokioIo::new(HttpConnection::Tls(Box::new(stream))))
         })
     }
 }
 
 /// A connection: plain TCP or TLS over TCP.
-pub enum Stream {
+pub enum HttpConnection {
     /// `http://`.
     Plain(TcpStream),
     /// `https://`.
     Tls(Box<TlsStream<TcpStream>>),
 }
 
-impl Connection for Stream {
+impl Connection for HttpConnection {
     fn connected(&self) -> Connected {
         match self {
-            Stream::Tls(tls) if tls.get_ref().1.alpn_protocol() == Some(b"h2") => {
+            HttpConnection::Tls(tls) if tls.get_ref().1.alpn_protocol() == Some(b"h2") => {
                 Connected::new().negotiated_h2()
             }
             _ => Connected::new(),
@@ -138,28 +138,28 @@ impl Connection for Stream {
     }
 }
 
-impl AsyncRead for Stream {
+impl AsyncRead for HttpConnection {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
         match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            Stream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+            HttpConnection::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            HttpConnection::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
         }
     }
 }
 
-impl AsyncWrite for Stream {
+impl AsyncWrite for HttpConnection {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
         match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
-            Stream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+            HttpConnection::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            HttpConnection::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
         }
     }
 
@@ -169,29 +169,29 @@ impl AsyncWrite for Stream {
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
         match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
-            Stream::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+            HttpConnection::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            HttpConnection::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
         }
     }
 
     fn is_write_vectored(&self) -> bool {
         match self {
-            Stream::Plain(s) => s.is_write_vectored(),
-            Stream::Tls(s) => s.is_write_vectored(),
+            HttpConnection::Plain(s) => s.is_write_vectored(),
+            HttpConnection::Tls(s) => s.is_write_vectored(),
         }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_flush(cx),
-            Stream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+            HttpConnection::Plain(s) => Pin::new(s).poll_flush(cx),
+            HttpConnection::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
         }
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
-            Stream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+            HttpConnection::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            HttpConnection::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
         }
     }
 }

@@ -21,9 +21,8 @@ use penstock_engine::Signal;
 use penstock_engine::otlp::json;
 
 use super::compress::{self, Compression};
+use super::contract::{Placement, SinkContext, SinkDriver};
 use super::export::{self, Accepted, Failure, Settings, Transport};
-use super::{Placement, SinkContext, SinkDriver};
-use crate::gateway::delivery::Delivery;
 use crate::gateway::error::{ErrorChain, GatewayError};
 
 /// How an OTLP/HTTP sink's requests reach the backend.
@@ -181,13 +180,9 @@ impl SinkDriver for OtlpHttpSink {
         Placement::PerWorker
     }
 
-    fn start(
-        &self,
-        context: SinkContext,
-        deliveries: tokio::sync::mpsc::Receiver<Delivery>,
-    ) -> Result<tokio::task::JoinHandle<()>, GatewayError> {
+    fn start(&self, context: SinkContext) -> Result<tokio::task::JoinHandle<()>, GatewayError> {
         let (settings, http) = config(&context.sink, &context.base)?;
-        Ok(export::spawn(settings, http, context, deliveries))
+        Ok(export::spawn(settings, http, context))
     }
 }
 

@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 
-use super::listener::{DRAIN_TIMEOUT, SourceContext, open};
+use super::listener::{DRAIN_TIMEOUT, Listening, SourceContext, listen, open};
+use crate::gateway::sources::contract::{SourceDriver, SourceStart, Starting};
 pub use service::GrpcService;
 
 /// Streams a client may open at once on one connection (OTLP requests past the worker's
@@ -61,4 +62,18 @@ pub async fn serve(stream: std::net::TcpStream, context: Arc<SourceContext>) {
     }
     connection.as_mut().graceful_shutdown();
     let _ = tokio::time::timeout(DRAIN_TIMEOUT, connection).await;
+}
+
+/// The GRPC source kind.
+pub struct GrpcSource;
+
+impl SourceDriver for GrpcSource {
+    fn start<'a>(&'a self, start: SourceStart<'a>) -> Starting<'a> {
+        let listening = Listening {
+            protocol: ["OTLP and OTAP gRPC", "OTLP and OTAP gRPC (TLS)"],
+            alpn: &[b"h2"],
+            serve,
+        };
+        Box::pin(listen(start, listening))
+    }
 }

@@ -25,9 +25,10 @@ use tonic::{Request, Response, Status, Streaming};
 use super::headers::HeaderDecoder;
 use crate::gateway::delivery::{DeliveryError, ForwardedOtap, Payload};
 use crate::gateway::running::Running;
-use crate::gateway::sources::listener::{Admitted, SourceContext, admit, bearer_matches};
+use crate::gateway::sources::admission::{Admitted, bearer_matches};
+use crate::gateway::sources::listener::SourceContext;
 use crate::gateway::status::{Fault, Refusal};
-use crate::gateway::worker::{DecodedBeside, ForwardedJob};
+use crate::gateway::worker::job::{DecodedBeside, ForwardedJob};
 
 /// Batches of one stream in the pipelines at once.
 const IN_FLIGHT_PER_STREAM: usize = 32;
@@ -49,7 +50,7 @@ enum Work {
 }
 
 /// How a stream's batches may be forwarded as received.
-struct Forwarding {
+struct StreamForwarding {
     stream: u64,
     /// The program generation the stream started under: after a reload, it is decoded.
     generation: u64,
@@ -60,7 +61,7 @@ struct Forwarding {
     rows_removed: Arc<AtomicBool>,
 }
 
-impl Forwarding {
+impl StreamForwarding {
     /// Forwards `records` when the running program still lets this stream's batches through
     /// and no query watches them; None to decode it instead.
     fn job(
@@ -118,7 +119,7 @@ impl Forwarding {
 /// the stream.
 fn read_batch(
     decoder: &mut OtapDecoder,
-    forwarding: &mut Forwarding,
+    forwarding: &mut StreamForwarding,
     records: &BatchArrowRecords,
     context: &SourceContext,
 ) -> Result<Work, BatchStatus> {
@@ -167,9 +168,10 @@ impl tonic::server::StreamingService<BatchArrowRecords> for OtapStream {
         let signal = self.signal;
         let authenticated = self.authenticated;
         Box::pin(async move {
-            let slot = Arc::clone(&context.streams)
-                .try_acquire_owned()
-                .map_err(|_| Fault::LimitReached.to_status("too many OTAP streams"))?;
+            let slot = context
+                .admission
+                .open_stream()
+                .ok_or_else(|| Fault::LimitReached.to_status("too many OTAP streams"))?;
             let (statuses, stream) = mpsc::channel(IN_FLIGHT_PER_STREAM);
             context.telemetry.otap_streams.fetch_add(1, Relaxed);
             tokio::spawn(async move {
@@ -251,7 +253,7 @@ struct Served {
     context: Arc<SourceContext>,
     statuses: mpsc::Sender<Result<BatchStatus, Status>>,
     decoder: OtapDecoder,
-    forwarding: Forwarding,
+    forwarding: StreamForwarding,
     headers: HeaderDecoder,
     /// The decoder's state, as last counted in the gateway's stream state bytes.
     state_bytes: u64,
@@ -323,12 +325,12 @@ impl Served {
         context: Arc<SourceContext>,
     ) -> Served {
         let limits = DecodeLimits {
-            max_payload_decompressed_bytes: context.limits.max_message_bytes as u64 * 8,
+            max_payload_decompressed_bytes: context.admission.limits.max_message_bytes as u64 * 8,
             ..DecodeLimits::default()
         };
         let mut decoder = OtapDecoder::with_limits(signal, limits);
         let generation = context.worker.running.borrow().generation;
-        let forwarding = Forwarding {
+        let forwarding = StreamForwarding {
             stream: NEXT_STREAM.fetch_add(1, Relaxed),
             generation,
             forwarders: Vec::new(),
@@ -346,7 +348,8 @@ impl Served {
             // Half the stream's state budget, and at most what a fresh output stream can be
             // sent with one batch: should the stream be decoded after all, the decoder's own
             // state takes its place.
-            let limit = (context.limits.max_stream_memory_bytes / 2).min(MAX_FORWARDED_STATE);
+            let limit =
+                (context.admission.limits.max_stream_memory_bytes / 2).min(MAX_FORWARDED_STATE);
             match narrowing {
                 Some(reads) => decoder.enable_forwarding_decoded(limit, reads.as_ref().clone()),
                 None => decoder.enable_forwarding(limit),
@@ -369,7 +372,7 @@ impl Served {
     /// would go wrong, so the stream ends there and the client starts afresh.
     async fn take(&mut self, records: &BatchArrowRecords) -> Result<Taken, Ending> {
         let id = records.batch_id;
-        let token = self.context.limits.auth_token.as_deref();
+        let token = self.context.admission.limits.auth_token.as_deref();
         check_headers(&mut self.headers, records, self.authenticated, token)
             .map_err(Ending::Batch)?;
         let size = records.encoded_len();
@@ -406,7 +409,9 @@ impl Served {
 
     /// Admits `bytes` for batch `id`.
     async fn admit(&self, bytes: usize, id: i64) -> Result<Admitted, Ending> {
-        admit(&self.context, bytes)
+        self.context
+            .admission
+            .admit(bytes)
             .await
             .map_err(|e| Ending::Batch(refusal(id, e.fault(), e.to_string())))
     }
@@ -419,7 +424,7 @@ impl Served {
         held.fetch_add(memory, Relaxed);
         held.fetch_sub(self.state_bytes, Relaxed);
         self.state_bytes = memory;
-        let limit = self.context.limits.max_stream_memory_bytes;
+        let limit = self.context.admission.limits.max_stream_memory_bytes;
         if memory as usize > limit {
             let message = format!("stream state {memory} bytes exceeds the limit of {limit} bytes");
             return Err(Ending::Batch(refusal(id, Fault::LimitReached, message)));

@@ -16,9 +16,10 @@ use tonic::Status;
 use tonic::body::Body;
 
 use super::inflate::{self, InflateError};
-use crate::gateway::sources::listener::{
-    Admitted, Deadline, RECEIVE_TIMEOUT, Receiving, SourceContext, admit, export_otlp,
-};
+use crate::gateway::sources::admission::{Admitted, Receiving};
+use crate::gateway::sources::body::{Deadline, RECEIVE_TIMEOUT};
+use crate::gateway::sources::listener::SourceContext;
+use crate::gateway::sources::otlp_export::export_otlp;
 use crate::gateway::status::{Fault, Refusal};
 
 /// Serves one Export call of `signal` that holds a place among the requests being received.
@@ -41,12 +42,14 @@ async fn call(
     request: Request<Incoming>,
 ) -> Result<(), Status> {
     let (parts, body) = request.into_parts();
-    let max = context.limits.max_message_bytes;
+    let max = context.admission.limits.max_message_bytes;
     let (frame, compressed) = receive_message(context, body).await?;
     let message = message_of(&parts.headers, frame, max)?;
     // Inflated: the compressed share is given up before waiting for the inflated one.
     drop(compressed);
-    let _admitted = admit(context, message.len())
+    let _admitted = context
+        .admission
+        .admit(message.len())
         .await
         .map_err(|e| e.to_status(&context.worker.pushback))?;
     drop(receiving);
@@ -62,13 +65,15 @@ async fn receive_message(
     context: &SourceContext,
     body: Incoming,
 ) -> Result<(Bytes, Option<Admitted>), Status> {
-    let max = context.limits.max_message_bytes;
+    let max = context.admission.limits.max_message_bytes;
     let frame = read_frame(Deadline::new(body, RECEIVE_TIMEOUT), max).await?;
     // The prefix's first byte says whether the message is compressed.
     if frame.first() != Some(&1) {
         return Ok((frame, None));
     }
-    let admitted = admit(context, frame.len())
+    let admitted = context
+        .admission
+        .admit(frame.len())
         .await
         .map_err(|e| e.to_status(&context.worker.pushback))?;
     Ok((frame, Some(admitted)))

@@ -13,7 +13,9 @@ use tonic::body::Body;
 use tonic::codec::CompressionEncoding;
 
 use super::otap::OtapStream;
-use crate::gateway::sources::listener::{SourceContext, bearer_matches, discard_body, receive};
+use crate::gateway::sources::admission::bearer_matches;
+use crate::gateway::sources::body::discard_body;
+use crate::gateway::sources::listener::SourceContext;
 use crate::gateway::status::{Fault, Refusal};
 
 /// The gRPC service of one connection.
@@ -86,8 +88,8 @@ impl hyper::service::Service<Request<Incoming>> for GrpcService {
     fn call(&self, mut request: Request<Incoming>) -> Self::Future {
         normalize_encoding(&mut request);
         let context = Arc::clone(&self.context);
-        let authenticated = authorized(&request, context.limits.auth_token.as_deref());
-        let max = context.limits.max_message_bytes;
+        let authenticated = authorized(&request, context.admission.limits.auth_token.as_deref());
+        let max = context.admission.limits.max_message_bytes;
         match route(request.uri().path()) {
             Some(Route::Otlp(_)) if !authenticated => Box::pin(async move {
                 let refusal = Fault::Unauthenticated.to_status("a valid bearer token is required");
@@ -97,7 +99,7 @@ impl hyper::service::Service<Request<Incoming>> for GrpcService {
                 // The body is received, inflated and decoded only with a place among the
                 // requests being received: what waits for admission stays bounded. A request
                 // without one is refused at once, never left unread on the connection.
-                let receiving = match receive(&context, false).await {
+                let receiving = match context.admission.receive(false).await {
                     Ok(permit) => permit,
                     Err(e) => {
                         discard_body(request.into_body(), max).await;

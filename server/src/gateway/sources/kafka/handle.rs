@@ -16,8 +16,8 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use tokio::sync::watch;
 
 use crate::gateway::delivery::DeliveryError;
-use crate::gateway::kafka::Encoding;
 use crate::gateway::kafka::KafkaContext;
+use crate::gateway::kafka::MessageEncoding;
 use crate::gateway::telemetry::Telemetry;
 use crate::gateway::worker::WorkerHandle;
 
@@ -35,7 +35,7 @@ pub struct Shared {
     /// Its topic.
     pub topic: String,
     /// The message format.
-    pub encoding: Encoding,
+    pub encoding: MessageEncoding,
     /// The signal of `otlp_proto` and `otap` messages.
     pub signal: Option<Signal>,
     /// The largest message decoded.
@@ -158,8 +158,8 @@ fn batches(shared: &Shared, payload: &[u8]) -> Result<Vec<OtapBatch>, String> {
     }
     let signal = shared.signal.unwrap_or(Signal::Logs);
     match shared.encoding {
-        Encoding::OtlpProto => decode::decode(signal, payload).map_err(|e| e.to_string()),
-        Encoding::OtlpJson => {
+        MessageEncoding::OtlpProto => decode::decode(signal, payload).map_err(|e| e.to_string()),
+        MessageEncoding::OtlpJson => {
             let text = std::str::from_utf8(payload).map_err(|e| format!("not UTF-8: {e}"))?;
             let (signal, proto) = match shared.signal {
                 Some(signal) => (signal, json::request_to_protobuf(signal, text.as_bytes())),
@@ -171,7 +171,7 @@ fn batches(shared: &Shared, payload: &[u8]) -> Result<Vec<OtapBatch>, String> {
             let proto = proto.map_err(|e| e.to_string())?;
             decode::decode(signal, &proto).map_err(|e| e.to_string())
         }
-        Encoding::Otap => {
+        MessageEncoding::Otap => {
             let records = BatchArrowRecords::decode(payload)
                 .map_err(|e| format!("not an OTAP BatchArrowRecords: {e}"))?;
             let batch = OtapDecoder::new(signal)

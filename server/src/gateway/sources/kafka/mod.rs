@@ -27,9 +27,10 @@ use tokio::sync::watch;
 
 use self::handle::{Handled, Received, Shared};
 use self::offsets::{Offsets, Ticket};
+use super::contract::{SourceDriver, SourceStart, Starting};
 use crate::gateway::error::GatewayError;
-use crate::gateway::kafka::Encoding;
 use crate::gateway::kafka::KafkaContext;
+use crate::gateway::kafka::MessageEncoding;
 use crate::gateway::telemetry::Telemetry;
 use crate::gateway::worker::WorkerHandle;
 
@@ -44,20 +45,20 @@ const MESSAGE_OVERHEAD: usize = 1 << 10;
 const MAX_MESSAGES_IN_FLIGHT: usize = 4096;
 
 /// A configured KAFKA source, ready to join its group.
-pub struct KafkaSource {
+pub struct KafkaConsumer {
     shared: Arc<Shared>,
     consumer: StreamConsumer<KafkaContext>,
     max_in_flight: usize,
 }
 
-impl KafkaSource {
+impl KafkaConsumer {
     /// The consumer (and dead letter producer) of `source`; joins the group once run.
     pub fn new(
         source: &Source,
         index: usize,
         telemetry: &Arc<Telemetry>,
         shutdown: &watch::Receiver<bool>,
-    ) -> Result<KafkaSource, GatewayError> {
+    ) -> Result<KafkaConsumer, GatewayError> {
         let options = &source.options;
         let client_error = |error| GatewayError::KafkaClient {
             role: "source",
@@ -127,7 +128,7 @@ impl KafkaSource {
             name: source.name.clone(),
             index,
             topic,
-            encoding: Encoding::of(options.str("encoding")),
+            encoding: MessageEncoding::of(options.str("encoding")),
             signal: options
                 .str("signal")
                 .and_then(Table::parse)
@@ -137,7 +138,7 @@ impl KafkaSource {
             telemetry: Arc::clone(telemetry),
             shutdown: shutdown.clone(),
         };
-        Ok(KafkaSource {
+        Ok(KafkaConsumer {
             shared: Arc::new(shared),
             consumer,
             max_in_flight: max_in_flight as usize,
@@ -147,7 +148,7 @@ impl KafkaSource {
     /// Reads messages onto `workers` until shutdown, then waits for the messages being
     /// handled, commits what they allow and leaves the group.
     pub async fn run(self, workers: Vec<WorkerHandle>) -> Result<(), GatewayError> {
-        let KafkaSource {
+        let KafkaConsumer {
             shared,
             consumer,
             max_in_flight,
@@ -315,5 +316,26 @@ fn ended(
             Handled::Skipped
         }
         Err(_) => Handled::Abandoned,
+    }
+}
+
+/// The KAFKA source kind: a consumer group member on one worker, its messages handled on
+/// every worker.
+pub struct KafkaSource;
+
+impl SourceDriver for KafkaSource {
+    fn start<'a>(&'a self, start: SourceStart<'a>) -> Starting<'a> {
+        let (source, index, setup) = (start.source, start.index, start.setup);
+        Box::pin(async move {
+            let Some(w) = setup.worker_of(index) else {
+                return Ok(());
+            };
+            let consumer = KafkaConsumer::new(source, index, setup.telemetry, setup.shutdown)?;
+            let workers = setup.workers.iter().map(|w| w.handle.clone()).collect();
+            let what = format!("source {}: the Kafka consumer", source.name);
+            start.started.spawn_on(w, what, consumer.run(workers));
+            start.started.endless = true;
+            Ok(())
+        })
     }
 }
