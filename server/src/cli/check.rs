@@ -8,7 +8,7 @@ use penstock_dialect::DialectError;
 /// they do not check, every error is printed (in the order of the files, then by position)
 /// with the line it is on and a caret under its column, and the error returned counts them.
 pub fn run(files: &[PathBuf], explain: bool) -> anyhow::Result<()> {
-    let texts = crate::gateway::program::read(files)?;
+    let texts = crate::gateway::base::program::read(files)?;
     let named: Vec<(&str, &str)> = texts
         .iter()
         .map(|(file, text)| (file.as_str(), text.as_str()))

@@ -21,7 +21,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::codec::CompressionEncoding;
 use tonic::transport::Channel;
 
-use crate::gateway::codec::RawResponseCodec;
+use crate::gateway::base::codec::RawResponseCodec;
 use crate::gateway::sinks::ExportResponse;
 use crate::gateway::sinks::{otap_stream_path, otlp_export_path};
 use penstock_engine::otlp::decode::decode as decode_otlp;
@@ -347,7 +347,7 @@ async fn otlp_requests(
                     // Refused for now: wait as the gateway asks (or a little) and send again,
                     // as OTLP exporters do, unless that would be past the deadline.
                     Err(s) if retryable(s.code()) && refusals < MAX_RETRIES => {
-                        let delay = crate::gateway::status::retry_delay(&s)
+                        let delay = crate::gateway::base::status::retry_delay(&s)
                             .unwrap_or(Duration::from_millis(50));
                         if plan.past(delay) {
                             break None;

@@ -11,10 +11,10 @@ use hyper_util::rt::TokioIo;
 use serde_json::json;
 use tokio::sync::watch;
 
-use super::error::GatewayError;
-use super::memory::Memory;
-use super::running::Running;
-use super::telemetry::Telemetry;
+use crate::gateway::base::error::GatewayError;
+use crate::gateway::base::memory::Memory;
+use crate::gateway::base::running::Running;
+use crate::gateway::base::telemetry::Telemetry;
 
 /// What the admin endpoint reports on.
 pub struct Admin {

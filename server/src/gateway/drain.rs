@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use tokio::task::{JoinHandle, JoinSet};
 
-use super::error::{DrainCut, GatewayError};
 use super::sources::Started;
-use super::telemetry::Telemetry;
 use super::worker::Worker;
+use crate::gateway::base::error::{DrainCut, GatewayError};
+use crate::gateway::base::telemetry::Telemetry;
 
 /// Everything the gateway waits for when it drains.
 pub struct InFlight {

@@ -2,36 +2,28 @@
 //! pipelines; routed batches go to sinks; a batch is acknowledged to its sender only once
 //! every sink it was routed to accepted it.
 //!
-//! [`run()`] starts it and [`drain`] stops it; [`program`] loads the pipeline files;
-//! [`sources`], [`worker`] and [`sinks`] move the batches, [`delivery`] carries their
-//! acknowledgements and [`status`] turns refusals into the codes senders see; [`admin`],
-//! [`telemetry`], [`report`], [`reload`] and [`summary`] are how it is operated. Errors are
-//! [`GatewayError`]s; what it reports while it runs are `tracing` events.
+//! The folders are its layers, each using only those below it:
+//! - [`base`]: what every layer shares: errors and the statuses senders see, the payloads
+//!   and acknowledgements that travel between stages, counters, the running program, the
+//!   memory budget and the refusal back-off.
+//! - [`sinks`] and [`sources`]: each kind behind one contract, listed once.
+//! - [`worker`]: per-core workers running the compiled pipelines between sources and sinks,
+//!   and the merger of their aggregation windows.
+//! - the files here: [`run()`] starts the gateway and [`drain`] stops it; [`admin`],
+//!   [`reload`], [`progress`] and [`summary`] are how it is operated.
+//!
+//! Errors are [`GatewayError`]s; what it reports while it runs are `tracing` events.
 
 pub mod admin;
-pub mod buffer;
-pub mod codec;
-pub mod delivery;
+pub mod base;
 pub mod drain;
-pub mod error;
-pub mod forwarding;
-pub mod kafka;
-pub mod memory;
-pub mod program;
 pub mod progress;
-pub mod pushback;
 pub mod reload;
-pub mod report;
 mod run;
-pub mod running;
 pub mod sinks;
 pub mod sources;
-pub mod status;
 pub mod summary;
-pub mod telemetry;
-pub mod tls;
-pub mod windows;
 pub mod worker;
 
-pub use error::GatewayError;
+pub use base::error::GatewayError;
 pub use run::{RunOptions, run};

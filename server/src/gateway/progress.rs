@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use super::telemetry::{Flow, Telemetry};
+use crate::gateway::base::telemetry::{Flow, Telemetry};
 
 /// The counts of each flow at one time: (records, failures) by name.
 type Counts = BTreeMap<String, (u64, u64)>;

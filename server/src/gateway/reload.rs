@@ -11,10 +11,10 @@ use tokio::sync::watch;
 
 use std::sync::atomic::Ordering::Relaxed;
 
-use super::error::{ErrorChain, GatewayError};
-use super::program::load;
-use super::running::{Retired, Running};
-use super::telemetry::Telemetry;
+use crate::gateway::base::error::{ErrorChain, GatewayError};
+use crate::gateway::base::program::load;
+use crate::gateway::base::running::{Retired, Running};
+use crate::gateway::base::telemetry::Telemetry;
 
 /// What a SIGHUP reloads and where the result goes.
 pub struct Reloader {

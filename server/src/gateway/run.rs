@@ -8,15 +8,17 @@ use std::sync::Arc;
 
 use penstock_dialect::Program;
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 use super::admin::{self, Admin};
 use super::drain::InFlight;
-use super::error::GatewayError;
-use super::program::load;
-use super::running::{Retired, Running};
-use super::telemetry::Telemetry;
 use super::worker::{self, PoolSetup};
 use super::{reload, sinks, sources, summary};
+use crate::gateway::base::delivery::SinkQueue;
+use crate::gateway::base::error::GatewayError;
+use crate::gateway::base::program::load;
+use crate::gateway::base::running::{Retired, Running};
+use crate::gateway::base::telemetry::Telemetry;
 use crate::query::options::QueryOptions;
 use crate::query::taps::Taps;
 
@@ -35,7 +37,7 @@ pub struct RunOptions {
     pub query: Option<QueryOptions>,
     /// How often to report progress (None: never).
     pub progress: Option<std::time::Duration>,
-    /// The process's memory budget in bytes (see [`super::memory`]).
+    /// The process's memory budget in bytes (see [`crate::gateway::base::memory`]).
     pub memory_limit: Option<u64>,
 }
 
@@ -57,7 +59,9 @@ pub fn run(mut options: RunOptions) -> Result<(), GatewayError> {
     let services = Services {
         telemetry: Arc::new(Telemetry::new(&program)),
         taps,
-        memory: Arc::new(super::memory::Memory::new(options.memory_limit)),
+        memory: Arc::new(crate::gateway::base::memory::Memory::new(
+            options.memory_limit,
+        )),
         retired: Arc::default(),
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -73,6 +77,77 @@ pub fn run(mut options: RunOptions) -> Result<(), GatewayError> {
     result
 }
 
+/// Starts the sinks every worker shares: their queues by name, and their tasks.
+fn start_shared_sinks(
+    program: &Program,
+    base: &std::path::Path,
+    services: &Services,
+    shutdown: &watch::Receiver<bool>,
+) -> Result<SharedSinks, GatewayError> {
+    let mut queues = HashMap::new();
+    let mut tasks = Vec::new();
+    for sink in &program.sinks {
+        if let Some(task) = sinks::start_shared(sink, base, &services.telemetry, shutdown)? {
+            queues.insert(sink.name.clone(), task.queue);
+            tasks.push(task.task);
+        }
+    }
+    Ok(SharedSinks { queues, tasks })
+}
+
+/// The sinks every worker shares, once started.
+struct SharedSinks {
+    /// Their queues, by name.
+    queues: HashMap<String, SinkQueue>,
+    /// Their tasks, which end once their queues close and what was queued was handled.
+    tasks: Vec<JoinHandle<()>>,
+}
+
+/// Starts how the gateway is watched and operated: the admin endpoint and the query service
+/// when asked for, progress lines, and the memory budget's sampling.
+async fn start_operations(
+    options: &RunOptions,
+    program: &Program,
+    services: &Services,
+    running: &watch::Receiver<Arc<Running>>,
+    workers: usize,
+    shutdown: &watch::Receiver<bool>,
+) -> Result<(), GatewayError> {
+    if let Some(address) = options.admin_listen {
+        let admin = Admin {
+            telemetry: Arc::clone(&services.telemetry),
+            memory: Arc::clone(&services.memory),
+            running: running.clone(),
+            workers,
+        };
+        admin::start(address, admin, shutdown.clone()).await?;
+    }
+    if let Some(query) = options.query.clone() {
+        let streams = program
+            .sources
+            .iter()
+            .map(|s| s.name.clone())
+            .chain(program.sinks.iter().map(|s| s.name.clone()))
+            .collect();
+        let sources = crate::query::Sources {
+            taps: Arc::clone(&services.taps),
+            streams,
+            telemetry: Arc::clone(&services.telemetry),
+            running: running.clone(),
+        };
+        crate::query::start(query, sources, shutdown.clone()).await?;
+    }
+    tokio::spawn(Arc::clone(&services.memory).watch(shutdown.clone()));
+    if let Some(interval) = options.progress {
+        tokio::spawn(super::progress::report(
+            Arc::clone(&services.telemetry),
+            interval,
+            shutdown.clone(),
+        ));
+    }
+    Ok(())
+}
+
 /// What the gateway's parts are handed, each what it needs of it.
 struct Services {
     /// Counters.
@@ -80,7 +155,7 @@ struct Services {
     /// Where live queries see the batches going through.
     taps: Arc<Taps>,
     /// The process's memory budget.
-    memory: Arc<super::memory::Memory>,
+    memory: Arc<crate::gateway::base::memory::Memory>,
     /// The programs reloads replaced.
     retired: Arc<Retired>,
 }
@@ -92,22 +167,15 @@ async fn serve(
     running: Arc<Running>,
     services: Services,
 ) -> Result<(), GatewayError> {
+    let base = options.files.first().cloned().unwrap_or_default();
+    let (stop, shutdown) = watch::channel(false);
+    let shared = start_shared_sinks(&program, &base, &services, &shutdown)?;
     let Services {
         telemetry,
         taps,
         memory,
         retired,
-    } = services;
-    let base = options.files.first().cloned().unwrap_or_default();
-    let (stop, shutdown) = watch::channel(false);
-    let mut shared = HashMap::new();
-    let mut shared_tasks = Vec::new();
-    for sink in &program.sinks {
-        if let Some(task) = sinks::start_shared(sink, &base, &telemetry, &shutdown)? {
-            shared.insert(sink.name.clone(), task.queue);
-            shared_tasks.push(task.task);
-        }
-    }
+    } = &services;
     // Registered before the gateway announces itself, so an early SIGHUP is not fatal.
     #[cfg(unix)]
     let hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).map_err(
@@ -123,71 +191,43 @@ async fn serve(
         workers,
         PoolSetup {
             running: running.clone(),
-            shared,
-            telemetry: Arc::clone(&telemetry),
-            taps: Arc::clone(&taps),
+            shared: shared.queues,
+            telemetry: Arc::clone(telemetry),
+            taps: Arc::clone(taps),
             base: base.clone(),
             draining: shutdown.clone(),
         },
     )?;
+    let handles: Vec<_> = pool.iter().map(|w| w.handle.clone()).collect();
     let setup = sources::SourceSetup {
-        workers: &pool,
+        workers: &handles,
         base: &base,
-        telemetry: &telemetry,
-        taps: &taps,
-        memory: &memory,
+        telemetry,
+        taps,
+        memory,
         shutdown: &shutdown,
     };
     let started = sources::start(&program, &setup).await?;
-    if let Some(address) = options.admin_listen {
-        let admin = Admin {
-            telemetry: Arc::clone(&telemetry),
-            memory: Arc::clone(&memory),
-            running: running.clone(),
-            workers,
-        };
-        admin::start(address, admin, shutdown.clone()).await?;
-    }
-    if let Some(query) = options.query.clone() {
-        let streams = program
-            .sources
-            .iter()
-            .map(|s| s.name.clone())
-            .chain(program.sinks.iter().map(|s| s.name.clone()))
-            .collect();
-        let sources = crate::query::Sources {
-            taps: Arc::clone(&taps),
-            streams,
-            telemetry: Arc::clone(&telemetry),
-            running: running.clone(),
-        };
-        crate::query::start(query, sources, shutdown.clone()).await?;
-    }
-    tokio::spawn(Arc::clone(&memory).watch(shutdown.clone()));
-    if let Some(interval) = options.progress {
-        tokio::spawn(super::progress::report(
-            Arc::clone(&telemetry),
-            interval,
-            shutdown.clone(),
-        ));
-    }
+    // The workers end once every handle to them is gone: the sources hold theirs.
+    drop(handles);
+    start_operations(&options, &program, &services, &running, workers, &shutdown).await?;
     let reloader = reload::Reloader {
         files: options.files.clone(),
         workers,
         publish,
-        telemetry: Arc::clone(&telemetry),
-        retired: Arc::clone(&retired),
+        telemetry: Arc::clone(telemetry),
+        retired: Arc::clone(retired),
     };
     #[cfg(unix)]
     let reloads = tokio::spawn(reloader.run(hangup));
     #[cfg(not(unix))]
     drop(reloader);
-    let mut in_flight = InFlight::new(started, pool, shared_tasks);
+    let mut in_flight = InFlight::new(started, pool, shared.tasks);
     in_flight.until_stopped(stopped).await;
     let _ = stop.send(true);
     #[cfg(unix)]
     reloads.abort();
-    let drained = in_flight.drain(options.drain_timeout, &telemetry).await;
-    summary::print(&telemetry, &retired, &running.borrow());
+    let drained = in_flight.drain(options.drain_timeout, telemetry).await;
+    summary::print(telemetry, retired, &running.borrow());
     drained
 }

@@ -3,8 +3,8 @@
 
 use std::sync::atomic::Ordering::Relaxed;
 
-use super::running::{Retired, Running};
-use super::telemetry::{Flow, Telemetry};
+use crate::gateway::base::running::{Retired, Running};
+use crate::gateway::base::telemetry::{Flow, Telemetry};
 
 /// Prints the summary of a run.
 pub fn print(telemetry: &Telemetry, retired: &Retired, running: &Running) {

@@ -14,9 +14,9 @@ use std::sync::Arc;
 use arrow_flight::flight_service_server::FlightServiceServer;
 use tokio::sync::{Semaphore, watch};
 
-use crate::gateway::error::GatewayError;
-use crate::gateway::running::Running;
-use crate::gateway::telemetry::Telemetry;
+use crate::gateway::base::error::GatewayError;
+use crate::gateway::base::running::Running;
+use crate::gateway::base::telemetry::Telemetry;
 pub use options::QueryOptions;
 use service::QueryService;
 use system::System;

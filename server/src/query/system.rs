@@ -14,8 +14,8 @@ use arrow::error::ArrowError;
 use tokio::sync::watch;
 
 use super::taps::Subscription;
-use crate::gateway::running::Running;
-use crate::gateway::telemetry::{Flow, Telemetry};
+use crate::gateway::base::running::Running;
+use crate::gateway::base::telemetry::{Flow, Telemetry};
 
 /// A query running on the service.
 pub struct RunningQuery {

@@ -9,7 +9,7 @@ use anyhow::{Context, bail};
 use penstock_dialect::Program;
 use penstock_dialect::ast::SourceKind;
 
-use crate::gateway::program::resolve_path;
+use crate::gateway::base::program::resolve_path;
 
 /// The data files each source reads during a replay, by source name. Sources that read
 /// nothing are absent.

@@ -14,7 +14,7 @@ use penstock_engine::OtapBatch;
 use penstock_engine::otlp::json;
 use penstock_pipeline::Windows;
 
-use crate::gateway::program::resolve_path;
+use crate::gateway::base::program::resolve_path;
 use crate::gateway::sinks::console;
 
 /// Where one sink's output is written.

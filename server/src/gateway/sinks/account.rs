@@ -8,8 +8,8 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use penstock_engine::OtapBatch;
 
-use crate::gateway::delivery::{Ack, Delivery, DeliveryError, Payload, complete};
-use crate::gateway::telemetry::{Flow, Telemetry};
+use crate::gateway::base::delivery::{Ack, Delivery, DeliveryError, Payload, complete};
+use crate::gateway::base::telemetry::{Flow, Telemetry};
 
 /// One sink's counters and reports.
 #[derive(Debug, Clone)]

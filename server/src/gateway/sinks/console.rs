@@ -12,8 +12,8 @@ use serde_json::Value;
 use tokio::task::JoinHandle;
 
 use super::contract::{Placement, SinkContext, SinkDriver};
-use crate::gateway::delivery::complete;
-use crate::gateway::error::{ErrorChain, GatewayError};
+use crate::gateway::base::delivery::complete;
+use crate::gateway::base::error::{ErrorChain, GatewayError};
 
 /// How long `limit` records may be shown in.
 const PERIOD: Duration = Duration::from_secs(1);

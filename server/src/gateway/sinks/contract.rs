@@ -9,8 +9,8 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use super::account::Account;
-use crate::gateway::delivery::{Delivery, SinkQueue};
-use crate::gateway::error::GatewayError;
+use crate::gateway::base::delivery::{Delivery, SinkQueue};
+use crate::gateway::base::error::GatewayError;
 
 /// Deliveries waiting in front of one sink.
 pub const SINK_QUEUE: usize = 64;

@@ -19,12 +19,12 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use super::retry::Policy;
-use crate::gateway::delivery::{Ack, Delivery, DeliveryError, Payload, complete};
+use crate::gateway::base::delivery::{Ack, Delivery, DeliveryError, Payload, complete};
 use tokio::task::JoinHandle;
 
 use super::account::Account;
 use super::contract::SinkContext;
-use crate::gateway::report;
+use crate::gateway::base::report;
 
 /// Requests in flight at once per worker (one for an [ordered](Settings::ordered) sink).
 const CONCURRENT_REQUESTS: usize = 4;

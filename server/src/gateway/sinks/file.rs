@@ -9,9 +9,9 @@ use penstock_engine::otlp::json;
 use tokio::task::JoinHandle;
 
 use super::contract::{Placement, SinkContext, SinkDriver};
-use crate::gateway::delivery::complete;
-use crate::gateway::error::GatewayError;
-use crate::gateway::program::resolve_path;
+use crate::gateway::base::delivery::complete;
+use crate::gateway::base::error::GatewayError;
+use crate::gateway::base::program::resolve_path;
 
 /// Opens sink `sink`'s file for appending (what earlier runs acknowledged stays), creating it
 /// and its directory.

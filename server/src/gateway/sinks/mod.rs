@@ -3,12 +3,13 @@
 //! ([`SinkDriver`], in [`contract`]) and settles through one [`Account`]; the kinds are listed
 //! once, in [`driver`]. Files and the console are shared by all workers; network sinks (OTAP,
 //! OTLP, OTLP_HTTP, KAFKA) run one per worker, with their own connections, unless a disk
-//! buffer (see [`crate::gateway::buffer`]) wraps them: whether one does is decided in
+//! buffer (see [`crate::gateway::sinks::buffer`]) wraps them: whether one does is decided in
 //! [`runs`].
 //!
-//! [`Delivery`]: crate::gateway::delivery::Delivery
+//! [`Delivery`]: crate::gateway::base::delivery::Delivery
 
 pub mod account;
+pub mod buffer;
 pub mod compress;
 mod connections;
 pub mod console;
@@ -35,8 +36,8 @@ use std::sync::Arc;
 use penstock_dialect::Sink;
 use penstock_dialect::ast::SinkKind;
 
-use super::error::GatewayError;
-use super::telemetry::Telemetry;
+use crate::gateway::base::error::GatewayError;
+use crate::gateway::base::telemetry::Telemetry;
 
 /// The driver of each sink kind: adding a kind is its file and its line here.
 pub fn driver(kind: SinkKind) -> &'static dyn SinkDriver {
@@ -107,7 +108,7 @@ pub fn start_shared(
             let inner = move |telemetry: &Arc<Telemetry>, draining: &_| {
                 start(&inner_sink, &inner_base, telemetry, draining, true)
             };
-            crate::gateway::buffer::start(sink, base, telemetry, draining, inner).map(Some)
+            buffer::start(sink, base, telemetry, draining, inner).map(Some)
         }
         Runs::Alone(Placement::PerWorker) => Ok(None),
     }

@@ -6,7 +6,7 @@
 //! status, a broken stream or a missing status past `timeout` sends it again on a fresh
 //! stream, up to `retries` times, then fails it.
 //!
-//! Batches forwarded as received (see [`crate::gateway::forwarding`]) are not merged: each
+//! Batches forwarded as received (see [`crate::gateway::base::forwarding`]) are not merged: each
 //! input stream has its own output stream, which is sent the input's schema and dictionary
 //! messages it has not seen before each batch (see [`penstock_engine::otap::raw::Forwarder`]),
 //! so it can be reopened, and a batch sent again, at any time.
@@ -32,9 +32,9 @@ use tokio::task::JoinHandle;
 
 use super::account::Account;
 use super::contract::{Placement, SinkContext, SinkDriver};
-use crate::gateway::delivery::{Ack, Delivery, ForwardedOtap, Payload, complete};
-use crate::gateway::error::GatewayError;
-use crate::gateway::status::batch_retryable;
+use crate::gateway::base::delivery::{Ack, Delivery, ForwardedOtap, Payload, complete};
+use crate::gateway::base::error::GatewayError;
+use crate::gateway::base::status::batch_retryable;
 
 /// Why a spliced OTLP request handed to an OTAP sink fails (the forwarding plan gives those
 /// only to OTLP sinks).
@@ -364,7 +364,7 @@ impl OtapSinkState {
                 group.into_iter().map(|(_, ack)| ack).collect(),
             )),
             Err(e) => {
-                crate::gateway::report::throttled(
+                crate::gateway::base::report::throttled(
                     tracing::Level::WARN,
                     &format!("sink {}", self.config.name),
                     "merge",
@@ -694,7 +694,8 @@ async fn read_statuses(
     grpc.ready()
         .await
         .map_err(|e| tonic::Status::unavailable(format!("connecting: {e}")))?;
-    let codec = crate::gateway::codec::SizedCodec::<BatchArrowRecords, BatchStatus>::default();
+    let codec =
+        crate::gateway::base::codec::SizedCodec::<BatchArrowRecords, BatchStatus>::default();
     let path = http::uri::PathAndQuery::from_static(stream_path(signal));
     let response = grpc
         .streaming(upstream.request(ReceiverStream::new(outgoing)), path, codec)

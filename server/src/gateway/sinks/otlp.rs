@@ -13,8 +13,8 @@ use super::contract::{Placement, SinkContext, SinkDriver};
 use super::export::{self, Accepted, ExportResponse, Failure, Settings, Transport};
 use super::unary::{self, Reply};
 use super::upstream::Upstream;
-use crate::gateway::error::GatewayError;
-use crate::gateway::status::{retry_delay, retryable};
+use crate::gateway::base::error::GatewayError;
+use crate::gateway::base::status::{retry_delay, retryable};
 
 /// How an OTLP sink's requests reach the backend.
 #[derive(Debug, Clone)]

@@ -1,5 +1,5 @@
 //! Retry policy shared by the network sinks (which answers are worth retrying is in
-//! [`crate::gateway::status`] for gRPC, and in the OTLP/HTTP sink for HTTP).
+//! [`crate::gateway::base::status`] for gRPC, and in the OTLP/HTTP sink for HTTP).
 
 use std::time::Duration;
 

@@ -13,7 +13,7 @@ use tower_service::Service;
 
 use super::compress::{self, Compression};
 use super::upstream::Upstream;
-use crate::gateway::status::from_http;
+use crate::gateway::base::status::from_http;
 
 /// Largest response accepted (an export response is a few bytes).
 const MAX_RESPONSE_BYTES: usize = 4 << 20;

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use penstock_dialect::Sink;
 
-use crate::gateway::error::GatewayError;
+use crate::gateway::base::error::GatewayError;
 
 /// Where a gRPC sink sends: a lazily connected channel, and the `authorization` every call
 /// carries (from `auth_token`).
@@ -81,7 +81,7 @@ fn endpoint(sink: &Sink, base: &Path) -> Result<tonic::transport::Endpoint, Gate
             source,
         }
     })?;
-    if let Some(tls) = crate::gateway::tls::client(sink, base)? {
+    if let Some(tls) = crate::gateway::base::tls::client(sink, base)? {
         endpoint = endpoint
             .tls_config(tls)
             .map_err(|source| GatewayError::SinkTls {

@@ -8,9 +8,9 @@ use std::sync::atomic::Ordering::Relaxed;
 use penstock_dialect::Source;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::gateway::memory::{BudgetRefusal, Charge, Memory};
-use crate::gateway::status::{Fault, Refusal};
-use crate::gateway::telemetry::Telemetry;
+use crate::gateway::base::memory::{BudgetRefusal, Charge, Memory};
+use crate::gateway::base::status::{Fault, Refusal};
+use crate::gateway::base::telemetry::Telemetry;
 
 /// Concurrent connections a listening source serves unless told otherwise.
 pub const DEFAULT_MAX_CONNECTIONS: u64 = 4096;

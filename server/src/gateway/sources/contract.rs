@@ -11,10 +11,10 @@ use penstock_dialect::Source;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::gateway::error::GatewayError;
-use crate::gateway::memory::Memory;
-use crate::gateway::telemetry::Telemetry;
-use crate::gateway::worker::Worker;
+use crate::gateway::base::error::GatewayError;
+use crate::gateway::base::job::WorkerHandle;
+use crate::gateway::base::memory::Memory;
+use crate::gateway::base::telemetry::Telemetry;
 use crate::query::taps::Taps;
 
 /// The running sources of a program.
@@ -33,11 +33,11 @@ impl Started {
     /// with the other tasks.
     pub fn spawn_on(
         &mut self,
-        w: &Worker,
+        w: &WorkerHandle,
         what: String,
         run: impl Future<Output = Result<(), GatewayError>> + Send + 'static,
     ) {
-        let task = w.handle.runtime.spawn(run);
+        let task = w.runtime.spawn(run);
         self.tasks.spawn(async move {
             task.await
                 .map_err(|source| GatewayError::Task { task: what, source })?
@@ -48,7 +48,7 @@ impl Started {
 /// What sources are started with.
 pub struct SourceSetup<'a> {
     /// The workers that run the pipelines.
-    pub workers: &'a [Worker],
+    pub workers: &'a [WorkerHandle],
     /// The first pipeline file, which relative paths are resolved against.
     pub base: &'a Path,
     /// Counters.
@@ -64,7 +64,7 @@ pub struct SourceSetup<'a> {
 impl SourceSetup<'_> {
     /// The worker a source that runs as one task runs on: sources take turns over the
     /// workers.
-    pub fn worker_of(&self, index: usize) -> Option<&Worker> {
+    pub fn worker_of(&self, index: usize) -> Option<&WorkerHandle> {
         self.workers.get(index % self.workers.len().max(1))
     }
 }

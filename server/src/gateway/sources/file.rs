@@ -12,10 +12,10 @@ use penstock_engine::otlp::json;
 use tokio::sync::{mpsc, watch};
 
 use super::contract::{SourceDriver, SourceStart, Starting};
-use crate::gateway::error::GatewayError;
-use crate::gateway::program::resolve_path;
-use crate::gateway::telemetry::Telemetry;
-use crate::gateway::worker::WorkerHandle;
+use crate::gateway::base::error::GatewayError;
+use crate::gateway::base::job::WorkerHandle;
+use crate::gateway::base::program::resolve_path;
+use crate::gateway::base::telemetry::Telemetry;
 
 /// Batches parsed ahead of the pipelines.
 const READ_AHEAD: usize = 4;
@@ -107,7 +107,7 @@ impl SourceDriver for FileSource {
                 source.name.clone(),
                 index,
                 path,
-                w.handle.clone(),
+                w.clone(),
                 Arc::clone(setup.telemetry),
                 setup.shutdown.clone(),
             );

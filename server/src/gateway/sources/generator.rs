@@ -15,10 +15,10 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use super::contract::{SourceDriver, SourceStart, Starting};
-use crate::gateway::delivery::DeliveryError;
-use crate::gateway::error::GatewayError;
-use crate::gateway::telemetry::Telemetry;
-use crate::gateway::worker::WorkerHandle;
+use crate::gateway::base::delivery::DeliveryError;
+use crate::gateway::base::error::GatewayError;
+use crate::gateway::base::job::WorkerHandle;
+use crate::gateway::base::telemetry::Telemetry;
 
 /// Batches a generator keeps in flight.
 const IN_FLIGHT: usize = 4;
@@ -242,10 +242,10 @@ impl SourceDriver for GeneratorSource {
         let (source, index, setup) = (start.source, start.index, start.setup);
         let workers = setup.workers.len();
         for w in setup.workers {
-            let share = Share::of(source, index, w.handle.index, workers);
-            let task = w.handle.runtime.spawn(run(
+            let share = Share::of(source, index, w.index, workers);
+            let task = w.runtime.spawn(run(
                 share,
-                w.handle.clone(),
+                w.clone(),
                 setup.shutdown.clone(),
                 Arc::clone(setup.telemetry),
             ));

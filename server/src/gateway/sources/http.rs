@@ -24,7 +24,7 @@ use super::body::{Deadline, RECEIVE_TIMEOUT, discard_body};
 use super::contract::{SourceDriver, SourceStart, Starting};
 use super::listener::{DRAIN_TIMEOUT, Listening, SourceContext, listen, open};
 use super::otlp_export::{ExportError, export_otlp};
-use crate::gateway::status::{Fault, Refusal, RpcStatus};
+use crate::gateway::base::status::{Fault, Refusal, RpcStatus};
 
 /// Serves one connection (HTTP/1.1 or HTTP/2, in the clear or over TLS) on the current
 /// worker.

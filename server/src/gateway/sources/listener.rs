@@ -13,10 +13,10 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
 use super::admission::{Admission, Limits, MIN_RECEIVING_REQUESTS};
 use super::contract::SourceStart;
-use crate::gateway::error::GatewayError;
-use crate::gateway::telemetry::Telemetry;
-use crate::gateway::tls;
-use crate::gateway::worker::WorkerHandle;
+use crate::gateway::base::error::GatewayError;
+use crate::gateway::base::job::WorkerHandle;
+use crate::gateway::base::telemetry::Telemetry;
+use crate::gateway::base::tls;
 use crate::query::taps::Taps;
 
 /// How long connections may take to finish after shutdown is signalled.
@@ -229,7 +229,7 @@ where
                     Arc::clone(setup.memory),
                     Arc::clone(setup.telemetry),
                 ),
-                worker: w.handle.clone(),
+                worker: w.clone(),
                 telemetry: Arc::clone(setup.telemetry),
                 taps: Arc::clone(setup.taps),
                 shutdown: setup.shutdown.clone(),

@@ -6,8 +6,8 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use super::listener::SourceContext;
 use super::splice;
-use crate::gateway::delivery::DeliveryError;
-use crate::gateway::status::{Fault, Refusal};
+use crate::gateway::base::delivery::DeliveryError;
+use crate::gateway::base::status::{Fault, Refusal};
 
 /// Why an OTLP export request was not acknowledged.
 #[derive(Debug, thiserror::Error)]

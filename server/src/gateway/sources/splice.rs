@@ -1,4 +1,4 @@
-//! OTLP export requests sent on as received (see [`crate::gateway::forwarding`]): each route
+//! OTLP export requests sent on as received (see [`crate::gateway::base::forwarding`]): each route
 //! gets the request's protobuf with its key renames spliced in, without decoding it into
 //! Arrow and encoding it again.
 
@@ -10,8 +10,8 @@ use penstock_engine::otap::raw::KeyRenames;
 use penstock_engine::otlp::splice::{self, Spliced};
 
 use super::listener::SourceContext;
-use crate::gateway::delivery::Payload;
-use crate::gateway::worker::job::ForwardedJob;
+use crate::gateway::base::delivery::Payload;
+use crate::gateway::base::job::ForwardedJob;
 
 /// The request `bytes` of `signal` spliced for every route, when the running program lets
 /// this source's requests through so and no query watches them; None to decode it instead.

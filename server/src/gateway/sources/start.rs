@@ -7,7 +7,7 @@ use tokio::task::JoinSet;
 
 use super::contract::{SourceDriver, SourceSetup, SourceStart, Started};
 use super::{file, generator, grpc, http, kafka};
-use crate::gateway::error::GatewayError;
+use crate::gateway::base::error::GatewayError;
 
 /// The driver of each source kind: adding a kind is its file and its line here.
 pub fn driver(kind: SourceKind) -> &'static dyn SourceDriver {

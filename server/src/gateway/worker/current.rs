@@ -8,10 +8,10 @@ use penstock_engine::{OtapBatch, Signal};
 use penstock_pipeline::{Pipeline, PipelineError, RunOutput};
 use tokio::sync::watch;
 
-use crate::gateway::delivery::DeliveryError;
-use crate::gateway::report;
-use crate::gateway::running::Running;
-use crate::gateway::windows::{Closed, ClosedSender};
+use crate::gateway::base::delivery::DeliveryError;
+use crate::gateway::base::report;
+use crate::gateway::base::running::Running;
+use crate::gateway::worker::windows::{Closed, ClosedSender};
 
 /// What the pipelines of a source routed to sinks, in order, and the failure of any of them
 /// (the others' routes are kept).

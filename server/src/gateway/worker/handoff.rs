@@ -1,9 +1,14 @@
 //! Handing payloads to sinks: each waits for room in the sink's bounded queue
 //! (backpressure), and a job is acknowledged once every sink it was handed to settled it.
 
+use std::collections::HashMap;
+
 use tokio::sync::oneshot;
 
-use crate::gateway::delivery::{Delivery, DeliveryError, Outcome, Payload, SinkQueue};
+use crate::gateway::base::delivery::{Delivery, DeliveryError, Outcome, Payload, SinkQueue};
+
+/// The queues of the sinks a worker hands payloads to, by name.
+pub(super) type Sinks = HashMap<String, SinkQueue>;
 
 /// What a job was handed to: the sinks' acknowledgements to wait for, and the failure that
 /// fails the job whatever they say.

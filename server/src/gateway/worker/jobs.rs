@@ -11,12 +11,12 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use super::current::Current;
-use super::handoff::Handed;
-use super::job::{ForwardedJob, Input, Job, Sinks};
+use super::handoff::{Handed, Sinks};
 use super::narrow::{Narrowed, narrow};
-use crate::gateway::delivery::{DeliveryError, Payload, all, complete};
-use crate::gateway::telemetry::Telemetry;
-use crate::gateway::windows::{self, Closed, ClosedSender};
+use crate::gateway::base::delivery::{DeliveryError, Payload, all, complete};
+use crate::gateway::base::job::{ForwardedJob, Input, Job};
+use crate::gateway::base::telemetry::Telemetry;
+use crate::gateway::worker::windows::{self, Closed, ClosedSender};
 use crate::query::taps::Taps;
 
 /// Where a worker's pipeline loop hands what it makes.

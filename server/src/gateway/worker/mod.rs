@@ -4,74 +4,26 @@
 
 mod current;
 mod handoff;
-pub mod job;
 mod jobs;
 mod narrow;
+pub mod windows;
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
-use std::time::Instant;
 
-use penstock_engine::OtapBatch;
 use penstock_pipeline::Pipeline;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
 
 use self::current::Current;
-use self::job::{ForwardedJob, Input, JOB_QUEUE, Job};
-use super::delivery::{DeliveryError, SinkQueue};
-use super::error::GatewayError;
-use super::pushback::Pushback;
-use super::running::Running;
+use self::windows::{Closed, ClosedSender};
 use super::sinks::{self, SinkTask};
-use super::telemetry::Telemetry;
-use super::windows::{self, Closed, ClosedSender};
+use crate::gateway::base::delivery::SinkQueue;
+use crate::gateway::base::error::GatewayError;
+use crate::gateway::base::job::{JOB_QUEUE, Job, WorkerHandle};
+use crate::gateway::base::running::Running;
+use crate::gateway::base::telemetry::Telemetry;
 use crate::query::taps::Taps;
-
-/// How sources reach a worker.
-#[derive(Debug, Clone)]
-pub struct WorkerHandle {
-    /// The worker's number.
-    pub index: usize,
-    jobs: mpsc::Sender<Job>,
-    /// The worker's runtime, to run a connection or a source on.
-    pub runtime: tokio::runtime::Handle,
-    telemetry: Arc<Telemetry>,
-    /// The running program, as published (a reload replaces it).
-    pub running: watch::Receiver<Arc<Running>>,
-    /// How long the senders this worker refuses for now are asked to wait.
-    pub pushback: Arc<Pushback>,
-}
-
-impl WorkerHandle {
-    /// Runs `batch` from source `source` through the pipelines and waits until every sink it
-    /// was routed to accepted it. Waits for room in the worker's queue (backpressure).
-    pub async fn process(&self, source: usize, batch: OtapBatch) -> Result<(), DeliveryError> {
-        self.submit(source, Input::Decoded(batch)).await
-    }
-
-    /// Hands a batch forwarded as received to its sinks (counted by the pipelines of source
-    /// `source`) and waits until they all accepted it.
-    pub async fn forward(&self, source: usize, job: ForwardedJob) -> Result<(), DeliveryError> {
-        self.submit(source, Input::Forwarded(job)).await
-    }
-
-    async fn submit(&self, source: usize, input: Input) -> Result<(), DeliveryError> {
-        let (ack, done) = oneshot::channel();
-        let job = Job {
-            source,
-            input,
-            ack,
-            received: Instant::now(),
-        };
-        self.telemetry.queued_batches.fetch_add(1, Relaxed);
-        if self.jobs.send(job).await.is_err() {
-            self.telemetry.queued_batches.fetch_sub(1, Relaxed);
-            return Err(DeliveryError::ShuttingDown);
-        }
-        done.await.unwrap_or(Err(DeliveryError::ShuttingDown))
-    }
-}
 
 /// How a worker reaches the aggregation window merger.
 #[derive(Debug)]
@@ -101,92 +53,13 @@ impl Worker {
         setup: PoolSetup,
         windows: WindowsLink,
     ) -> Result<Worker, GatewayError> {
-        let PoolSetup {
-            running,
-            shared,
-            telemetry,
-            taps,
-            base,
-            draining,
-        } = setup;
         let (jobs, queue) = mpsc::channel(JOB_QUEUE);
-        let handle_running = running.clone();
+        let handle_running = setup.running.clone();
+        let telemetry = Arc::clone(&setup.telemetry);
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let thread_telemetry = Arc::clone(&telemetry);
         let thread = std::thread::Builder::new()
             .name(format!("penstock-worker-{index}"))
-            .spawn(move || {
-                let runtime = match tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                {
-                    Ok(r) => r,
-                    Err(source) => {
-                        let _ = ready_tx.send(Err(GatewayError::Start {
-                            what: format!("the runtime of worker {index}"),
-                            source,
-                        }));
-                        return;
-                    }
-                };
-                let local = tokio::task::LocalSet::new();
-                local.block_on(&runtime, async move {
-                    let program = Arc::clone(&running.borrow().program);
-                    let setup = Pipeline::compile_all(&program)
-                        .map_err(|source| GatewayError::WorkerCompile {
-                            worker: index,
-                            source,
-                        })
-                        .and_then(|pipelines| {
-                            let mut queues = shared;
-                            let mut tasks = Vec::new();
-                            for sink in &program.sinks {
-                                if let Some(SinkTask { queue, task }) = sinks::start_per_worker(
-                                    sink,
-                                    &base,
-                                    &thread_telemetry,
-                                    &draining,
-                                )? {
-                                    queues.insert(sink.name.clone(), queue);
-                                    tasks.push(task);
-                                }
-                            }
-                            Ok((pipelines, queues, tasks))
-                        });
-                    let (pipelines, queues, tasks) = match setup {
-                        Ok(s) => {
-                            let _ = ready_tx.send(Ok(tokio::runtime::Handle::current()));
-                            s
-                        }
-                        Err(e) => {
-                            let _ = ready_tx.send(Err(e));
-                            return;
-                        }
-                    };
-                    let merger = windows.merger.map(|(workers, merger_queue)| {
-                        tokio::task::spawn_local(windows::merge(
-                            workers,
-                            merger_queue,
-                            queues.clone(),
-                            Arc::clone(&thread_telemetry),
-                        ))
-                    });
-                    let current = Current::new(index, pipelines, running);
-                    let link = jobs::Link {
-                        sinks: queues,
-                        closed: windows.closed,
-                        telemetry: thread_telemetry,
-                        taps,
-                    };
-                    jobs::run_jobs(current, queue, link).await;
-                    if let Some(merger) = merger {
-                        let _ = merger.await;
-                    }
-                    for task in tasks {
-                        let _ = task.await;
-                    }
-                });
-            })
+            .spawn(move || run_thread(index, setup, queue, windows, ready_tx))
             .map_err(|source| GatewayError::Start {
                 what: format!("the thread of worker {index}"),
                 source,
@@ -196,14 +69,7 @@ impl Worker {
             .map_err(|_| GatewayError::WorkerLost { worker: index })??;
         tracing::debug!(worker = index, "worker {index}: started");
         Ok(Worker {
-            handle: WorkerHandle {
-                index,
-                jobs,
-                runtime,
-                telemetry,
-                running: handle_running,
-                pushback: Arc::new(Pushback::new()),
-            },
+            handle: WorkerHandle::new(index, jobs, runtime, telemetry, handle_running),
             thread,
         })
     }
@@ -214,6 +80,108 @@ impl Worker {
         drop(self.handle);
         let _ = self.thread.join();
     }
+}
+
+/// Says whether a worker started: its runtime, or why not.
+type Ready = std::sync::mpsc::Sender<Result<tokio::runtime::Handle, GatewayError>>;
+
+/// A worker thread: its own single-threaded runtime, on which it compiles the pipelines,
+/// starts its sinks, says it is `ready`, and runs the pipeline loop until every handle is
+/// gone.
+fn run_thread(
+    index: usize,
+    setup: PoolSetup,
+    queue: mpsc::Receiver<Job>,
+    windows: WindowsLink,
+    ready: Ready,
+) {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(source) => {
+            let _ = ready.send(Err(GatewayError::Start {
+                what: format!("the runtime of worker {index}"),
+                source,
+            }));
+            return;
+        }
+    };
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&runtime, async move {
+        let Equipped {
+            pipelines,
+            queues,
+            tasks,
+        } = match compile_and_start_sinks(index, &setup) {
+            Ok(started) => {
+                let _ = ready.send(Ok(tokio::runtime::Handle::current()));
+                started
+            }
+            Err(e) => {
+                let _ = ready.send(Err(e));
+                return;
+            }
+        };
+        let merger = windows.merger.map(|(workers, merger_queue)| {
+            tokio::task::spawn_local(windows::merge(
+                workers,
+                merger_queue,
+                queues.clone(),
+                Arc::clone(&setup.telemetry),
+            ))
+        });
+        let current = Current::new(index, pipelines, setup.running);
+        let link = jobs::Link {
+            sinks: queues,
+            closed: windows.closed,
+            telemetry: setup.telemetry,
+            taps: setup.taps,
+        };
+        jobs::run_jobs(current, queue, link).await;
+        if let Some(merger) = merger {
+            let _ = merger.await;
+        }
+        for task in tasks {
+            let _ = task.await;
+        }
+    });
+}
+
+/// Compiles worker `index`'s pipelines from the running program and starts its own
+/// instances of the network sinks: the pipelines, the queue of every sink it hands payloads
+/// to, and its sinks' tasks.
+fn compile_and_start_sinks(index: usize, setup: &PoolSetup) -> Result<Equipped, GatewayError> {
+    let program = Arc::clone(&setup.running.borrow().program);
+    let pipelines =
+        Pipeline::compile_all(&program).map_err(|source| GatewayError::WorkerCompile {
+            worker: index,
+            source,
+        })?;
+    let mut queues = setup.shared.clone();
+    let mut tasks = Vec::new();
+    for sink in &program.sinks {
+        let started =
+            sinks::start_per_worker(sink, &setup.base, &setup.telemetry, &setup.draining)?;
+        if let Some(SinkTask { queue, task }) = started {
+            queues.insert(sink.name.clone(), queue);
+            tasks.push(task);
+        }
+    }
+    Ok(Equipped {
+        pipelines,
+        queues,
+        tasks,
+    })
+}
+
+/// What a worker runs: its compiled pipelines, the queue of every sink it hands payloads to,
+/// and the tasks of its own sinks.
+struct Equipped {
+    pipelines: Vec<Pipeline>,
+    queues: HashMap<String, SinkQueue>,
+    tasks: Vec<JoinHandle<()>>,
 }
 
 /// What every worker of a pool is started with (see [`Worker::start`]).

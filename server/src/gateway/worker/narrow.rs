@@ -9,12 +9,12 @@ use penstock_engine::OtapBatch;
 use penstock_engine::otap::raw::DecodedAsSent;
 
 use super::current::{Current, Routed};
-use super::handoff::Handed;
-use super::job::{DecodedBeside, Sinks};
-use crate::gateway::delivery::{DeliveryError, ForwardedOtap, Payload};
-use crate::gateway::report;
-use crate::gateway::telemetry::Telemetry;
-use crate::gateway::windows::ClosedSender;
+use super::handoff::{Handed, Sinks};
+use crate::gateway::base::delivery::{DeliveryError, ForwardedOtap, Payload};
+use crate::gateway::base::job::DecodedBeside;
+use crate::gateway::base::report;
+use crate::gateway::base::telemetry::Telemetry;
+use crate::gateway::worker::windows::ClosedSender;
 
 /// A forwarded batch decoded beside, for pipelines that remove rows.
 pub(super) struct Narrowed {

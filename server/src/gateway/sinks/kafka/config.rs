@@ -9,8 +9,8 @@ use penstock_pipeline::partition::KeyPlan;
 use rdkafka::ClientConfig;
 use rdkafka::producer::FutureProducer;
 
-use crate::gateway::error::GatewayError;
-use crate::gateway::kafka::{KafkaContext, MessageEncoding};
+use crate::gateway::base::error::GatewayError;
+use crate::gateway::base::kafka::{KafkaContext, MessageEncoding};
 
 /// The default largest message payload, under the broker's default limit on a record batch
 /// (`message.max.bytes`, 1,048,588 bytes) with room for the record's framing.

@@ -8,7 +8,7 @@ use penstock_pipeline::partition::{Part, halve, split_by_key};
 use prost::Message as _;
 
 use super::config::KafkaSinkConfig;
-use crate::gateway::kafka::MessageEncoding;
+use crate::gateway::base::kafka::MessageEncoding;
 
 /// One message of a batch (all of a batch's messages go to its signal's topic): its partition
 /// and what it holds.

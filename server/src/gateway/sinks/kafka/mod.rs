@@ -24,9 +24,9 @@ use encode::Message;
 
 use tokio::task::JoinHandle;
 
-use crate::gateway::delivery::{DeliveryError, complete};
-use crate::gateway::error::GatewayError;
-use crate::gateway::kafka::KafkaContext;
+use crate::gateway::base::delivery::{DeliveryError, complete};
+use crate::gateway::base::error::GatewayError;
+use crate::gateway::base::kafka::KafkaContext;
 use crate::gateway::sinks::contract::{Placement, SinkContext, SinkDriver};
 
 /// Batches being written at once by one sink instance.

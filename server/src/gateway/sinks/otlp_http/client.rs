@@ -23,7 +23,7 @@ use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::ServerName;
 use tower_service::Service;
 
-use crate::gateway::tls::HANDSHAKE_TIMEOUT;
+use crate::gateway::base::tls::HANDSHAKE_TIMEOUT;
 
 /// How long a TCP connection may take to open.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);

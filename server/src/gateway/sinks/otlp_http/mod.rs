@@ -23,7 +23,7 @@ use penstock_engine::otlp::json;
 use super::compress::{self, Compression};
 use super::contract::{Placement, SinkContext, SinkDriver};
 use super::export::{self, Accepted, Failure, Settings, Transport};
-use crate::gateway::error::{ErrorChain, GatewayError};
+use crate::gateway::base::error::{ErrorChain, GatewayError};
 
 /// How an OTLP/HTTP sink's requests reach the backend.
 pub struct OtlpHttp {
@@ -62,7 +62,7 @@ pub fn config(sink: &Sink, base: &std::path::Path) -> Result<(Settings, OtlpHttp
         _ => BodyFormat::Protobuf,
     };
     let compression = Compression::from_option(sink.options.str("compression"), Compression::Gzip);
-    let tls = crate::gateway::tls::client_config(sink, base, &client::ALPN)?;
+    let tls = crate::gateway::base::tls::client_config(sink, base, &client::ALPN)?;
     let transport = OtlpHttp {
         client: client::client(tls),
         urls: [url("/v1/logs")?, url("/v1/traces")?, url("/v1/metrics")?],

@@ -13,9 +13,9 @@ use http::{HeaderMap, StatusCode};
 use prost::Message;
 
 use super::body_format::BodyFormat;
+use crate::gateway::base::status::RpcStatus;
 use crate::gateway::sinks::compress;
 use crate::gateway::sinks::export::{Accepted, ExportResponse, Failure, PartialSuccess};
-use crate::gateway::status::RpcStatus;
 
 /// Largest response body read (an export response is a few bytes).
 pub const MAX_RESPONSE_BYTES: usize = 4 << 20;

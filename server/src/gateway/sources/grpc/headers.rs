@@ -5,7 +5,7 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use crate::gateway::status::{Fault, Refusal};
+use crate::gateway::base::status::{Fault, Refusal};
 
 /// Dynamic table size the sender may ask for (HTTP/2's default, what senders use).
 const MAX_TABLE_BYTES: usize = 4096;

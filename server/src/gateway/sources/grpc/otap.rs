@@ -23,12 +23,12 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::headers::HeaderDecoder;
-use crate::gateway::delivery::{DeliveryError, ForwardedOtap, Payload};
-use crate::gateway::running::Running;
+use crate::gateway::base::delivery::{DeliveryError, ForwardedOtap, Payload};
+use crate::gateway::base::job::{DecodedBeside, ForwardedJob};
+use crate::gateway::base::running::Running;
+use crate::gateway::base::status::{Fault, Refusal};
 use crate::gateway::sources::admission::{Admitted, bearer_matches};
 use crate::gateway::sources::listener::SourceContext;
-use crate::gateway::status::{Fault, Refusal};
-use crate::gateway::worker::job::{DecodedBeside, ForwardedJob};
 
 /// Batches of one stream in the pipelines at once.
 const IN_FLIGHT_PER_STREAM: usize = 32;

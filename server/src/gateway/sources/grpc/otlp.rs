@@ -16,11 +16,11 @@ use tonic::Status;
 use tonic::body::Body;
 
 use super::inflate::{self, InflateError};
+use crate::gateway::base::status::{Fault, Refusal};
 use crate::gateway::sources::admission::{Admitted, Receiving};
 use crate::gateway::sources::body::{Deadline, RECEIVE_TIMEOUT};
 use crate::gateway::sources::listener::SourceContext;
 use crate::gateway::sources::otlp_export::export_otlp;
-use crate::gateway::status::{Fault, Refusal};
 
 /// Serves one Export call of `signal` that holds a place among the requests being received.
 pub async fn export(

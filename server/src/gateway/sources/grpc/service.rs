@@ -13,10 +13,10 @@ use tonic::body::Body;
 use tonic::codec::CompressionEncoding;
 
 use super::otap::OtapStream;
+use crate::gateway::base::status::{Fault, Refusal};
 use crate::gateway::sources::admission::bearer_matches;
 use crate::gateway::sources::body::discard_body;
 use crate::gateway::sources::listener::SourceContext;
-use crate::gateway::status::{Fault, Refusal};
 
 /// The gRPC service of one connection.
 #[derive(Debug, Clone)]

@@ -15,11 +15,11 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use tokio::sync::watch;
 
-use crate::gateway::delivery::DeliveryError;
-use crate::gateway::kafka::KafkaContext;
-use crate::gateway::kafka::MessageEncoding;
-use crate::gateway::telemetry::Telemetry;
-use crate::gateway::worker::WorkerHandle;
+use crate::gateway::base::delivery::DeliveryError;
+use crate::gateway::base::job::WorkerHandle;
+use crate::gateway::base::kafka::KafkaContext;
+use crate::gateway::base::kafka::MessageEncoding;
+use crate::gateway::base::telemetry::Telemetry;
 
 /// The first wait before a message whose delivery failed is sent again; it doubles up to
 /// [`MAX_BACKOFF`].

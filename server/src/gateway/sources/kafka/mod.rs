@@ -28,11 +28,11 @@ use tokio::sync::watch;
 use self::handle::{Handled, Received, Shared};
 use self::offsets::{Offsets, Ticket};
 use super::contract::{SourceDriver, SourceStart, Starting};
-use crate::gateway::error::GatewayError;
-use crate::gateway::kafka::KafkaContext;
-use crate::gateway::kafka::MessageEncoding;
-use crate::gateway::telemetry::Telemetry;
-use crate::gateway::worker::WorkerHandle;
+use crate::gateway::base::error::GatewayError;
+use crate::gateway::base::job::WorkerHandle;
+use crate::gateway::base::kafka::KafkaContext;
+use crate::gateway::base::kafka::MessageEncoding;
+use crate::gateway::base::telemetry::Telemetry;
 
 /// The default bound on message bytes being handled.
 const DEFAULT_IN_FLIGHT_BYTES: u64 = 64 << 20;
@@ -331,7 +331,7 @@ impl SourceDriver for KafkaSource {
                 return Ok(());
             };
             let consumer = KafkaConsumer::new(source, index, setup.telemetry, setup.shutdown)?;
-            let workers = setup.workers.iter().map(|w| w.handle.clone()).collect();
+            let workers = setup.workers.to_vec();
             let what = format!("source {}: the Kafka consumer", source.name);
             start.started.spawn_on(w, what, consumer.run(workers));
             start.started.endless = true;

@@ -11,8 +11,8 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls;
 
-use super::error::GatewayError;
-use super::program::resolve_path;
+use crate::gateway::base::error::GatewayError;
+use crate::gateway::base::program::resolve_path;
 
 /// How long a client may take to complete the TLS handshake.
 pub const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);

@@ -62,7 +62,7 @@ pub struct Delivery {
 
 /// What a sink is handed: a batch the pipelines produced, or a copy of what was received for
 /// a sink of the same protocol to send without encoding it again (see
-/// [`crate::gateway::forwarding`]).
+/// [`crate::gateway::base::forwarding`]).
 #[derive(Debug)]
 #[allow(
     clippy::large_enum_variant,

@@ -224,7 +224,7 @@ impl Memory {
         let pressed = self.under_pressure();
         if !pressed && rss as f64 >= limit as f64 * HIGH_WATER {
             self.pressure.send_replace(true);
-            super::report::throttled(
+            crate::gateway::base::report::throttled(
                 tracing::Level::WARN,
                 "memory",
                 "pressure",

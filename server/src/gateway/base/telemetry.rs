@@ -1,6 +1,6 @@
 //! The gateway's own counters, exported by the admin endpoint as Prometheus text: per source
 //! and sink, batch latency, what is held now, and totals. The running program's counters are
-//! in [`super::running`], the memory budget's in [`super::memory`].
+//! in [`crate::gateway::base::running`], the memory budget's in [`crate::gateway::base::memory`].
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -9,10 +9,10 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use penstock_dialect::Program;
 
-use super::buffer::metrics::BufferCounters;
-use super::memory::Memory;
-use super::report;
-use super::running::Running;
+use crate::gateway::base::buffer_metrics::BufferCounters;
+use crate::gateway::base::memory::Memory;
+use crate::gateway::base::report;
+use crate::gateway::base::running::Running;
 use tracing::Level;
 
 /// Records, bytes and batches through a source or sink.
@@ -124,7 +124,7 @@ pub struct Telemetry {
     /// The disk buffers, by sink.
     pub buffers: BTreeMap<String, Arc<BufferCounters>>,
     /// The consumer lag of KAFKA sources, by source.
-    pub kafka_lag: BTreeMap<String, Arc<super::kafka::ConsumerLag>>,
+    pub kafka_lag: BTreeMap<String, Arc<crate::gateway::base::kafka::ConsumerLag>>,
 }
 
 impl Telemetry {
@@ -192,9 +192,9 @@ impl Telemetry {
         self.write_latency(&mut out);
         self.write_gauges(&mut out);
         self.write_totals(&mut out);
-        super::buffer::metrics::write(&mut out, &self.buffers);
+        crate::gateway::base::buffer_metrics::write(&mut out, &self.buffers);
         memory.write_metrics(&mut out);
-        super::kafka::ConsumerLag::write_metrics(&mut out, &self.kafka_lag);
+        crate::gateway::base::kafka::ConsumerLag::write_metrics(&mut out, &self.kafka_lag);
         out
     }
 

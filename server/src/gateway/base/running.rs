@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use penstock_dialect::Program;
 use penstock_pipeline::Pipeline;
 
-use super::forwarding::Forwarding;
+use crate::gateway::base::forwarding::Forwarding;
 
 /// Rows in, out and dropped, and batches failed, of one statement, per worker (each worker stores its own totals).
 #[derive(Debug)]

@@ -14,8 +14,8 @@ use penstock_engine::proto::StatusCode as BatchCode;
 use prost::Message;
 use tonic::{Code, Status};
 
-use super::delivery::DeliveryError;
-use super::pushback::{Pushback, RETRY_DELAY};
+use crate::gateway::base::delivery::DeliveryError;
+use crate::gateway::base::pushback::{Pushback, RETRY_DELAY};
 
 /// Why the gateway refuses a request, a stream or a batch; each maps to one answer per
 /// protocol.
@@ -95,7 +95,7 @@ impl Fault {
     }
 
     /// The wait a refused sender is asked for: for [`Fault::Busy`] (counted as a refusal in
-    /// `pushback`) the one the worker's load calls for (see [`super::pushback`]), none for the
+    /// `pushback`) the one the worker's load calls for (see [`crate::gateway::base::pushback`]), none for the
     /// others.
     pub fn retry_wait(self, pushback: &Pushback) -> Option<Duration> {
         (self == Fault::Busy).then(|| pushback.refused())
@@ -344,7 +344,7 @@ mod tests {
         let pushback = Pushback::new();
         let busy = retry_delay(&Fault::Busy.to_paced_status("busy", &pushback)).unwrap();
         assert!(
-            (RETRY_DELAY..=super::super::pushback::MAX_RETRY_DELAY).contains(&busy),
+            (RETRY_DELAY..=crate::gateway::base::pushback::MAX_RETRY_DELAY).contains(&busy),
             "{busy:?}"
         );
         assert_eq!(retry_delay(&Fault::LimitReached.to_status("streams")), None);

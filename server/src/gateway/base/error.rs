@@ -5,7 +5,7 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use super::delivery::DeliveryError;
+use crate::gateway::base::delivery::DeliveryError;
 
 /// Why the gateway could not start, reload or finish cleanly.
 #[derive(Debug, thiserror::Error)]

@@ -20,10 +20,10 @@ use tracing::Level;
 
 use super::codec;
 use super::log::{Log, Next, Recovery};
-use super::metrics::BufferCounters;
-use crate::gateway::delivery::{self, DeliveryError, Outcome, SinkQueue};
-use crate::gateway::report;
-use crate::gateway::telemetry::Telemetry;
+use crate::gateway::base::buffer_metrics::BufferCounters;
+use crate::gateway::base::delivery::{self, DeliveryError, Outcome, SinkQueue};
+use crate::gateway::base::report;
+use crate::gateway::base::telemetry::Telemetry;
 
 /// Batches in flight from the buffer at once.
 const WINDOW: usize = 64;

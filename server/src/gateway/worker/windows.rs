@@ -14,8 +14,8 @@ use std::time::Duration;
 use penstock_pipeline::{MAX_OPEN_STATE, Windows};
 use tokio::sync::{mpsc, oneshot};
 
-use super::delivery::{Delivery, SinkQueue};
-use super::telemetry::Telemetry;
+use crate::gateway::base::delivery::{Delivery, SinkQueue};
+use crate::gateway::base::telemetry::Telemetry;
 
 /// How often workers close windows.
 pub const TICK: Duration = Duration::from_secs(1);

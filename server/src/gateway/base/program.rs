@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use penstock_dialect::Program;
 use penstock_pipeline::{Pipeline, compile_sources};
 
-use super::error::GatewayError;
+use crate::gateway::base::error::GatewayError;
 
 /// Reads, checks and compiles pipeline files (checked together: a pipeline may use a source
 /// or sink of another file). The error of files that do not check holds every error found.

@@ -11,7 +11,6 @@
 mod codec;
 mod deliver;
 pub mod log;
-pub mod metrics;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -21,14 +20,14 @@ use std::time::Duration;
 use penstock_dialect::Sink;
 use tokio::sync::{mpsc, watch};
 
-use super::delivery::{Delivery, DeliveryError, complete};
-use super::error::GatewayError;
-use super::program::resolve_path;
-use super::sinks::account::Account;
-use super::sinks::contract::{SINK_QUEUE, SinkTask};
-use super::telemetry::Telemetry;
+use super::account::Account;
+use super::contract::{SINK_QUEUE, SinkTask};
+use crate::gateway::base::buffer_metrics::BufferCounters;
+use crate::gateway::base::delivery::{Delivery, DeliveryError, complete};
+use crate::gateway::base::error::GatewayError;
+use crate::gateway::base::program::resolve_path;
+use crate::gateway::base::telemetry::Telemetry;
 use log::{Log, Writer};
-use metrics::BufferCounters;
 
 /// The size of a buffer unless `buffer_max_bytes` says otherwise.
 pub const DEFAULT_MAX_BYTES: u64 = 1 << 30;
@@ -246,7 +245,7 @@ fn write(
 #[derive(Default)]
 struct Group {
     payloads: Vec<Vec<u8>>,
-    acks: Vec<super::delivery::Ack>,
+    acks: Vec<crate::gateway::base::delivery::Ack>,
     bytes: u64,
 }
 
@@ -276,7 +275,7 @@ impl Group {
             }
             Err(e) => {
                 counters.refused.fetch_add(count, Relaxed);
-                super::report::throttled(
+                crate::gateway::base::report::throttled(
                     tracing::Level::ERROR,
                     &format!("sink {}", config.name),
                     "buffer write",
