@@ -1,4 +1,7 @@
-//! Import cycles among the source files of each workspace crate.
+//! Import cycles among the source files of each workspace crate, and the layers of the
+//! gateway (`server/src/gateway`): its foundation (`base/`) uses no other layer, sinks and
+//! sources use only the foundation (and not each other), the workers only those, and the
+//! files at the top of `gateway/` the rest.
 //!
 //! Every workspace member with a `src/` directory is read file by file. Its module tree is
 //! rebuilt from the crate roots (`lib.rs`, `main.rs`, `bin/*.rs`) by following `mod`
@@ -974,6 +977,63 @@ fn source_files_have_no_import_cycles() {
     );
 }
 
+/// The layer of a file of the gateway (`gateway/...` under the server's `src/`), lowest
+/// first: the foundation (`base/`), sinks and sources (side by side: neither uses the
+/// other), the workers, and the files at the top of `gateway/`; None outside the gateway.
+fn gateway_layer(file: &str) -> Option<(usize, &'static str)> {
+    let rest = file.strip_prefix("gateway/")?;
+    Some(match rest.split_once('/') {
+        Some(("base", _)) => (0, "base"),
+        Some(("sinks", _)) => (1, "sinks"),
+        Some(("sources", _)) => (1, "sources"),
+        Some(("worker", _)) => (2, "worker"),
+        Some((other, _)) => panic!("gateway/{other}/ is in no layer: name its layer here"),
+        None if rest == "mod.rs" => (4, "gateway/mod.rs"),
+        None => (3, "run"),
+    })
+}
+
+/// The edges of a graph that go from a lower layer of the gateway to a higher one, or
+/// between the two layers side by side, one `from -> to: names` line each.
+fn upward_edges(graph: &FileGraph) -> String {
+    let mut found = String::new();
+    for (from, targets) in &graph.edges {
+        let Some((from_rank, from_layer)) = gateway_layer(from) else {
+            continue;
+        };
+        for (to, names) in targets {
+            let Some((to_rank, to_layer)) = gateway_layer(to) else {
+                continue;
+            };
+            if to_rank > from_rank || (to_rank == from_rank && to_layer != from_layer) {
+                let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                found.push_str(&format!("  {from} -> {to}: {}\n", names.join(", ")));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn the_gateway_layers_only_use_the_layers_below() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the workspace root");
+    let src = root.join("server").join("src");
+    let mut sources = Sources::new();
+    read_sources(&src, &src, &mut sources);
+    let graph = file_graph(&sources).unwrap_or_else(|e| panic!("server: {e}"));
+    assert!(
+        graph.files.iter().any(|f| f.starts_with("gateway/base/")),
+        "the gateway's foundation was not found under server/src/gateway/base"
+    );
+    let upward = upward_edges(&graph);
+    assert!(
+        upward.is_empty(),
+        "imports against the gateway's layers (base < sinks, sources < worker < run):\n{upward}"
+    );
+}
+
 /// Tests of the module tree, the resolver and the cycle finder on small crates in memory.
 mod resolver {
     use super::*;
@@ -1275,5 +1335,43 @@ mod resolver {
         assert!(graph.files.contains("bin/tool.rs"));
         assert_eq!(names(&graph, "main.rs", "cli.rs"), ["go"]);
         assert_eq!(names(&graph, "cli.rs", "main.rs"), ["helper"]);
+    }
+
+    #[test]
+    fn an_import_from_a_lower_layer_of_the_gateway_to_a_higher_one_is_found() {
+        let mut graph = FileGraph::default();
+        let add = |graph: &mut FileGraph, from: &str, to: &str| {
+            graph
+                .edges
+                .entry(from.to_string())
+                .or_default()
+                .entry(to.to_string())
+                .or_default()
+                .insert("X".to_string());
+        };
+        add(&mut graph, "gateway/worker/mod.rs", "gateway/base/job.rs");
+        add(&mut graph, "gateway/run.rs", "gateway/worker/mod.rs");
+        add(&mut graph, "query/mod.rs", "gateway/base/telemetry.rs");
+        assert_eq!(upward_edges(&graph), "");
+        add(
+            &mut graph,
+            "gateway/base/telemetry.rs",
+            "gateway/sinks/mod.rs",
+        );
+        add(
+            &mut graph,
+            "gateway/sources/file.rs",
+            "gateway/sinks/account.rs",
+        );
+        let found = upward_edges(&graph);
+        assert!(
+            found.contains("gateway/base/telemetry.rs -> gateway/sinks/mod.rs"),
+            "{found}"
+        );
+        assert!(
+            found.contains("gateway/sources/file.rs -> gateway/sinks/account.rs"),
+            "{found}"
+        );
+        assert_eq!(found.lines().count(), 2, "{found}");
     }
 }
