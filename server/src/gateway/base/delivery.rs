@@ -93,6 +93,29 @@ impl Payload {
     }
 }
 
+/// A copy of what a source received, for a sink of the same protocol to send as it is.
+#[derive(Debug)]
+pub enum AsReceived {
+    /// An OTAP batch, for an OTAP sink.
+    Otap(ForwardedOtap),
+    /// An OTLP export request with its keys renamed, for an OTLP sink.
+    Otlp {
+        /// The request's signal.
+        signal: penstock_engine::Signal,
+        /// The request.
+        request: Spliced,
+    },
+}
+
+impl From<AsReceived> for Payload {
+    fn from(copy: AsReceived) -> Payload {
+        match copy {
+            AsReceived::Otap(forwarded) => Payload::Forwarded(forwarded),
+            AsReceived::Otlp { signal, request } => Payload::Spliced { signal, request },
+        }
+    }
+}
+
 /// An OTAP batch forwarded as received, and the input stream it came on.
 #[derive(Debug, Clone)]
 pub struct ForwardedOtap {

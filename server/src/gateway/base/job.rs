@@ -11,7 +11,7 @@ use penstock_engine::{OtapBatch, Signal};
 
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::gateway::base::delivery::{Ack, DeliveryError, Payload};
+use crate::gateway::base::delivery::{Ack, AsReceived, DeliveryError};
 use crate::gateway::base::pushback::Pushback;
 use crate::gateway::base::running::Running;
 use crate::gateway::base::telemetry::Telemetry;
@@ -53,7 +53,7 @@ pub struct ForwardedJob {
     /// Its log records, spans or data points.
     pub items: usize,
     /// Each sink it goes to, with its copy as received.
-    pub outputs: Vec<(String, Payload)>,
+    pub outputs: Vec<(String, AsReceived)>,
     /// The batch as decoded, for pipelines that remove rows to run on.
     pub decoded: Option<DecodedBeside>,
 }

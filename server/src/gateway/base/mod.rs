@@ -1,6 +1,7 @@
 //! The gateway's foundation, shared by every layer above it: [`error`] and the statuses
 //! senders see ([`status`], with the refusal back-off in [`pushback`]); the payloads and
-//! acknowledgements that travel from sources to sinks ([`delivery`]); counters
+//! acknowledgements that travel from sources to sinks ([`delivery`]); what sources hand a
+//! worker, and its handle ([`job`]); counters
 //! ([`telemetry`], [`buffer_metrics`]); the running program and its forwarding plan
 //! ([`running`], [`forwarding`], loaded by [`program`]); the memory budget ([`memory`]);
 //! and what sources and sinks of one protocol share ([`codec`], [`kafka`], [`tls`]), with

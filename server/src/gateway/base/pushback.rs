@@ -3,12 +3,13 @@
 //! `google.rpc.RetryInfo`, OTLP/HTTP's `Retry-After`.
 //!
 //! The wait follows the load of the worker that refuses. It starts at [`RETRY_DELAY`]. Each
-//! second in which the worker refused more OTLP requests than it took in, it doubles, up to [`MAX_RETRY_DELAY`]; each
-//! second in which it refused fewer than half as many as it took in, it halves, down to
-//! [`RETRY_DELAY`]. Under a sustained overload, senders that honour the wait (the Collector's
-//! exporters, the OpenTelemetry SDKs) then come back about as often as the gateway can take
-//! their requests, instead of sending bodies it must receive and throw away: at twice its
-//! capacity, one worker served 45% of its capacity with a fixed 100 ms wait and 75% with 1 s.
+//! second in which the worker refused more OTLP requests than it took in, it doubles, up to
+//! [`MAX_RETRY_DELAY`]; each second in which it refused fewer than half as many as it took
+//! in, it halves, down to [`RETRY_DELAY`]. Under a sustained overload, senders that honour
+//! the wait (the Collector's exporters, the OpenTelemetry SDKs) then come back about as often
+//! as the gateway can take their requests, instead of sending bodies it must receive and
+//! throw away: at twice its capacity, one worker served 45% of its capacity with a fixed
+//! 100 ms wait and 75% with 1 s.
 
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{AcqRel, Relaxed};
@@ -66,13 +67,13 @@ impl Pushback {
     }
 
     /// Counts a request taken in at `now`.
-    pub fn admitted_at(&self, now: Instant) {
+    fn admitted_at(&self, now: Instant) {
         self.roll(now);
         self.admitted.fetch_add(1, Relaxed);
     }
 
     /// Counts a request refused at `now`; the wait to ask for.
-    pub fn refused_at(&self, now: Instant) -> Duration {
+    fn refused_at(&self, now: Instant) -> Duration {
         self.roll(now);
         self.refused.fetch_add(1, Relaxed);
         Duration::from_micros(self.delay_micros.load(Relaxed))

@@ -11,7 +11,8 @@ use penstock_pipeline::Pipeline;
 
 use crate::gateway::base::forwarding::Forwarding;
 
-/// Rows in, out and dropped, and batches failed, of one statement, per worker (each worker stores its own totals).
+/// Rows in, out and dropped, and batches failed, of one statement, per worker (each worker
+/// stores its own totals).
 #[derive(Debug)]
 pub struct StepCounters {
     /// `kind table line`.

@@ -95,8 +95,8 @@ impl Fault {
     }
 
     /// The wait a refused sender is asked for: for [`Fault::Busy`] (counted as a refusal in
-    /// `pushback`) the one the worker's load calls for (see [`crate::gateway::base::pushback`]), none for the
-    /// others.
+    /// `pushback`) the one the worker's load calls for (see [`super::pushback`]), none for
+    /// the others.
     pub fn retry_wait(self, pushback: &Pushback) -> Option<Duration> {
         (self == Fault::Busy).then(|| pushback.refused())
     }

@@ -60,14 +60,14 @@ impl Account {
     }
 
     /// The sink gave up on a batch: counted, and reported when the sink starts failing.
-    pub fn failed(&self, error: &dyn Display) {
+    fn failed(&self, error: &dyn Display) {
         if let Some(flow) = self.flow() {
             flow.sink_failed(&self.name, error);
         }
     }
 
     /// The error of a batch the sink gave up on for `message`.
-    pub fn error(&self, message: String, retryable: bool) -> DeliveryError {
+    pub fn sink_error(&self, message: String, retryable: bool) -> DeliveryError {
         DeliveryError::Sink {
             sink: self.name.to_string(),
             message,
@@ -86,12 +86,15 @@ impl Account {
     /// The decoded batch of `delivery` and who waits for it, for a sink that encodes batches
     /// itself; a copy as received (which the forwarding plan hands only to sinks of its own
     /// protocol) is failed for good, and None returned.
-    pub fn decoded(&self, delivery: Delivery) -> Option<(OtapBatch, Ack)> {
+    pub fn decoded_or_fail(&self, delivery: Delivery) -> Option<(OtapBatch, Ack)> {
         match delivery.payload {
             Payload::Decoded(batch) => Some((batch, delivery.ack)),
             Payload::Forwarded(_) | Payload::Spliced { .. } => {
                 let message = "a batch as received reached a sink that encodes batches itself";
-                self.fail(vec![delivery.ack], self.error(message.to_string(), false));
+                self.fail(
+                    vec![delivery.ack],
+                    self.sink_error(message.to_string(), false),
+                );
                 None
             }
         }

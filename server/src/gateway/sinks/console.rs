@@ -42,7 +42,7 @@ fn run(limit: usize, context: SinkContext) {
     } = context;
     let mut sampler = Sampler::new(account.name(), limit);
     while let Some(delivery) = deliveries.blocking_recv() {
-        let Some((batch, ack)) = account.decoded(delivery) else {
+        let Some((batch, ack)) = account.decoded_or_fail(delivery) else {
             continue;
         };
         match sampler.show(&batch, Instant::now()) {
@@ -52,7 +52,7 @@ fn run(limit: usize, context: SinkContext) {
                 complete(ack, Ok(()));
             }
             Err(e) => {
-                let error = account.error(ErrorChain(&e).to_string(), false);
+                let error = account.sink_error(ErrorChain(&e).to_string(), false);
                 account.fail(vec![ack], error);
             }
         }

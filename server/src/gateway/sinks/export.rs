@@ -146,7 +146,7 @@ struct Encoded {
 
 /// Fails `acks` with a sink error that retrying will not help, and counts the failure.
 fn refuse(account: &Account, acks: Vec<Ack>, message: String) {
-    account.fail(acks, account.error(message, false));
+    account.fail(acks, account.sink_error(message, false));
 }
 
 /// Encodes a delivery's batch (or takes the request spliced for it); a batch that does not

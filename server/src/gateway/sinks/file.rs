@@ -58,7 +58,7 @@ fn run(mut file: File, context: SinkContext) {
         ..
     } = context;
     while let Some(delivery) = deliveries.blocking_recv() {
-        let Some((batch, ack)) = account.decoded(delivery) else {
+        let Some((batch, ack)) = account.decoded_or_fail(delivery) else {
             continue;
         };
         let written = json::to_line(&batch)
@@ -82,7 +82,7 @@ fn run(mut file: File, context: SinkContext) {
                 account.delivered(batch.num_items(), bytes);
                 complete(ack, Ok(()));
             }
-            Err(message) => account.fail(vec![ack], account.error(message, false)),
+            Err(message) => account.fail(vec![ack], account.sink_error(message, false)),
         }
     }
 }

@@ -55,7 +55,7 @@ pub fn driver(kind: SinkKind) -> &'static dyn SinkDriver {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Runs {
     /// As its kind's [`Placement`] says.
-    Alone(Placement),
+    Unbuffered(Placement),
     /// Behind a disk buffer shared by every worker, which delivers through an ordered
     /// instance of its own (`buffer = 'disk'`).
     Buffered,
@@ -67,7 +67,7 @@ pub fn runs(sink: &Sink) -> Runs {
     if placement == Placement::PerWorker && sink.disk_buffered() {
         Runs::Buffered
     } else {
-        Runs::Alone(placement)
+        Runs::Unbuffered(placement)
     }
 }
 
@@ -102,7 +102,9 @@ pub fn start_shared(
     draining: &tokio::sync::watch::Receiver<bool>,
 ) -> Result<Option<SinkTask>, GatewayError> {
     match runs(sink) {
-        Runs::Alone(Placement::Shared) => start(sink, base, telemetry, draining, false).map(Some),
+        Runs::Unbuffered(Placement::Shared) => {
+            start(sink, base, telemetry, draining, false).map(Some)
+        }
         Runs::Buffered => {
             let (inner_sink, inner_base) = (sink.clone(), base.to_path_buf());
             let inner = move |telemetry: &Arc<Telemetry>, draining: &_| {
@@ -110,7 +112,7 @@ pub fn start_shared(
             };
             buffer::start(sink, base, telemetry, draining, inner).map(Some)
         }
-        Runs::Alone(Placement::PerWorker) => Ok(None),
+        Runs::Unbuffered(Placement::PerWorker) => Ok(None),
     }
 }
 
@@ -124,9 +126,9 @@ pub fn start_per_worker(
     draining: &tokio::sync::watch::Receiver<bool>,
 ) -> Result<Option<SinkTask>, GatewayError> {
     match runs(sink) {
-        Runs::Alone(Placement::PerWorker) => {
+        Runs::Unbuffered(Placement::PerWorker) => {
             start(sink, base, telemetry, draining, false).map(Some)
         }
-        Runs::Alone(Placement::Shared) | Runs::Buffered => Ok(None),
+        Runs::Unbuffered(Placement::Shared) | Runs::Buffered => Ok(None),
     }
 }

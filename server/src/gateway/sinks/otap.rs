@@ -547,7 +547,7 @@ impl OtapSinkState {
         let attempts = p.attempts + 1;
         let error = self
             .account
-            .error(format!("after {attempts} attempt(s): {message}"), retryable);
+            .sink_error(format!("after {attempts} attempt(s): {message}"), retryable);
         self.account.fail(p.acks, error);
     }
 

@@ -286,7 +286,7 @@ impl Refusal for AdmissionError {
 }
 
 /// Whether an `authorization` value carries the bearer `token` (always, without a token).
-pub fn bearer_matches(authorization: Option<&[u8]>, token: Option<&str>) -> bool {
+fn bearer_matches(authorization: Option<&[u8]>, token: Option<&str>) -> bool {
     let Some(token) = token else {
         return true;
     };

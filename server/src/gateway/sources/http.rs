@@ -19,7 +19,6 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use penstock_engine::Signal;
 use prost::Message;
 
-use super::admission::bearer_matches;
 use super::body::{Deadline, RECEIVE_TIMEOUT, discard_body};
 use super::contract::{SourceDriver, SourceStart, Starting};
 use super::listener::{DRAIN_TIMEOUT, Listening, SourceContext, listen, open};
@@ -223,8 +222,10 @@ async fn export(request: Request<Incoming>, context: &SourceContext) -> Result<F
         return Err(refuse(Fault::Unimplemented, message));
     }
     let authorization = request.headers().get(http::header::AUTHORIZATION);
-    let token = context.admission.limits.auth_token.as_deref();
-    if !bearer_matches(authorization.map(HeaderValue::as_bytes), token) {
+    if !context
+        .admission
+        .authorized(authorization.map(HeaderValue::as_bytes))
+    {
         let message = "a valid bearer token is required";
         return Err(refuse(Fault::Unauthenticated, message));
     }
@@ -319,7 +320,7 @@ async fn export(request: Request<Incoming>, context: &SourceContext) -> Result<F
     Ok(format)
 }
 
-/// A request body's `Content-ContentEncoding`.
+/// A request body's `Content-Encoding`.
 enum ContentEncoding {
     Identity,
     Gzip,
@@ -342,9 +343,7 @@ impl ContentEncoding {
             v if v.eq_ignore_ascii_case("zstd") => Ok(ContentEncoding::Zstd),
             other => Err(refuse(
                 Fault::UnsupportedMediaType,
-                format!(
-                    "Content-ContentEncoding '{other}' is not supported (gzip, zstd, identity)"
-                ),
+                format!("Content-Encoding '{other}' is not supported (gzip, zstd, identity)"),
             )),
         }
     }
@@ -380,5 +379,29 @@ impl SourceDriver for HttpSource {
             serve,
         };
         Box::pin(listen(start, listening))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unsupported_content_encoding_is_refused_naming_the_header() {
+        let mut headers = HeaderMap::new();
+        headers.insert(CONTENT_ENCODING, HeaderValue::from_static("br"));
+        let Err(refusal) = ContentEncoding::of(&headers) else {
+            panic!("br was accepted");
+        };
+        assert_eq!(refusal.fault, Fault::UnsupportedMediaType);
+        assert_eq!(
+            refusal.message,
+            "Content-Encoding 'br' is not supported (gzip, zstd, identity)"
+        );
+        headers.insert(CONTENT_ENCODING, HeaderValue::from_static("GZIP"));
+        assert!(matches!(
+            ContentEncoding::of(&headers),
+            Ok(ContentEncoding::Gzip)
+        ));
     }
 }

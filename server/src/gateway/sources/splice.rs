@@ -10,7 +10,7 @@ use penstock_engine::otap::raw::KeyRenames;
 use penstock_engine::otlp::splice::{self, Spliced};
 
 use super::listener::SourceContext;
-use crate::gateway::base::delivery::Payload;
+use crate::gateway::base::delivery::AsReceived;
 use crate::gateway::base::job::ForwardedJob;
 
 /// The request `bytes` of `signal` spliced for every route, when the running program lets
@@ -40,11 +40,11 @@ pub fn job(
                 spliced
             }
         };
-        let payload = Payload::Spliced {
+        let copy = AsReceived::Otlp {
             signal,
             request: spliced,
         };
-        outputs.push((sink.clone(), payload));
+        outputs.push((sink.clone(), copy));
     }
     let items = match made.first() {
         Some((_, spliced)) => spliced.items,

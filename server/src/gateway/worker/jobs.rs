@@ -126,9 +126,9 @@ async fn forward(current: &mut Current, source: usize, job: ForwardedJob, sinks:
     current.count_forwarded(source, job.signal, job.items);
     let mut handed = Handed::default();
     // Sinks stay as they are across reloads, so the routes the batch was given hold.
-    for (sink, payload) in job.outputs {
+    for (sink, copy) in job.outputs {
         match sinks.get(&sink) {
-            Some(queue) => handed.hand_off(queue, payload).await,
+            Some(queue) => handed.hand_off(queue, copy.into()).await,
             None => handed.fail(DeliveryError::Sink {
                 message: "no such sink on this worker".to_string(),
                 sink,

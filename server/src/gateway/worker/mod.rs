@@ -42,12 +42,12 @@ pub struct Worker {
 }
 
 impl Worker {
-    /// Starts worker `index`: compiles the running program's pipelines and starts its network
-    /// sinks. `shared` holds the queues of sinks all workers share (files, console). When
-    /// `running` changes (a reload), the worker compiles the new pipelines and runs them from
-    /// the next batch on. Closed aggregation windows go to `windows`; the worker given the
-    /// merger's queue runs the merger (see [`windows::merge`]). `draining` turns true when the
-    /// gateway drains: its sinks then stop lingering.
+    /// Starts worker `index` with `setup`: compiles the running program's pipelines and
+    /// starts its network sinks (beside the sinks all workers share). When the running program
+    /// changes (a reload), the worker compiles the new pipelines and runs them from the next
+    /// batch on. Closed aggregation windows go to `windows`; the worker given the merger's
+    /// queue runs the merger (see [`windows::merge`]). Once the gateway drains, its sinks stop
+    /// lingering.
     pub fn start(
         index: usize,
         setup: PoolSetup,
@@ -110,11 +110,23 @@ fn run_thread(
     };
     let local = tokio::task::LocalSet::new();
     local.block_on(&runtime, async move {
+        let PoolSetup {
+            running,
+            shared,
+            telemetry,
+            taps,
+            base,
+            draining,
+        } = setup;
+        let started =
+            compile_and_start_sinks(index, &running, shared, &telemetry, &base, &draining);
+        // What the worker's own sinks were started with is not held while it runs.
+        drop((base, draining));
         let Equipped {
             pipelines,
             queues,
             tasks,
-        } = match compile_and_start_sinks(index, &setup) {
+        } = match started {
             Ok(started) => {
                 let _ = ready.send(Ok(tokio::runtime::Handle::current()));
                 started
@@ -129,15 +141,15 @@ fn run_thread(
                 workers,
                 merger_queue,
                 queues.clone(),
-                Arc::clone(&setup.telemetry),
+                Arc::clone(&telemetry),
             ))
         });
-        let current = Current::new(index, pipelines, setup.running);
+        let current = Current::new(index, pipelines, running);
         let link = jobs::Link {
             sinks: queues,
             closed: windows.closed,
-            telemetry: setup.telemetry,
-            taps: setup.taps,
+            telemetry,
+            taps,
         };
         jobs::run_jobs(current, queue, link).await;
         if let Some(merger) = merger {
@@ -151,19 +163,25 @@ fn run_thread(
 
 /// Compiles worker `index`'s pipelines from the running program and starts its own
 /// instances of the network sinks: the pipelines, the queue of every sink it hands payloads
-/// to, and its sinks' tasks.
-fn compile_and_start_sinks(index: usize, setup: &PoolSetup) -> Result<Equipped, GatewayError> {
-    let program = Arc::clone(&setup.running.borrow().program);
+/// to (the `shared` ones and its own), and its sinks' tasks.
+fn compile_and_start_sinks(
+    index: usize,
+    running: &watch::Receiver<Arc<Running>>,
+    shared: HashMap<String, SinkQueue>,
+    telemetry: &Arc<Telemetry>,
+    base: &std::path::Path,
+    draining: &watch::Receiver<bool>,
+) -> Result<Equipped, GatewayError> {
+    let program = Arc::clone(&running.borrow().program);
     let pipelines =
         Pipeline::compile_all(&program).map_err(|source| GatewayError::WorkerCompile {
             worker: index,
             source,
         })?;
-    let mut queues = setup.shared.clone();
+    let mut queues = shared;
     let mut tasks = Vec::new();
     for sink in &program.sinks {
-        let started =
-            sinks::start_per_worker(sink, &setup.base, &setup.telemetry, &setup.draining)?;
+        let started = sinks::start_per_worker(sink, base, telemetry, draining)?;
         if let Some(SinkTask { queue, task }) = started {
             queues.insert(sink.name.clone(), queue);
             tasks.push(task);

@@ -10,7 +10,7 @@ use penstock_engine::otap::raw::DecodedAsSent;
 
 use super::current::{Current, Routed};
 use super::handoff::{Handed, Sinks};
-use crate::gateway::base::delivery::{DeliveryError, ForwardedOtap, Payload};
+use crate::gateway::base::delivery::{AsReceived, DeliveryError, ForwardedOtap, Payload};
 use crate::gateway::base::job::DecodedBeside;
 use crate::gateway::base::report;
 use crate::gateway::base::telemetry::Telemetry;
@@ -21,7 +21,7 @@ pub(super) struct Narrowed {
     /// The batch decoded as far as the pipelines read it.
     pub beside: DecodedBeside,
     /// Each sink it goes to, with its copy as received.
-    pub outputs: Vec<(String, Payload)>,
+    pub outputs: Vec<(String, AsReceived)>,
 }
 
 /// Runs the pipelines on a forwarded batch's decoded copy (decoded as far as they read it);
@@ -143,13 +143,13 @@ impl Rest {
 /// The forwarded copy `raw` with only the rows its pipelines' output `batch` kept, or None
 /// when it cannot go so. `rest` decodes the rest of `decoded` when rows were removed.
 fn narrowed_copy(
-    raw: Option<Payload>,
+    raw: Option<AsReceived>,
     decoded: &DecodedAsSent,
     rest: &mut Rest,
     batch: &OtapBatch,
     sink: &str,
 ) -> Option<ForwardedOtap> {
-    let (Some(Payload::Forwarded(mut forwarded)), Some(root)) = (raw, batch.root()) else {
+    let (Some(AsReceived::Otap(mut forwarded)), Some(root)) = (raw, batch.root()) else {
         return None;
     };
     let rows_read = decoded.batch.root().map(|r| r.num_rows());

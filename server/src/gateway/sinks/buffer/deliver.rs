@@ -94,7 +94,7 @@ pub struct LogDelivery {
 
 type Acks = FuturesUnordered<futures::future::BoxFuture<'static, (u64, Outcome)>>;
 
-struct Progress {
+struct DeliveryState {
     reader: super::log::Reader,
     in_flight: BTreeMap<u64, Entry>,
     failed: BTreeSet<u64>,
@@ -108,7 +108,7 @@ impl LogDelivery {
     /// Delivers until the writer is done and either everything written was delivered or a
     /// batch failed (what is left stays on disk for the next start).
     pub async fn run(self, sink: SinkQueue) {
-        let mut state = Progress {
+        let mut state = DeliveryState {
             reader: self.log.reader(),
             in_flight: BTreeMap::new(),
             failed: BTreeSet::new(),
@@ -158,7 +158,7 @@ impl LogDelivery {
     }
 
     /// Sends records from the log while the window has room; false when the sink is gone.
-    async fn fill(&self, state: &mut Progress, sink: &SinkQueue) -> bool {
+    async fn fill(&self, state: &mut DeliveryState, sink: &SinkQueue) -> bool {
         while state.in_flight.len() < WINDOW {
             let next = match state.reader.next(&self.log) {
                 Ok(next) => next,
@@ -215,7 +215,13 @@ impl LogDelivery {
     }
 
     /// Hands record `seq` to the sink; false when the sink is gone.
-    async fn send(&self, state: &mut Progress, sink: &SinkQueue, seq: u64, entry: Entry) -> bool {
+    async fn send(
+        &self,
+        state: &mut DeliveryState,
+        sink: &SinkQueue,
+        seq: u64,
+        entry: Entry,
+    ) -> bool {
         let (ack, outcome) = oneshot::channel();
         let batch = entry.batch.clone();
         state.in_flight.insert(seq, entry);
@@ -232,7 +238,7 @@ impl LogDelivery {
     }
 
     /// Sends the failed batches again, oldest first.
-    async fn resend(&self, state: &mut Progress, sink: &SinkQueue) {
+    async fn resend(&self, state: &mut DeliveryState, sink: &SinkQueue) {
         for seq in std::mem::take(&mut state.failed) {
             let Some(entry) = state.in_flight.remove(&seq) else {
                 continue;
@@ -244,7 +250,7 @@ impl LogDelivery {
     }
 
     /// Takes the outcome of record `seq`.
-    fn settle(&self, state: &mut Progress, seq: u64, outcome: Outcome) {
+    fn settle(&self, state: &mut DeliveryState, seq: u64, outcome: Outcome) {
         match outcome {
             Ok(()) => {
                 if let Some(entry) = state.in_flight.remove(&seq)
@@ -304,7 +310,7 @@ impl LogDelivery {
     }
 
     /// Every record below this was delivered.
-    fn cursor(&self, state: &Progress) -> u64 {
+    fn cursor(&self, state: &DeliveryState) -> u64 {
         state
             .in_flight
             .keys()
@@ -314,7 +320,7 @@ impl LogDelivery {
     }
 
     /// Refreshes the gauges.
-    fn refresh(&self, state: &Progress) {
+    fn refresh(&self, state: &DeliveryState) {
         let oldest = state.in_flight.values().map(|e| e.written_ms).min();
         self.counters
             .oldest_written_ms

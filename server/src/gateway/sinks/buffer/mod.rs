@@ -21,7 +21,7 @@ use penstock_dialect::Sink;
 use tokio::sync::{mpsc, watch};
 
 use super::account::Account;
-use super::contract::{SINK_QUEUE, SinkTask};
+use super::contract::{self, SinkTask};
 use crate::gateway::base::buffer_metrics::BufferCounters;
 use crate::gateway::base::delivery::{Delivery, DeliveryError, complete};
 use crate::gateway::base::error::GatewayError;
@@ -103,7 +103,7 @@ pub fn start(
         .cloned()
         .unwrap_or_default();
     deliver::report_recovery(&config.name, &config.dir, &recovery, &counters);
-    let (queue, deliveries) = mpsc::channel(SINK_QUEUE);
+    let (queue, deliveries) = contract::queue();
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let delivery = deliver::LogDelivery {
         name: config.name.clone(),
@@ -113,7 +113,8 @@ pub fn start(
         replay: recovery.pending,
     };
     let name = sink.name.clone();
-    let (sink, draining) = (sink.clone(), draining.clone());
+    let draining = draining.clone();
+    let runtime_name = name.clone();
     let writer_log = Arc::clone(&log);
     let task = tokio::task::spawn_blocking(move || {
         let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -122,7 +123,7 @@ pub fn start(
         {
             Ok(runtime) => runtime,
             Err(source) => {
-                let what = format!("the delivery runtime of sink {}", sink.name);
+                let what = format!("the delivery runtime of sink {runtime_name}");
                 let _ = ready_tx.send(Err(GatewayError::Start { what, source }));
                 return;
             }
@@ -201,7 +202,7 @@ fn write(
             }
         }
         for delivery in taken {
-            let Some((batch, ack)) = account.decoded(delivery) else {
+            let Some((batch, ack)) = account.decoded_or_fail(delivery) else {
                 continue;
             };
             let payload = match codec::encode(&batch) {

@@ -18,7 +18,7 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use tokio::sync::Semaphore;
 
-pub use config::KafkaSinkConfig;
+use config::KafkaSinkConfig;
 
 use encode::Message;
 
@@ -61,7 +61,7 @@ async fn run(config: KafkaSinkConfig, context: SinkContext) {
     let slots = Arc::new(Semaphore::new(IN_FLIGHT));
     let mut partitions = Partitions::default();
     while let Some(delivery) = deliveries.recv().await {
-        let Some((batch, ack)) = account.decoded(delivery) else {
+        let Some((batch, ack)) = account.decoded_or_fail(delivery) else {
             continue;
         };
         let signal = batch.signal();
@@ -84,7 +84,7 @@ async fn run(config: KafkaSinkConfig, context: SinkContext) {
         let messages = match messages {
             Ok(messages) => messages,
             Err(Unwritable { message, retryable }) => {
-                account.fail(vec![ack], account.error(message, retryable));
+                account.fail(vec![ack], account.sink_error(message, retryable));
                 continue;
             }
         };

@@ -23,11 +23,11 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::headers::HeaderDecoder;
-use crate::gateway::base::delivery::{DeliveryError, ForwardedOtap, Payload};
+use crate::gateway::base::delivery::{AsReceived, DeliveryError, ForwardedOtap};
 use crate::gateway::base::job::{DecodedBeside, ForwardedJob};
 use crate::gateway::base::running::Running;
 use crate::gateway::base::status::{Fault, Refusal};
-use crate::gateway::sources::admission::{Admitted, bearer_matches};
+use crate::gateway::sources::admission::{Admission, Admitted};
 use crate::gateway::sources::listener::SourceContext;
 
 /// Batches of one stream in the pipelines at once.
@@ -100,7 +100,7 @@ impl StreamForwarding {
                 placed,
                 forwarder,
             };
-            outputs.push((sink.clone(), Payload::Forwarded(forwarded)));
+            outputs.push((sink.clone(), AsReceived::Otap(forwarded)));
         }
         Ok(Some(ForwardedJob {
             signal,
@@ -211,13 +211,13 @@ fn check_headers(
     headers: &mut HeaderDecoder,
     records: &BatchArrowRecords,
     stream_authenticated: bool,
-    token: Option<&str>,
+    admission: &Admission,
 ) -> Result<(), BatchStatus> {
     let id = records.batch_id;
     let decoded = headers
         .decode(&records.headers)
         .map_err(|e| refusal(id, e.fault(), e.to_string()))?;
-    if stream_authenticated || bearer_matches(decoded.get("authorization"), token) {
+    if stream_authenticated || admission.authorized(decoded.get("authorization")) {
         return Ok(());
     }
     let message = "a valid bearer token is required".to_string();
@@ -372,8 +372,8 @@ impl Served {
     /// would go wrong, so the stream ends there and the client starts afresh.
     async fn take(&mut self, records: &BatchArrowRecords) -> Result<Taken, Ending> {
         let id = records.batch_id;
-        let token = self.context.admission.limits.auth_token.as_deref();
-        check_headers(&mut self.headers, records, self.authenticated, token)
+        let admission = &self.context.admission;
+        check_headers(&mut self.headers, records, self.authenticated, admission)
             .map_err(Ending::Batch)?;
         let size = records.encoded_len();
         let admitted = self.admit(size, id).await?;

@@ -14,7 +14,7 @@ use tonic::codec::CompressionEncoding;
 
 use super::otap::OtapStream;
 use crate::gateway::base::status::{Fault, Refusal};
-use crate::gateway::sources::admission::bearer_matches;
+use crate::gateway::sources::admission::Admission;
 use crate::gateway::sources::body::discard_body;
 use crate::gateway::sources::listener::SourceContext;
 
@@ -72,12 +72,13 @@ fn normalize_encoding(request: &mut Request<Incoming>) {
     }
 }
 
-fn authorized(request: &Request<Incoming>, token: Option<&str>) -> bool {
+/// Whether a call carries the source's bearer token in its `authorization` header.
+fn authorized(request: &Request<Incoming>, admission: &Admission) -> bool {
     let given = request
         .headers()
         .get(http::header::AUTHORIZATION)
         .map(HeaderValue::as_bytes);
-    bearer_matches(given, token)
+    admission.authorized(given)
 }
 
 impl hyper::service::Service<Request<Incoming>> for GrpcService {
@@ -88,7 +89,7 @@ impl hyper::service::Service<Request<Incoming>> for GrpcService {
     fn call(&self, mut request: Request<Incoming>) -> Self::Future {
         normalize_encoding(&mut request);
         let context = Arc::clone(&self.context);
-        let authenticated = authorized(&request, context.admission.limits.auth_token.as_deref());
+        let authenticated = authorized(&request, &context.admission);
         let max = context.admission.limits.max_message_bytes;
         match route(request.uri().path()) {
             Some(Route::Otlp(_)) if !authenticated => Box::pin(async move {
