@@ -19,6 +19,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use penstock_engine::Signal;
 use prost::Message;
 
+use super::admission::Admitted;
 use super::body::{Deadline, RECEIVE_TIMEOUT, discard_body};
 use super::contract::{SourceDriver, SourceStart, Starting};
 use super::listener::{DRAIN_TIMEOUT, Listening, SourceContext, listen, open};
@@ -213,6 +214,45 @@ fn signal_of(path: &str) -> Option<Signal> {
 
 /// Takes one export request through admission, decoding and the pipelines.
 async fn export(request: Request<Incoming>, context: &SourceContext) -> Result<Format, Refused> {
+    let Accepted {
+        signal,
+        format,
+        encoding,
+    } = accepted(&request, context)?;
+    let (body, _admitted) = receive_body(request, context, encoding).await?;
+    let protobuf = match format {
+        Format::Protobuf => body,
+        Format::Json => match penstock_engine::otlp::json::request_to_protobuf(signal, &body) {
+            Ok(bytes) => Bytes::from(bytes),
+            Err(source) => {
+                if let Some(flow) = context.telemetry.sources.get(&context.name) {
+                    flow.fail();
+                }
+                let e = ExportError::Malformed {
+                    signal: signal.name(),
+                    source,
+                };
+                return Err(refused_for(&e, context));
+            }
+        },
+    };
+    export_otlp(context, signal, protobuf)
+        .await
+        .map_err(|e| refused_for(&e, context))?;
+    Ok(format)
+}
+
+/// What an export request's line and headers say, once they were found acceptable.
+struct Accepted {
+    signal: Signal,
+    format: Format,
+    encoding: ContentEncoding,
+}
+
+/// Checks an export request's line and headers before its body is read: an OTLP endpoint,
+/// POST, the bearer token, a content type and encoding the source reads, and a declared
+/// length within the source's largest body.
+fn accepted(request: &Request<Incoming>, context: &SourceContext) -> Result<Accepted, Refused> {
     let Some(signal) = signal_of(request.uri().path()) else {
         let message = format!("no OTLP endpoint at {}", request.uri().path());
         return Err(refuse(Fault::NotFound, message));
@@ -235,18 +275,37 @@ async fn export(request: Request<Incoming>, context: &SourceContext) -> Result<F
     })?;
     let encoding = ContentEncoding::of(request.headers())?;
     let max = context.admission.limits.max_message_bytes;
-    let too_large = || {
-        let message = format!("the request body exceeds {max} bytes");
-        refuse(Fault::TooLarge, message)
-    };
     let declared = request
         .headers()
         .get(CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > max as u64) {
-        return Err(too_large());
+        return Err(too_large(max));
     }
+    Ok(Accepted {
+        signal,
+        format,
+        encoding,
+    })
+}
+
+/// The refusal of a body over `max` bytes.
+fn too_large(max: usize) -> Refused {
+    refuse(
+        Fault::TooLarge,
+        format!("the request body exceeds {max} bytes"),
+    )
+}
+
+/// Receives an export request's body with a place among the requests being received, and
+/// inflates it: the body, admitted for its size until the returned admission is dropped.
+async fn receive_body(
+    request: Request<Incoming>,
+    context: &SourceContext,
+    encoding: ContentEncoding,
+) -> Result<(Bytes, Admitted), Refused> {
+    let max = context.admission.limits.max_message_bytes;
     // The body is received and inflated only with a place among the requests being
     // received: what waits for admission stays bounded. Only an HTTP/1 request, alone on its
     // connection, may wait for one without reading its body.
@@ -265,7 +324,7 @@ async fn export(request: Request<Incoming>, context: &SourceContext) -> Result<F
         .await
         .map_err(|e| {
             if e.is::<http_body_util::LengthLimitError>() {
-                too_large()
+                too_large(max)
             } else {
                 let message = format!("reading the request body: {e}");
                 refuse(Fault::Malformed, message)
@@ -285,39 +344,20 @@ async fn export(request: Request<Incoming>, context: &SourceContext) -> Result<F
         ),
     };
     let body = encoding.decode(body, max).map_err(|e| match e {
-        Inflate::TooLarge => too_large(),
+        Inflate::TooLarge => too_large(max),
         Inflate::Corrupt(e) => {
             let message = format!("cannot decompress the request body: {e}");
             refuse(Fault::Malformed, message)
         }
     })?;
     drop(compressed);
-    let _admitted = context
+    let admitted = context
         .admission
         .admit(body.len())
         .await
         .map_err(|e| refused_for(&e, context))?;
     drop(receiving);
-    let protobuf = match format {
-        Format::Protobuf => body,
-        Format::Json => match penstock_engine::otlp::json::request_to_protobuf(signal, &body) {
-            Ok(bytes) => Bytes::from(bytes),
-            Err(source) => {
-                if let Some(flow) = context.telemetry.sources.get(&context.name) {
-                    flow.fail();
-                }
-                let e = ExportError::Malformed {
-                    signal: signal.name(),
-                    source,
-                };
-                return Err(refused_for(&e, context));
-            }
-        },
-    };
-    export_otlp(context, signal, protobuf)
-        .await
-        .map_err(|e| refused_for(&e, context))?;
-    Ok(format)
+    Ok((body, admitted))
 }
 
 /// A request body's `Content-Encoding`.
