@@ -4,8 +4,10 @@
 //! back as SQL, then checked into a typed [`Program`]: sources, sinks, and pipelines whose steps
 //! name the tables, columns and attributes they touch. Penstock's own statements are parsed
 //! here; expressions and queries are sqlparser's, so anything DataFusion accepts in an
-//! expression is accepted here. `penstock-pipeline` compiles a [`Program`]'s steps into
-//! operators.
+//! expression is accepted here. They are parsed in sqlparser's generic dialect, except that the
+//! JSON operators `->` and `->>` bind as tightly as `::` (so `body ->> 'level' = 'error'`
+//! compares the level, as in PostgreSQL). `penstock-pipeline` compiles a [`Program`]'s steps
+//! into operators.
 //!
 //! The crate owns the language: syntax, names, options and types, checked without running
 //! anything. It must not depend on `penstock-engine`, DataFusion or Arrow (only `sqlparser`
@@ -39,6 +41,7 @@ pub mod options;
 mod parser;
 mod program;
 pub mod query;
+mod syntax;
 
 pub use error::{DialectError, DialectErrors, Location};
 pub use exprs::ResolvedExpr;

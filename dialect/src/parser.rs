@@ -6,13 +6,13 @@
 //! one pass finds the syntax errors of every statement.
 
 use sqlparser::ast::Ident;
-use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::{Parser, ParserError};
 use sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 
 use crate::ast::*;
 use crate::error::{Located, Location};
 use crate::model::AttrScope;
+use crate::syntax::PenstockDialect;
 
 type Result<T> = std::result::Result<T, Located>;
 
@@ -20,7 +20,7 @@ type Result<T> = std::result::Result<T, Located>;
 const RECURSION_LIMIT: usize = 64;
 
 /// The dialect expressions and queries are parsed in.
-static DIALECT: GenericDialect = GenericDialect {};
+static DIALECT: PenstockDialect = PenstockDialect;
 
 /// Parses the text of a pipeline file: the statements that parse, and an error for each that
 /// does not (in order).

@@ -24,12 +24,12 @@ use sqlparser::ast::{
     Expr, GroupByExpr, Ident, ObjectName, OrderByKind, Query, SelectItem, SetExpr, Spanned,
     Statement, TableFactor,
 };
-use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::Parser;
 
 use crate::error::{DialectError, Located, Location};
 use crate::exprs::resolve;
 use crate::model::{ColumnRef, ENVELOPE_FIELDS, Table};
+use crate::syntax::{PenstockDialect, parenthesize_json_operators};
 
 type Result<T> = std::result::Result<T, Located>;
 
@@ -100,8 +100,7 @@ pub fn check_query(
 }
 
 fn check(sql: &str, system_tables: &[&str]) -> Result<CheckedQuery> {
-    let dialect = GenericDialect {};
-    let parsed = Parser::new(&dialect)
+    let parsed = Parser::new(&PenstockDialect)
         .with_recursion_limit(RECURSION_LIMIT)
         .try_with_sql(sql)
         .and_then(|mut p| p.parse_statements());
@@ -127,6 +126,12 @@ fn check(sql: &str, system_tables: &[&str]) -> Result<CheckedQuery> {
         return Err(refused(&statement.to_string(), at));
     };
     check_select(query, system_tables)
+}
+
+/// The text of a checked query, as DataFusion parses it (in the generic dialect).
+fn printed(mut query: Query) -> String {
+    parenthesize_json_operators(&mut query);
+    query.to_string()
 }
 
 /// Whether `sql` starts as a query does.
@@ -175,7 +180,7 @@ fn check_select(query: &Query, system_tables: &[&str]) -> Result<CheckedQuery> {
         return Ok(CheckedQuery {
             table: None,
             relation: Relation::Values,
-            sql: query.to_string(),
+            sql: printed(query),
             columns: Vec::new(),
             limit,
         });
@@ -205,7 +210,7 @@ fn check_select(query: &Query, system_tables: &[&str]) -> Result<CheckedQuery> {
         return Ok(CheckedQuery {
             table: None,
             relation,
-            sql: query.to_string(),
+            sql: printed(query),
             columns: Vec::new(),
             limit,
         });
@@ -252,7 +257,7 @@ fn check_select(query: &Query, system_tables: &[&str]) -> Result<CheckedQuery> {
     Ok(CheckedQuery {
         table: Some(table),
         relation,
-        sql: query.to_string(),
+        sql: printed(query),
         columns: reads.columns,
         limit,
     })

@@ -164,6 +164,39 @@ fn attribute_reads_take_the_type_of_what_they_are_compared_with() {
     );
 }
 
+/// Scenario: the JSON operators beside `=`, in a pipeline condition and in a query.
+/// Guarantees: an operator reads its key and `=` compares the value read (as in PostgreSQL),
+/// an attribute under an operator is read as text (the JSON), and the checked query's text,
+/// which DataFusion parses again in the generic dialect, keeps that grouping.
+#[test]
+fn json_operators_read_before_comparisons() {
+    let (sql, cols) = filter_columns(
+        "logs",
+        "body ->> 'level' = 'error' AND attributes['p'] -> 'n' = 1",
+    );
+    assert_eq!(
+        sql,
+        "\"body\" ->> 'level' = 'error' AND \"attributes['p']\" -> 'n' = 1"
+    );
+    assert_eq!(
+        cols[1],
+        ColumnRef::Attr {
+            scope: AttrScope::Record,
+            key: "p".into(),
+            ty: AttrType::Str
+        }
+    );
+    let query = penstock_dialect::query::check_query(
+        "SELECT body ->> 'user' AS u FROM logs WHERE 'error' = body ->> 'level'",
+        &[],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        query.sql,
+        "SELECT (\"body\" ->> 'user') AS u FROM rows WHERE 'error' = (\"body\" ->> 'level')"
+    );
+}
+
 #[test]
 fn aggregate_calls_are_calls_of_the_names_the_checker_is_given() {
     let sql = "CREATE SOURCE s FROM FILE WITH (path = 'x'); CREATE SINK k TO CONSOLE;

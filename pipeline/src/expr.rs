@@ -6,6 +6,7 @@ use std::sync::Arc;
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray};
 use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::DFSchema;
+use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::execution::context::SessionState;
 use datafusion::logical_expr::simplify::SimplifyContext;
 use datafusion::logical_expr::{Cast, Expr, ExprSchemable};
@@ -165,7 +166,10 @@ pub(crate) fn plan_into(
             },
             &df_schema,
         )
-        .map_err(|e| clean(&e))?;
+        .map_err(|e| clean(&e))?
+        // Operators planned as function calls (`->`) are named by aliases no one reads.
+        .unalias_nested()
+        .data;
     typecheck::check_comparisons(&logical, &df_schema).map_err(refused)?;
     typecheck::check_sizes(state, &logical).map_err(refused)?;
     if let Some((target, column)) = target {
@@ -174,6 +178,7 @@ pub(crate) fn plan_into(
             logical = Expr::Cast(Cast::new(Box::new(logical), target.clone()));
         }
     }
+    let logical = rewritten(state, logical, &df_schema).map_err(|e| clean(&e))?;
     let context = SimplifyContext::builder()
         .with_schema(Arc::new(df_schema.clone()))
         .with_config_options(Arc::clone(state.config_options()))
@@ -193,6 +198,27 @@ pub(crate) fn plan_into(
     let data_type = physical.data_type(schema).map_err(|e| clean(&e))?;
     typecheck::check_on_nulls(&physical, schema)?;
     Ok((physical, data_type))
+}
+
+/// `expr` with the session's function rewrites applied to each of its parts, bottom up, as the
+/// session's analyzer applies them to the plan of a query: a cast of a JSON value
+/// (`CAST(json_get(body, 'n') AS BIGINT)`, and the cast to a column's type) becomes the
+/// function that reads that type (`json_get_int(body, 'n')`).
+fn rewritten(
+    state: &SessionState,
+    expr: Expr,
+    schema: &DFSchema,
+) -> datafusion::error::Result<Expr> {
+    let rewrites = state.analyzer().function_rewrites();
+    let options = state.config_options().as_ref();
+    expr.transform_up(|e| {
+        let mut result = Transformed::no(e);
+        for rewrite in rewrites {
+            result = result.transform_data(|e| rewrite.rewrite(e, schema, options))?;
+        }
+        Ok(result)
+    })
+    .map(|t| t.data)
 }
 
 /// A DataFusion error message without its "Error during planning:" prefixes.

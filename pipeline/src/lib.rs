@@ -51,6 +51,7 @@ mod explain;
 mod expr;
 mod files;
 mod forwarding;
+mod json;
 mod kernels;
 mod names;
 mod ops;

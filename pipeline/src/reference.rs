@@ -29,6 +29,7 @@ const GROUP_ORDER: &[&str] = &[
     "String Functions",
     "Binary String Functions",
     "Regular Expression Functions",
+    "JSON Functions",
     "Math Functions",
     "Conditional Functions",
     "Time and Date Functions",
@@ -79,11 +80,13 @@ pub fn functions() -> Vec<FunctionDoc> {
     // The registry holds each function once under its name and once under each alias.
     for udf in state.scalar_functions().values() {
         if seen.insert(udf.name().to_string()) {
+            // The JSON functions' crate documents none of them: their text is ours.
+            let json = crate::json::documentation(udf.name());
             out.push(documented(
                 udf.name(),
                 udf.aliases(),
                 FunctionKind::Scalar,
-                udf.documentation(),
+                udf.documentation().or(json.as_ref()),
             ));
         }
     }
@@ -229,11 +232,12 @@ pub fn markdown(functions: &[FunctionDoc]) -> String {
     out
 }
 
-/// What DataFusion says of its doc section `label` as a whole (the regular expression syntax
-/// and flags), if anything.
+/// What is said of the doc section `label` as a whole, if anything: by DataFusion (the regular
+/// expression syntax and flags), or by us (what holds for every JSON function).
 fn section_description(label: &str) -> Option<&'static str> {
     scalar_doc_sections::doc_sections()
         .into_iter()
+        .chain([crate::json::SECTION])
         .find(|s| s.label == label)
         .and_then(|s| s.description)
 }
@@ -247,8 +251,9 @@ const INTRODUCTION: &str = "# Functions
 Every function a pipeline expression (`WHERE`, `SET`, the outputs and keys of `INSERT ...
 SELECT`) may call: the scalar functions of the DataFusion session pipelines are planned in,
 and the aggregate functions of aggregation statements. Names are case-insensitive; an alias
-calls the same function. Descriptions are DataFusion's (the first paragraph of each); planning
-still refuses calls that would fail or convert values silently (see
+calls the same function. Descriptions are DataFusion's (the first paragraph of each), and
+Penstock's for the JSON functions (whose crate documents none); planning still refuses calls
+that would fail or convert values silently (see
 [the dialect reference](dialect.md#types-are-checked-before-anything-runs)). Worked examples
 are in [the cookbook](cookbook.md).
 ";

@@ -18,11 +18,13 @@ use datafusion::sql::sqlparser::ast::{
 };
 
 /// The session every statement is planned in: DataFusion's functions, with `now()` read per
-/// batch.
+/// batch, and the JSON functions and operators.
 pub(crate) fn session() -> SessionState {
     let context = SessionContext::new_with_config(config());
     context.register_udf(crate::clock::BatchClock::udf());
-    context.state()
+    let mut state = context.state();
+    crate::json::register(&mut state);
+    state
 }
 
 /// A session with the same configuration and no functions.

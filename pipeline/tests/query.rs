@@ -25,12 +25,16 @@ fn batches() -> Vec<Arc<OtapBatch>> {
 }
 
 fn run(sql: &str) -> Result<Vec<RecordBatch>, String> {
+    run_over(sql, batches())
+}
+
+fn run_over(sql: &str, batches: Vec<Arc<OtapBatch>>) -> Result<Vec<RecordBatch>, String> {
     let query = check_query(sql, &[]).map_err(|e| e.to_string())?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
     runtime
-        .block_on(run_query(&query, batches(), QueryLimits::default()))
+        .block_on(run_query(&query, batches, QueryLimits::default()))
         .map(|(_, batches)| batches)
         .map_err(|e| e.to_string())
 }
@@ -321,6 +325,52 @@ fn the_plan_hands_filters_to_the_scan() {
         .to_string();
     assert!(
         text.contains("partial_filters=[") && text.contains("severity_number"),
+        "{text}"
+    );
+}
+
+/// Scenario: log bodies holding JSON (one cut short before the level, one not JSON), queried
+/// with the JSON functions and operators.
+/// Guarantees: queries read JSON as pipelines do: `->>` binds more tightly than `=` and `||`
+/// (also once the checked query is printed for DataFusion), and bad JSON is NULL, not an
+/// error.
+#[test]
+fn queries_read_json_in_bodies() {
+    let request = serde_json::json!({"resourceLogs": [{"resource": {}, "scopeLogs": [{
+        "scope": {"name": "app"},
+        "logRecords": [
+            {"severityNumber": 17, "body": {"stringValue": r#"{"level":"error","user":"ann","ms":12}"#}},
+            {"severityNumber": 9, "body": {"stringValue": r#"{"level":"info","user":"bob","ms":3}"#}},
+            {"severityNumber": 9, "body": {"stringValue": r#"{"user":"cy","level":"#}},
+            {"severityNumber": 9, "body": {"stringValue": "not json"}}
+        ]
+    }]}]});
+    let (signal, bytes) =
+        penstock_engine::otlp::json::line_to_protobuf(&request.to_string(), 1).unwrap();
+    let batches: Vec<Arc<OtapBatch>> = penstock_engine::otlp::decode::decode(signal, &bytes)
+        .unwrap()
+        .into_iter()
+        .map(Arc::new)
+        .collect();
+    let result = run_over(
+        "SELECT body ->> 'user' AS who, json_get_int(body, 'ms') AS ms, 'u:' || body ->> 'user' AS tagged \
+         FROM recent.logs WHERE body ->> 'level' = 'error' OR json_get_str(body, 'level') IS NULL \
+         ORDER BY who",
+        batches,
+    )
+    .unwrap();
+    let text = arrow::util::pretty::pretty_format_batches(&result)
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        text,
+        "+-----+----+--------+
+| who | ms | tagged |
++-----+----+--------+
+| ann | 12 | u:ann  |
+| cy  |    | u:cy   |
+|     |    |        |
++-----+----+--------+",
         "{text}"
     );
 }

@@ -13,6 +13,7 @@ use crate::columns;
 use crate::error::Result;
 use crate::explain::describe_expr;
 use crate::expr::{CompiledExpr, compile, compile_into};
+use crate::json::typed_parts;
 use crate::kernels::assign::{set_attr, set_field, set_metric_field};
 use crate::rows::{Rows, spaces};
 use crate::session::LazySession;
@@ -80,7 +81,12 @@ impl Operator for UpdateOp {
                         }
                     }
                     SetTarget::Attr { scope, key } => {
-                        set_attr(&batch, space, *scope, key, &mask, &values)?
+                        // JSON values are written as the type of each.
+                        let mut written = batch;
+                        for (mask, values) in typed_parts(&mask, &values)? {
+                            written = set_attr(&written, space, *scope, key, &mask, &values)?;
+                        }
+                        written
                     }
                 };
             }

@@ -211,18 +211,19 @@ fn query_error(e: datafusion::error::DataFusionError) -> PipelineError {
     PipelineError::Query(e.to_string())
 }
 
-/// A session of its own for one query: DataFusion's functions, `now()` per batch, and a memory
-/// pool of `limits.memory_bytes`.
+/// A session of its own for one query: DataFusion's functions, `now()` per batch, the JSON
+/// functions and operators, and a memory pool of `limits.memory_bytes`.
 fn session(limits: QueryLimits) -> Result<SessionContext> {
     let runtime = RuntimeEnvBuilder::new()
         .with_memory_pool(Arc::new(FairSpillPool::new(limits.memory_bytes)))
         .build_arc()
         .map_err(|e| PipelineError::Query(e.to_string()))?;
-    let state = SessionStateBuilder::new()
+    let mut state = SessionStateBuilder::new()
         .with_config(SessionConfig::new().with_target_partitions(1))
         .with_runtime_env(runtime)
         .with_default_features()
         .build();
+    crate::json::register(&mut state);
     let context = SessionContext::new_with_state(state);
     context.register_udf(crate::clock::BatchClock::udf());
     Ok(context)
