@@ -1,7 +1,7 @@
 //! Sources: where batches come from (gRPC and HTTP listeners, generator, file, Kafka), how
 //! they reach a worker's pipelines, and how a program's sources are started ([`start`]).
 //! Every kind implements one contract ([`contract::SourceDriver`]), listed once in
-//! [`start::driver`]; listening sources admit requests through [`admission`], and OTLP export
+//! `start::driver`; listening sources admit requests through [`admission`], and OTLP export
 //! requests enter through [`otlp_export`].
 
 pub mod admission;

@@ -27,7 +27,7 @@ pub enum ExportError {
 
 /// Runs an OTLP export request through the source's pipelines and waits until every sink
 /// accepted it, counting it on the source's flow: spliced as received when the plan lets it
-/// (see [`super::splice`]), otherwise decoded straight into batches. The request is let go of
+/// (see `splice`), otherwise decoded straight into batches. The request is let go of
 /// once spliced or decoded, not held while the sinks send what was made of it.
 pub async fn export_otlp(
     context: &SourceContext,

@@ -6,7 +6,7 @@
 //! Three parts: the [`log`] on disk (segments with checksums, a cursor, crash recovery), a
 //! writer thread that takes the sink's queue and appends what arrives in groups (one sync per
 //! group, so throughput holds while each batch is acknowledged only once it is on disk), and
-//! the [`deliver`] loop that reads the log in order into a normal instance of the sink.
+//! the `deliver` loop that reads the log in order into a normal instance of the sink.
 
 mod codec;
 mod deliver;
