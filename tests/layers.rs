@@ -1075,7 +1075,7 @@ mod resolver {
             ("a.rs", "use crate::b::B; pub struct A;"),
             (
                 "b.rs",
-                "pub struct B; pub fn make() -> crate::a::A { todo!() }",
+                "pub struct B; pub fn make() -> crate::a::A { crate::a::A }",
             ),
         ]);
         assert_eq!(names(&graph, "a.rs", "b.rs"), ["B"]);
