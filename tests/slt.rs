@@ -233,6 +233,8 @@ impl Gateway {
             }
         }
         sent.extend(windows(pipeline.finish())?);
+        // Every trace held for a decision is decided: the input is complete.
+        sent.extend(pipeline.decide(ARRIVAL, true).map_err(failed)?);
         let mut count = 0;
         for (sink, batch) in sent {
             let line = json::to_line(&batch).map_err(failed)?;

@@ -148,6 +148,8 @@ pub struct CreatePipeline {
     pub name: Ident,
     /// The source whose batches it transforms.
     pub source: Ident,
+    /// Its `WITH (...)` options (the trace decision's wait and bounds).
+    pub options: Vec<OptionEntry>,
     /// Its statements, applied in order to every batch.
     pub body: Vec<PipelineStatement>,
 }
@@ -327,11 +329,9 @@ impl fmt::Display for CreateSink {
 
 impl fmt::Display for CreatePipeline {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
-            f,
-            "CREATE PIPELINE {} FROM {} AS BEGIN",
-            self.name, self.source
-        )?;
+        write!(f, "CREATE PIPELINE {} FROM {}", self.name, self.source)?;
+        write_options(f, &self.options)?;
+        writeln!(f, " AS BEGIN")?;
         for s in &self.body {
             writeln!(f, "  {s};")?;
         }

@@ -144,16 +144,42 @@ fn pipeline(
             ),
         ));
     }
+    let (options, checked) = checked_options(
+        &p.options,
+        &crate::options::pipeline_options(),
+        "pipeline",
+        p.location,
+    );
+    errors.extend(checked.err());
     let mut steps = Vec::new();
+    let mut failed = false;
     for statement in &p.body {
         match step(program, file, statement, aggregates) {
             Ok(step) => steps.push(step),
-            Err(e) => errors.push(e),
+            Err(e) => {
+                failed = true;
+                errors.push(e)
+            }
         }
+    }
+    let decides = steps
+        .iter()
+        .any(|s| matches!(s.kind, StepKind::Sample { .. }));
+    if let Some(first) = p.options.first()
+        && !decides
+        && !failed
+    {
+        errors.push(Located::at(
+            first.key.span,
+            format!(
+                "pipeline '{name}': its options apply to a trace decision, and no statement has one (WHERE trace_id IN (SELECT trace_id FROM spans GROUP BY trace_id HAVING ...))"
+            ),
+        ));
     }
     Pipeline {
         name,
         source: p.source.value.clone(),
+        options,
         steps,
         origin: origin(file, p.location),
     }
@@ -396,7 +422,13 @@ fn insert(sink: String, query: &Query, aggregates: &[&str]) -> Result<(Table, St
             return unsupported("GROUP BY ALL and grouping modifiers", select.span());
         }
     };
-    let filter = filter(table, &select.selection)?;
+    let split = crate::decision::split(&select.selection)?;
+    let filter = filter(table, &split.rest)?;
+    if let Some(subquery) = split.subquery {
+        return sample(
+            sink, table, select, filter, &group_by, &subquery, aggregates,
+        );
+    }
     let aggregating = select.projection.iter().any(|item| match item {
         SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => {
             has_aggregate(aggregates, e)
@@ -455,6 +487,42 @@ fn insert(sink: String, query: &Query, aggregates: &[&str]) -> Result<(Table, St
             outputs,
             group_by,
             having,
+        },
+    ))
+}
+
+/// A statement that sends the spans of the traces a decision keeps.
+fn sample(
+    sink: String,
+    table: Table,
+    select: &sqlparser::ast::Select,
+    filter: Option<ResolvedExpr>,
+    group_by: &[Expr],
+    subquery: &Query,
+    aggregates: &[&str],
+) -> Result<(Table, StepKind)> {
+    if table != Table::Spans {
+        return Err(Located::at(
+            select.span(),
+            format!(
+                "a trace decision selects from spans, not {table}; logs following their trace are not supported yet"
+            ),
+        ));
+    }
+    if !group_by.is_empty() || select.having.is_some() {
+        return Err(Located::at(
+            select.span(),
+            "a statement with a trace decision sends spans as they are: no GROUP BY or HAVING outside the decision",
+        ));
+    }
+    let decision = crate::decision::decision(subquery, |e| is_aggregate_call(aggregates, e))?;
+    Ok((
+        table,
+        StepKind::Sample {
+            sink,
+            filter,
+            projection: projection(table, &select.projection)?,
+            decision: Box::new(decision),
         },
     ))
 }

@@ -33,6 +33,7 @@
 
 pub mod ast;
 mod check;
+mod decision;
 mod error;
 mod exprs;
 mod having;

@@ -445,13 +445,15 @@ impl FileParser {
         let name = self.identifier("a pipeline name")?;
         self.expect_word("FROM", "FROM after the pipeline name")?;
         let source = self.identifier("a source name after FROM")?;
-        self.expect_word("AS", "AS BEGIN after the source name")?;
+        let options = self.options()?;
+        self.expect_word("AS", "AS BEGIN after the source name (or its WITH list)")?;
         self.expect_word("BEGIN", "BEGIN after AS")?;
         let body = self.body(&name, location);
         Ok(CreatePipeline {
             location,
             name,
             source,
+            options,
             body,
         })
     }

@@ -86,6 +86,8 @@ pub struct Pipeline {
     pub name: String,
     /// The source it reads.
     pub source: String,
+    /// Its options (see [`crate::options::pipeline_options`]).
+    pub options: Options,
     /// Its steps, in order.
     pub steps: Vec<Step>,
     /// Where it is defined.
@@ -143,6 +145,18 @@ pub enum StepKind {
         /// The columns sent (all when None).
         projection: Option<Vec<ColumnRef>>,
     },
+    /// Sends the spans of the traces a trace decision keeps to a sink: each trace's spans are
+    /// held until the trace is decided (see [`Decision`]).
+    Sample {
+        /// The sink.
+        sink: String,
+        /// Which of a kept trace's rows are sent (all when None).
+        filter: Option<ResolvedExpr>,
+        /// The columns sent (all when None).
+        projection: Option<Vec<ColumnRef>>,
+        /// Which traces are kept.
+        decision: Box<Decision>,
+    },
     /// Aggregates rows into derived metrics sent to a sink.
     Aggregate {
         /// The sink.
@@ -170,6 +184,19 @@ pub struct Having {
     pub hidden: Vec<(String, ResolvedExpr)>,
 }
 
+/// A trace decision, `trace_id IN (SELECT trace_id FROM spans [WHERE c] GROUP BY trace_id
+/// HAVING h)`: a trace is kept when `h`, over the aggregates of its spans, is true.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// Which spans the aggregates read (all when None).
+    pub filter: Option<ResolvedExpr>,
+    /// The condition, over the output `trace_id` and the aggregates it calls (its hidden
+    /// outputs).
+    pub having: Having,
+    /// The subquery as written.
+    pub sql: String,
+}
+
 /// What an assignment sets.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SetTarget {
@@ -195,7 +222,7 @@ pub struct SetStep {
 
 impl StepKind {
     /// A short name of the step's kind (`rename`, `drop`, `update`, `delete`, `route`,
-    /// `aggregate`).
+    /// `sample`, `aggregate`).
     pub fn name(&self) -> &'static str {
         match self {
             StepKind::Rename { .. } => "rename",
@@ -203,6 +230,7 @@ impl StepKind {
             StepKind::Update { .. } => "update",
             StepKind::Delete { .. } => "delete",
             StepKind::Route { .. } => "route",
+            StepKind::Sample { .. } => "sample",
             StepKind::Aggregate { .. } => "aggregate",
         }
     }

@@ -14,7 +14,7 @@ use crate::ops::compile::compile_step;
 use crate::ops::operator::{Operator, RunContext};
 use crate::ops::routing::Routing;
 use crate::ops::spaces::rows_of;
-use crate::output::{RunOutput, StepStats};
+use crate::output::{RunOutput, SamplerStats, StepStats};
 use crate::rows::{DATA_POINTS, signal_of};
 use crate::session::LazySession;
 
@@ -33,6 +33,8 @@ pub struct Pipeline {
     aggregated: u64,
     /// Whether a statement aggregates.
     aggregates: bool,
+    /// Whether a statement holds spans for trace decisions.
+    samples: bool,
 }
 
 impl Pipeline {
@@ -86,7 +88,7 @@ impl Pipeline {
         let mut steps = Vec::new();
         let mut errors = Vec::new();
         for step in &pipeline.steps {
-            match compile_step(&session, step, &pipeline.name) {
+            match compile_step(&session, step, &pipeline.name, &pipeline.options) {
                 Ok(op) => steps.push(CompiledStep {
                     op,
                     step: step.clone(),
@@ -100,6 +102,7 @@ impl Pipeline {
             return Err(errors);
         }
         let aggregates = steps.iter_mut().any(|s| s.op.aggregation().is_some());
+        let samples = steps.iter().any(|s| s.op.sampler_stats().is_some());
         Ok(Pipeline {
             name: pipeline.name.clone(),
             source: pipeline.source.clone(),
@@ -107,6 +110,7 @@ impl Pipeline {
             unrouted: 0,
             aggregated: 0,
             aggregates,
+            samples,
         })
     }
 
@@ -150,6 +154,44 @@ impl Pipeline {
         self.aggregates
     }
 
+    /// Whether a statement holds spans until their trace is decided (tail sampling): see
+    /// [`Pipeline::decide`].
+    pub fn samples(&self) -> bool {
+        self.samples
+    }
+
+    /// The spans of traces decided by `now` that are kept, for their sinks (sink, batch):
+    /// call it about once a second. With `finish` (the input ended, or the pipeline is
+    /// replaced), every trace held is decided now.
+    pub fn decide(&mut self, now: SystemTime, finish: bool) -> Result<Vec<(String, OtapBatch)>> {
+        let now = nanos_since_epoch(now);
+        let mut out = Vec::new();
+        for compiled in &mut self.steps {
+            let decided = compiled.op.decide(now, finish).map_err(|source| {
+                compiled.stats.errors += 1;
+                PipelineError::Statement {
+                    origin: compiled.step.origin.to_string(),
+                    sql: compiled.step.sql.clone(),
+                    source: Box::new(source),
+                }
+            })?;
+            for (sink, batch) in decided {
+                compiled.stats.rows_out += batch.num_items() as u64;
+                out.push((sink, batch));
+            }
+        }
+        Ok(out)
+    }
+
+    /// What its trace decisions hold and decided, summed over its statements.
+    pub fn sampler_stats(&self) -> SamplerStats {
+        let mut total = SamplerStats::default();
+        for s in self.steps.iter().filter_map(|s| s.op.sampler_stats()) {
+            total += s;
+        }
+        total
+    }
+
     /// Takes the aggregation groups whose window closed by `now`.
     pub fn close_windows(&mut self, now: SystemTime) -> Vec<Windows> {
         let now = nanos_since_epoch(now);
@@ -179,9 +221,10 @@ impl Pipeline {
 
     /// Runs every step on `batch` like [`Pipeline::run`] without counting it: for a batch
     /// counted already, when the pipeline ran on the part of it that its statements read.
-    /// Fails on a pipeline that aggregates (its windows would take the batch twice).
+    /// Fails on a pipeline that aggregates or holds spans (its windows or held spans would
+    /// take the batch twice).
     pub fn run_uncounted(&mut self, batch: OtapBatch) -> Result<RunOutput> {
-        if self.aggregates {
+        if self.aggregates || self.samples {
             return Err(PipelineError::Execute(
                 "an aggregating pipeline cannot run a batch again".into(),
             ));

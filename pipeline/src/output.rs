@@ -30,3 +30,41 @@ pub struct RunOutput {
     /// [`crate::MAX_OPEN_STATE`].
     pub closed: Vec<Windows>,
 }
+
+/// What the trace decisions of a statement (or a pipeline, summed) hold and decided.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SamplerStats {
+    /// Traces held undecided now.
+    pub traces_held: u64,
+    /// Spans held now.
+    pub spans_held: u64,
+    /// Bytes held now (spans and the decisions' accumulators).
+    pub bytes_held: u64,
+    /// Traces decided and kept.
+    pub traces_kept: u64,
+    /// Traces decided and dropped.
+    pub traces_dropped: u64,
+    /// Traces decided before their wait was over (bounds reached, input ended, pipeline
+    /// replaced).
+    pub decided_early: u64,
+    /// Spans that came after their trace was decided (they follow the decision).
+    pub late_spans: u64,
+    /// Spans sent because their trace was kept.
+    pub spans_kept: u64,
+    /// Spans not sent because their trace was dropped.
+    pub spans_dropped: u64,
+}
+
+impl std::ops::AddAssign for SamplerStats {
+    fn add_assign(&mut self, other: SamplerStats) {
+        self.traces_held += other.traces_held;
+        self.spans_held += other.spans_held;
+        self.bytes_held += other.bytes_held;
+        self.traces_kept += other.traces_kept;
+        self.traces_dropped += other.traces_dropped;
+        self.decided_early += other.decided_early;
+        self.late_spans += other.late_spans;
+        self.spans_kept += other.spans_kept;
+        self.spans_dropped += other.spans_dropped;
+    }
+}

@@ -22,6 +22,7 @@ use datafusion::sql::sqlparser::ast::{
 pub(crate) fn session() -> SessionState {
     let context = SessionContext::new_with_config(config());
     context.register_udf(crate::clock::BatchClock::udf());
+    context.register_udf(crate::sample::share::Share::udf());
     let mut state = context.state();
     crate::json::register(&mut state);
     state

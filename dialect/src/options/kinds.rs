@@ -2,7 +2,9 @@
 
 use super::buffer::BUFFER;
 use super::kafka;
-use super::spec::OptionType::{BaseUrl, Bool, Choice, Count, Duration, Endpoint, Headers, Str};
+use super::spec::OptionType::{
+    BaseUrl, Bool, Choice, Count, Duration, Endpoint, Headers, Size, Str,
+};
 use super::spec::{OptionSpec, opt};
 use crate::ast::{SinkKind, SourceKind};
 
@@ -245,4 +247,34 @@ pub fn sink_options(kind: SinkKind) -> Vec<OptionSpec> {
         specs.extend(BUFFER);
     }
     specs
+}
+
+/// The options of a pipeline: those of its trace decisions.
+pub fn pipeline_options() -> Vec<OptionSpec> {
+    vec![
+        opt(
+            "decision_wait",
+            Duration,
+            false,
+            "how long after its first span a trace is decided (default 10s)",
+        ),
+        opt(
+            "max_traces",
+            Count,
+            false,
+            "traces held undecided at most; past it the oldest are decided early (default 100000)",
+        ),
+        opt(
+            "max_held_bytes",
+            Size,
+            false,
+            "bytes of spans held undecided at most; past it the oldest traces are decided early (default 256MiB)",
+        ),
+        opt(
+            "decision_cache",
+            Count,
+            false,
+            "decided traces remembered, so that their late spans follow the decision (default 100000)",
+        ),
+    ]
 }

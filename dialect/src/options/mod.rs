@@ -1,4 +1,4 @@
-//! The `WITH (...)` options of sources and sinks: which exist per kind, their types, and the
+//! The `WITH (...)` options of sources, sinks and pipelines: which exist per kind, their types, and the
 //! typed values after validation.
 
 mod buffer;
@@ -15,7 +15,7 @@ pub(crate) mod value;
 pub use duration::{MAX_DURATION, parse_duration};
 pub use headers::parse_headers;
 pub use kafka::{ENCODINGS as KAFKA_ENCODINGS, KEY_TABLES, PartitionKey, resolve_key};
-pub use kinds::{sink_options, source_options};
+pub use kinds::{pipeline_options, sink_options, source_options};
 pub use size::parse_size;
 pub use spec::{OptionSpec, OptionType};
 pub use url::{check_base_url, check_endpoint};

@@ -1,5 +1,6 @@
 //! Compiling a checked step into the operator of its statement form.
 
+use penstock_dialect::options::Options;
 use penstock_dialect::{Step, StepKind};
 
 use super::aggregate::AggregateOp;
@@ -11,13 +12,15 @@ use super::rename::RenameOp;
 use super::route::RouteOp;
 use super::update::UpdateOp;
 use crate::error::Result;
+use crate::sample::SampleOp;
 use crate::session::LazySession;
 
-/// Compiles `step` of pipeline `pipeline` into its operator.
+/// Compiles `step` of pipeline `pipeline` (with `options`) into its operator.
 pub(crate) fn compile_step(
     session: &LazySession,
     step: &Step,
     pipeline: &str,
+    options: &Options,
 ) -> Result<Box<dyn Operator>> {
     Ok(match &step.kind {
         StepKind::Rename { scope, renames } => Box::new(RenameOp::new(*scope, renames)),
@@ -38,6 +41,14 @@ pub(crate) fn compile_step(
             filter: compile_filter(session, step, filter)?,
             projection: projection.clone(),
         }),
+        StepKind::Sample {
+            sink,
+            filter,
+            projection,
+            decision,
+        } => Box::new(SampleOp::compile(
+            session, step, sink, filter, projection, decision, options,
+        )?),
         StepKind::Aggregate { .. } => Box::new(AggregateOp::compile(session, step, pipeline)?),
     })
 }

@@ -18,12 +18,30 @@ pub(crate) fn compile_filter(
 ) -> Result<Option<CompiledExpr>> {
     let Some(e) = e else { return Ok(None) };
     let compiled = session.plan(&e.expr, |state| compile(state, e, &step.origin))?;
+    boolean(compiled, e, &step.origin).map(Some)
+}
+
+/// Plans the condition `e` of the statement at `origin` in `state`; it must be boolean.
+pub(crate) fn compile_boolean(
+    state: &datafusion::execution::context::SessionState,
+    e: &ResolvedExpr,
+    origin: &penstock_dialect::Origin,
+) -> Result<CompiledExpr> {
+    boolean(compile(state, e, origin)?, e, origin)
+}
+
+/// `compiled` (the condition `e`) when it is boolean.
+fn boolean(
+    compiled: CompiledExpr,
+    e: &ResolvedExpr,
+    origin: &penstock_dialect::Origin,
+) -> Result<CompiledExpr> {
     if !matches!(
         compiled.data_type,
         arrow::datatypes::DataType::Boolean | arrow::datatypes::DataType::Null
     ) {
         return Err(PipelineError::plan_at(
-            &step.origin,
+            origin,
             e.original.span(),
             format!(
                 "the condition `{}` is {}, not a boolean",
@@ -31,7 +49,7 @@ pub(crate) fn compile_filter(
             ),
         ));
     }
-    Ok(Some(compiled))
+    Ok(compiled)
 }
 
 /// The rows `filter` selects (every row without one).

@@ -4,7 +4,7 @@
 
 mod aggregate;
 pub(crate) mod compile;
-mod condition;
+pub(crate) mod condition;
 mod delete;
 mod drop;
 pub(crate) mod operator;

@@ -7,7 +7,7 @@ use penstock_engine::OtapBatch;
 use super::routing::Routing;
 use crate::aggregate::Aggregation;
 use crate::error::Result;
-use crate::output::{RunOutput, StepStats};
+use crate::output::{RunOutput, SamplerStats, StepStats};
 
 /// One compiled statement.
 pub(crate) trait Operator: Send {
@@ -20,6 +20,17 @@ pub(crate) trait Operator: Send {
 
     /// The aggregation it keeps open between batches, if it aggregates.
     fn aggregation(&mut self) -> Option<&mut Aggregation> {
+        None
+    }
+
+    /// For a statement that holds rows until a decision (tail sampling): the rows decided by
+    /// `now` (ns since the epoch), or every row held when `finish`, for their sinks.
+    fn decide(&mut self, _now: u64, _finish: bool) -> Result<Vec<(String, OtapBatch)>> {
+        Ok(Vec::new())
+    }
+
+    /// For a statement that holds rows until a decision: what it holds and decided.
+    fn sampler_stats(&self) -> Option<SamplerStats> {
         None
     }
 }

@@ -226,5 +226,6 @@ fn session(limits: QueryLimits) -> Result<SessionContext> {
     crate::json::register(&mut state);
     let context = SessionContext::new_with_state(state);
     context.register_udf(crate::clock::BatchClock::udf());
+    context.register_udf(crate::sample::share::Share::udf());
     Ok(context)
 }

@@ -109,6 +109,22 @@ pub const TABLES: &[SystemTable] = &[
         rows: System::statements,
     },
     SystemTable {
+        name: "sampling",
+        columns: &[
+            ("pipeline", DataType::Utf8),
+            ("traces_held", DataType::UInt64),
+            ("spans_held", DataType::UInt64),
+            ("bytes_held", DataType::UInt64),
+            ("traces_kept", DataType::UInt64),
+            ("traces_dropped", DataType::UInt64),
+            ("traces_decided_early", DataType::UInt64),
+            ("late_spans", DataType::UInt64),
+            ("spans_kept", DataType::UInt64),
+            ("spans_dropped", DataType::UInt64),
+        ],
+        rows: System::sampling,
+    },
+    SystemTable {
         name: "queries",
         columns: &[
             ("id", DataType::UInt64),
@@ -227,6 +243,18 @@ impl System {
             count(rows_dropped),
             count(errors),
         ]
+    }
+
+    /// One row per pipeline that holds spans for trace decisions.
+    fn sampling(&self) -> Vec<ArrayRef> {
+        let running = Arc::clone(&self.running.borrow());
+        let sampling: Vec<_> = running.pipelines.iter().filter(|p| p.samples).collect();
+        let mut columns = vec![text(sampling.iter().map(|p| p.name.clone()).collect())];
+        let values: Vec<_> = sampling.iter().map(|p| p.sampling()).collect();
+        for i in 0..crate::gateway::base::running::SAMPLER_COUNTERS.len() {
+            columns.push(count(values.iter().map(|v| v[i]).collect()));
+        }
+        columns
     }
 
     fn gateway(&self) -> Vec<ArrayRef> {

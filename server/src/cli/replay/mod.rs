@@ -129,8 +129,14 @@ fn feed(
         }
         outputs.write_windows(output.closed)?;
     }
-    // The input ended: every aggregation window is complete.
+    // The input ended: every aggregation window is complete, every trace held is decided.
     outputs.write_windows(pipeline.finish())?;
+    let decided = pipeline
+        .decide(std::time::SystemTime::now(), true)
+        .with_context(|| format!("pipeline {}", pipeline.name()))?;
+    for (sink, batch) in decided {
+        outputs.write(&sink, &batch)?;
+    }
     Ok(read)
 }
 
@@ -152,6 +158,18 @@ fn print_stats(pipeline: &Pipeline, read: u64) {
             stats.rows_out,
             stats.rows_dropped,
             first_line(&step.sql)
+        );
+    }
+    if pipeline.samples() {
+        let s = pipeline.sampler_stats();
+        println!(
+            "  traces: {} kept, {} dropped ({} decided before their wait was over); spans: {} kept, {} dropped, {} late",
+            s.traces_kept,
+            s.traces_dropped,
+            s.decided_early,
+            s.spans_kept,
+            s.spans_dropped,
+            s.late_spans
         );
     }
 }

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use penstock_dialect::Program;
-use penstock_pipeline::Pipeline;
+use penstock_pipeline::{Pipeline, SamplerStats};
 
 use crate::gateway::base::forwarding::Forwarding;
 
@@ -45,6 +45,59 @@ pub struct PipelineCounters {
     pub steps: Vec<StepCounters>,
     unrouted: Vec<AtomicU64>,
     aggregated: Vec<AtomicU64>,
+    /// Whether it holds spans for trace decisions.
+    pub samples: bool,
+    /// Its trace decisions' counters ([`SAMPLER_COUNTERS`] order), per worker.
+    sampling: Vec<[AtomicU64; SAMPLER_COUNTERS.len()]>,
+}
+
+/// The counters of trace decisions, as `/metrics` names them (without `penstock_sampler_`),
+/// whether each is a gauge, and what it counts.
+pub const SAMPLER_COUNTERS: [(&str, bool, &str); 9] = [
+    ("traces_held", true, "traces held undecided"),
+    (
+        "spans_held",
+        true,
+        "spans held until their trace is decided",
+    ),
+    ("bytes_held", true, "bytes held for trace decisions"),
+    ("traces_kept_total", false, "traces decided and kept"),
+    ("traces_dropped_total", false, "traces decided and dropped"),
+    (
+        "traces_decided_early_total",
+        false,
+        "traces decided before their wait was over (bounds reached, pipeline replaced)",
+    ),
+    (
+        "late_spans_total",
+        false,
+        "spans that came after their trace was decided",
+    ),
+    (
+        "spans_kept_total",
+        false,
+        "spans sent because their trace was kept",
+    ),
+    (
+        "spans_dropped_total",
+        false,
+        "spans not sent because their trace was dropped",
+    ),
+];
+
+/// `stats` in [`SAMPLER_COUNTERS`] order.
+fn sampler_values(s: &SamplerStats) -> [u64; SAMPLER_COUNTERS.len()] {
+    [
+        s.traces_held,
+        s.spans_held,
+        s.bytes_held,
+        s.traces_kept,
+        s.traces_dropped,
+        s.decided_early,
+        s.late_spans,
+        s.spans_kept,
+        s.spans_dropped,
+    ]
 }
 
 impl PipelineCounters {
@@ -56,6 +109,17 @@ impl PipelineCounters {
     /// Rows of the pipeline only aggregated (sent to no sink as they are), over all workers.
     pub fn aggregated(&self) -> u64 {
         self.aggregated.iter().map(|c| c.load(Relaxed)).sum()
+    }
+
+    /// Its trace decisions' counters over all workers, in [`SAMPLER_COUNTERS`] order.
+    pub fn sampling(&self) -> [u64; SAMPLER_COUNTERS.len()] {
+        let mut totals = [0; SAMPLER_COUNTERS.len()];
+        for cells in &self.sampling {
+            for (t, c) in totals.iter_mut().zip(cells) {
+                *t += c.load(Relaxed);
+            }
+        }
+        totals
     }
 
     /// Stores the totals of `worker`'s copy of the pipeline.
@@ -73,6 +137,14 @@ impl PipelineCounters {
         }
         if let Some(cell) = self.aggregated.get(worker) {
             cell.store(pipeline.aggregated_rows(), Relaxed);
+        }
+        if let Some(cells) = self.sampling.get(worker)
+            && self.samples
+        {
+            let values = sampler_values(&pipeline.sampler_stats());
+            for (cell, value) in cells.iter().zip(values) {
+                cell.store(value, Relaxed);
+            }
         }
     }
 }
@@ -117,6 +189,8 @@ impl Running {
                     .collect(),
                 unrouted: (0..workers).map(|_| AtomicU64::new(0)).collect(),
                 aggregated: (0..workers).map(|_| AtomicU64::new(0)).collect(),
+                samples: p.samples(),
+                sampling: (0..workers).map(|_| Default::default()).collect(),
             })
             .collect();
         Running {
@@ -170,6 +244,23 @@ impl Running {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
             for p in &self.pipelines {
                 let _ = writeln!(out, "{name}{{pipeline=\"{}\"}} {}", p.name, value(p));
+            }
+        }
+        let sampling: Vec<_> = self
+            .pipelines
+            .iter()
+            .filter(|p| p.samples)
+            .map(|p| (&p.name, p.sampling()))
+            .collect();
+        if sampling.is_empty() {
+            return;
+        }
+        for (i, (metric, gauge, help)) in SAMPLER_COUNTERS.iter().enumerate() {
+            let name = format!("penstock_sampler_{metric}");
+            let kind = if *gauge { "gauge" } else { "counter" };
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+            for (pipeline, values) in &sampling {
+                let _ = writeln!(out, "{name}{{pipeline=\"{pipeline}\"}} {}", values[i]);
             }
         }
     }

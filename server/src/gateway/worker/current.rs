@@ -85,6 +85,35 @@ impl Current {
             .collect()
     }
 
+    /// The kept spans of the traces decided by `at` in every pipeline (every trace held when
+    /// `finish`), for their sinks. A pipeline that fails to decide is reported; its spans of
+    /// the traces it could not decide are lost, counted in its statement's errors.
+    pub fn decided(&mut self, at: SystemTime, finish: bool) -> Vec<(String, OtapBatch)> {
+        let mut out = Vec::new();
+        for p in 0..self.pipelines.len() {
+            let pipeline = &mut self.pipelines[p];
+            if !pipeline.samples() {
+                continue;
+            }
+            match caught(|| {
+                pipeline.decide(at, finish).map(|routed| RunOutput {
+                    routed,
+                    ..RunOutput::default()
+                })
+            }) {
+                Ok(output) => out.extend(output.routed),
+                Err(e) => report::throttled(
+                    tracing::Level::WARN,
+                    &format!("pipeline {}", pipeline.name()),
+                    "errors",
+                    &e,
+                ),
+            }
+            self.store_counters(p);
+        }
+        out
+    }
+
     /// Switches to the program now running (between batches).
     pub fn reload(self) -> Self {
         let next = Arc::clone(&self.running.borrow());

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::SystemTime;
 
+use penstock_engine::OtapBatch;
 use penstock_pipeline::nanos_since_epoch;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
@@ -61,6 +62,8 @@ pub(super) async fn run_jobs(mut current: Current, mut queue: mpsc::Receiver<Job
                 let now = SystemTime::now();
                 let open = current.windows(None);
                 let _ = closed.send(hand_over(Some(nanos_since_epoch(now)), open)).await;
+                // The replaced pipelines' held traces are decided now.
+                hand_decided(current.decided(now, true), &sinks, &taps).await;
                 current = current.reload();
                 continue;
             }
@@ -68,6 +71,7 @@ pub(super) async fn run_jobs(mut current: Current, mut queue: mpsc::Receiver<Job
                 let now = SystemTime::now();
                 let done = current.windows(Some(now));
                 let _ = closed.send(hand_over(Some(nanos_since_epoch(now)), done)).await;
+                hand_decided(current.decided(now, false), &sinks, &taps).await;
                 continue;
             }
             job = queue.recv() => match job {
@@ -117,8 +121,23 @@ pub(super) async fn run_jobs(mut current: Current, mut queue: mpsc::Receiver<Job
     }
     let open = current.windows(None);
     let _ = closed.send(hand_over(Some(u64::MAX), open)).await;
+    hand_decided(current.decided(SystemTime::now(), true), &sinks, &taps).await;
     drop(closed);
     while waiting.join_next().await.is_some() {}
+}
+
+/// Hands the spans of kept traces to their sinks, waiting for room (backpressure). Their
+/// senders were answered when the spans were held: what a sink fails to deliver is counted by
+/// the sink, not answered.
+async fn hand_decided(decided: Vec<(String, OtapBatch)>, sinks: &Sinks, taps: &Taps) {
+    let mut handed = Handed::default();
+    for (sink, batch) in decided {
+        let Some(queue) = sinks.get(&sink) else {
+            continue;
+        };
+        taps.sink(&sink, &batch);
+        handed.hand_off(queue, Payload::Decoded(batch)).await;
+    }
 }
 
 /// Hands a forwarded batch to its sinks; counts it in the pipelines of its source.

@@ -1,0 +1,211 @@
+//! Tail sampling over time: when traces are decided, what late spans do, and what the bounds
+//! decide early.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::time::{Duration, SystemTime};
+
+use common::decode_line;
+use penstock_engine::OtapBatch;
+use penstock_engine::otlp::json;
+use penstock_pipeline::{Pipeline, SamplerStats, check_source};
+use serde_json::{Value, json};
+
+/// A span of trace `trace` (a small number) named `name`; `error` sets status code 2.
+fn span(trace: u8, name: &str, error: bool) -> Value {
+    let mut span = json!({
+        "traceId": format!("{trace:02x}{}", "0".repeat(30)),
+        "spanId": "0102030405060708",
+        "name": name,
+        "kind": 2,
+        "startTimeUnixNano": "1750000000000000000",
+        "endTimeUnixNano": "1750000000001000000",
+    });
+    if error {
+        span["status"] = json!({"code": 2});
+    }
+    span
+}
+
+fn spans(spans: Vec<Value>) -> OtapBatch {
+    decode_line(json!({"resourceSpans": [{
+        "resource": {"attributes": []},
+        "scopeSpans": [{"scope": {"name": "app"}, "spans": spans}]
+    }]}))
+}
+
+/// A pipeline keeping traces with an error span, with `options` (a WITH list, or empty).
+fn sampler(options: &str) -> Pipeline {
+    let sql = format!(
+        "CREATE SOURCE src FROM FILE WITH (path = 'x');
+         CREATE SINK out TO CONSOLE;
+         CREATE PIPELINE p FROM src {options} AS BEGIN
+           INSERT INTO out SELECT * FROM spans WHERE trace_id IN (
+             SELECT trace_id FROM spans GROUP BY trace_id HAVING bool_or(status.code = 2));
+         END;"
+    );
+    let program = check_source("test.sql", &sql).unwrap_or_else(|e| panic!("{e}"));
+    Pipeline::compile(&program, "p").unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The names of the spans in `routed`, sorted.
+fn names(routed: &[(String, OtapBatch)]) -> Vec<String> {
+    let mut names = Vec::new();
+    for (sink, batch) in routed {
+        assert_eq!(sink, "out");
+        let line: Value = serde_json::from_str(&json::to_line(batch).unwrap()).unwrap();
+        for rs in line["resourceSpans"].as_array().unwrap() {
+            for ss in rs["scopeSpans"].as_array().unwrap() {
+                for s in ss["spans"].as_array().unwrap() {
+                    names.push(s["name"].as_str().unwrap().to_string());
+                }
+            }
+        }
+    }
+    names.sort();
+    names
+}
+
+fn at(seconds: u64) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(1_750_000_000 + seconds)
+}
+
+#[test]
+fn a_trace_is_decided_its_wait_after_its_first_span_and_late_spans_follow() {
+    let mut p = sampler("WITH (decision_wait = '10s')");
+    let out = p
+        .run_at(
+            spans(vec![span(1, "a1", false), span(2, "b1", false)]),
+            at(0),
+        )
+        .unwrap();
+    assert!(out.routed.is_empty(), "held, not sent");
+    let out = p
+        .run_at(spans(vec![span(1, "a2", true), span(3, "c1", true)]), at(5))
+        .unwrap();
+    assert!(out.routed.is_empty());
+    assert_eq!(
+        p.sampler_stats(),
+        SamplerStats {
+            traces_held: 3,
+            spans_held: 4,
+            bytes_held: p.sampler_stats().bytes_held,
+            ..SamplerStats::default()
+        }
+    );
+    assert!(p.decide(at(9), false).unwrap().is_empty(), "not yet");
+    // At 10 s, traces 1 and 2 (first seen at 0) are decided: 1 had an error, in the second
+    // batch. The first batch leaves: its span of trace 1 is sent, its span of trace 2 not.
+    let decided = p.decide(at(10), false).unwrap();
+    assert_eq!(names(&decided), ["a1"]);
+    let stats = p.sampler_stats();
+    assert_eq!((stats.traces_kept, stats.traces_dropped), (1, 1));
+    assert_eq!(stats.traces_held, 1);
+    // A late span of the kept trace goes through at once; one of the dropped trace does not.
+    let out = p
+        .run_at(
+            spans(vec![span(1, "a3", false), span(2, "b2", true)]),
+            at(12),
+        )
+        .unwrap();
+    assert_eq!(names(&out.routed), ["a3"]);
+    assert_eq!(p.sampler_stats().late_spans, 2);
+    // The second batch leaves once it has waited: trace 3 is decided, and trace 1's span in
+    // it follows the decision taken at 10 s.
+    let decided = p.decide(at(15), false).unwrap();
+    assert_eq!(names(&decided), ["a2", "c1"]);
+    let stats = p.sampler_stats();
+    assert_eq!(
+        (stats.traces_kept, stats.traces_dropped, stats.decided_early),
+        (2, 1, 0)
+    );
+    assert_eq!((stats.traces_held, stats.spans_held), (0, 0));
+}
+
+#[test]
+fn spans_of_one_trace_in_several_batches_leave_together_with_their_decision() {
+    let mut p = sampler("WITH (decision_wait = '2s')");
+    p.run_at(spans(vec![span(1, "a1", false)]), at(0)).unwrap();
+    p.run_at(spans(vec![span(1, "a2", true)]), at(1)).unwrap();
+    let first = p.decide(at(2), false).unwrap();
+    let second = p.decide(at(3), false).unwrap();
+    assert_eq!(names(&first), ["a1"]);
+    assert_eq!(names(&second), ["a2"]);
+    assert_eq!(p.sampler_stats().spans_kept, 2);
+}
+
+#[test]
+fn past_max_traces_the_oldest_are_decided_early() {
+    let mut p = sampler("WITH (decision_wait = '1h', max_traces = 2)");
+    let mut sent = Vec::new();
+    for trace in 1..=5u8 {
+        let out = p
+            .run_at(
+                spans(vec![span(trace, &format!("t{trace}"), trace % 2 == 1)]),
+                at(0),
+            )
+            .unwrap();
+        sent.extend(out.routed);
+    }
+    // Five traces, at most two held: the first three were decided early.
+    assert_eq!(names(&sent), ["t1", "t3"]);
+    let stats = p.sampler_stats();
+    assert_eq!(stats.decided_early, 3);
+    assert_eq!(stats.traces_held, 2);
+    let rest = p.decide(at(1), true).unwrap();
+    assert_eq!(names(&rest), ["t5"]);
+    assert_eq!(p.sampler_stats().decided_early, 5);
+}
+
+#[test]
+fn past_max_held_bytes_the_oldest_batches_leave_early() {
+    let mut p = sampler("WITH (decision_wait = '1h', max_held_bytes = 1)");
+    let out = p
+        .run_at(
+            spans(vec![span(1, "a1", true), span(2, "b1", false)]),
+            at(0),
+        )
+        .unwrap();
+    assert_eq!(names(&out.routed), ["a1"]);
+    assert_eq!(p.sampler_stats().spans_held, 0);
+    assert_eq!(p.sampler_stats().decided_early, 2);
+}
+
+#[test]
+fn the_decision_cache_is_bounded() {
+    let mut p = sampler("WITH (decision_wait = '1s', decision_cache = 1)");
+    p.run_at(spans(vec![span(1, "a1", true)]), at(0)).unwrap();
+    p.run_at(spans(vec![span(2, "b1", true)]), at(0)).unwrap();
+    assert_eq!(names(&p.decide(at(1), false).unwrap()), ["a1", "b1"]);
+    // Trace 2's decision is remembered, trace 1's was forgotten: its late span starts a new
+    // trace, held and decided on its own (no error: dropped).
+    let out = p
+        .run_at(
+            spans(vec![span(1, "a2", false), span(2, "b2", false)]),
+            at(2),
+        )
+        .unwrap();
+    assert_eq!(names(&out.routed), ["b2"]);
+    assert!(p.decide(at(3), false).unwrap().is_empty());
+    let stats = p.sampler_stats();
+    assert_eq!((stats.traces_kept, stats.traces_dropped), (2, 1));
+}
+
+#[test]
+fn options_without_a_decision_are_refused() {
+    let sql = "CREATE SOURCE src FROM FILE WITH (path = 'x');
+CREATE SINK out TO CONSOLE;
+CREATE PIPELINE p FROM src WITH (decision_wait = '5s') AS BEGIN
+  INSERT INTO out SELECT * FROM spans;
+END;";
+    let error = check_source("test.sql", sql).unwrap_err().to_string();
+    assert!(
+        error.starts_with("test.sql:3:34: pipeline 'p': its options apply to a trace decision"),
+        "{error}"
+    );
+    let sql = sql.replace("decision_wait = '5s'", "decision_wait = 5");
+    let error = check_source("test.sql", &sql).unwrap_err().to_string();
+    assert!(error.contains("decision_wait"), "{error}");
+}
