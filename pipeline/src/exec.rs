@@ -183,6 +183,46 @@ impl Pipeline {
         Ok(out)
     }
 
+    /// Runs on worker `worker` of `workers`: each statement that holds spans until their trace
+    /// is decided holds only the traces this worker owns (by trace id, the same on every
+    /// worker), and puts the others' spans in [`RunOutput::exchanged`] for their owners, whose
+    /// copy of the pipeline takes them with [`Pipeline::take_exchanged`]. So every trace is
+    /// decided once, by one worker, whichever connections its spans came on.
+    pub fn partition_traces(&mut self, worker: usize, workers: usize) {
+        for compiled in &mut self.steps {
+            compiled.op.partition(worker, workers);
+        }
+    }
+
+    /// Takes spans another worker's copy of statement `step` received for the traces this
+    /// worker owns, at `now`: what leaves at once (late spans of kept traces), for their sinks.
+    pub fn take_exchanged(
+        &mut self,
+        step: usize,
+        batch: OtapBatch,
+        now: SystemTime,
+    ) -> Result<Vec<(String, OtapBatch)>> {
+        let compiled = self
+            .steps
+            .get_mut(step)
+            .ok_or_else(|| PipelineError::Execute(format!("no statement {}", step + 1)))?;
+        let taken = compiled
+            .op
+            .take_exchanged(batch, nanos_since_epoch(now))
+            .map_err(|source| {
+                compiled.stats.errors += 1;
+                PipelineError::Statement {
+                    origin: compiled.step.origin.to_string(),
+                    sql: compiled.step.sql.clone(),
+                    source: Box::new(source),
+                }
+            })?;
+        for (_, batch) in &taken {
+            compiled.stats.rows_out += batch.num_items() as u64;
+        }
+        Ok(taken)
+    }
+
     /// What its trace decisions hold and decided, summed over its statements.
     pub fn sampler_stats(&self) -> SamplerStats {
         let mut total = SamplerStats::default();
@@ -277,6 +317,7 @@ impl Pipeline {
                 stats: &mut compiled.stats,
                 out: &mut out,
                 routing: &mut routing,
+                step: index,
             };
             batch = compiled.op.run(batch, &mut cx)?;
         }

@@ -29,6 +29,20 @@ pub struct RunOutput {
     /// Aggregation windows to send now rather than when they close, because they grew past
     /// [`crate::MAX_OPEN_STATE`].
     pub closed: Vec<Windows>,
+    /// Spans of traces another worker decides (see [`crate::Pipeline::partition_traces`]),
+    /// for that worker's [`crate::Pipeline::take_exchanged`].
+    pub exchanged: Vec<Exchanged>,
+}
+
+/// Spans for the worker that owns their traces.
+#[derive(Debug)]
+pub struct Exchanged {
+    /// The worker that owns their traces.
+    pub worker: usize,
+    /// The statement that holds them (its index in the pipeline).
+    pub step: usize,
+    /// The spans, as the statement received them.
+    pub batch: OtapBatch,
 }
 
 /// What the trace decisions of a statement (or a pipeline, summed) hold and decided.

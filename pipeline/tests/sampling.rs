@@ -16,7 +16,9 @@ use serde_json::{Value, json};
 /// A span of trace `trace` (a small number) named `name`; `error` sets status code 2.
 fn span(trace: u8, name: &str, error: bool) -> Value {
     let mut span = json!({
-        "traceId": format!("{trace:02x}{}", "0".repeat(30)),
+        // The last byte spreads the traces over two workers: 1 and 5 on one, 3 and 7 on the
+        // other.
+        "traceId": format!("{trace:02x}{}{:02x}", "0".repeat(28), trace / 2),
         "spanId": "0102030405060708",
         "name": name,
         "kind": 2,
@@ -208,4 +210,53 @@ END;";
     let sql = sql.replace("decision_wait = '5s'", "decision_wait = 5");
     let error = check_source("test.sql", &sql).unwrap_err().to_string();
     assert!(error.contains("decision_wait"), "{error}");
+}
+
+#[test]
+fn two_workers_decide_each_trace_once_whichever_worker_its_spans_reached() {
+    let mut workers = [sampler(""), sampler("")];
+    for (i, w) in workers.iter_mut().enumerate() {
+        w.partition_traces(i, 2);
+    }
+    // Each worker receives one span of every trace; traces 1 to 8, odd ones with an error on
+    // worker 0's side only.
+    let mut exchanged = Vec::new();
+    for (i, w) in workers.iter_mut().enumerate() {
+        let batch = spans(
+            (1..=8u8)
+                .map(|t| span(t, &format!("t{t}-w{i}"), i == 0 && t % 2 == 1))
+                .collect(),
+        );
+        let out = w.run_at(batch, at(0)).unwrap();
+        assert!(out.routed.is_empty());
+        exchanged.extend(out.exchanged);
+    }
+    assert!(
+        !exchanged.is_empty(),
+        "some traces belong to the other worker"
+    );
+    for e in exchanged {
+        let taken = workers[e.worker]
+            .take_exchanged(e.step, e.batch, at(0))
+            .unwrap();
+        assert!(taken.is_empty());
+    }
+    let mut sent = Vec::new();
+    for w in &mut workers {
+        sent.extend(w.decide(at(10), false).unwrap());
+    }
+    let expected: Vec<String> = [1, 3, 5, 7]
+        .iter()
+        .flat_map(|t| [format!("t{t}-w0"), format!("t{t}-w1")])
+        .collect();
+    let mut expected = expected;
+    expected.sort();
+    assert_eq!(names(&sent), expected);
+    let kept: u64 = workers.iter().map(|w| w.sampler_stats().traces_kept).sum();
+    let dropped: u64 = workers
+        .iter()
+        .map(|w| w.sampler_stats().traces_dropped)
+        .sum();
+    assert_eq!((kept, dropped), (4, 4), "each trace decided once");
+    assert!(workers.iter().all(|w| w.sampler_stats().traces_kept > 0));
 }

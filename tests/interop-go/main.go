@@ -62,6 +62,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdServeOTLPHTTP(rest, stdin, stdout, stderr)
 	case "export-otlp":
 		err = cmdExportOTLP(rest, stdout, stderr)
+	case "export-traces":
+		err = cmdExportTraces(rest, stdin, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		usage(stdout)
 		return exitOK
@@ -120,6 +122,10 @@ func usage(w io.Writer) {
       waiting between them; stdout: one JSON line per answer (ms, code, retry_ms: the
       RetryInfo delay, -1 without one); with -until-retry, stops once a refusal asks for at
       least D, and fails if none did by -deadline
+  otap-interop export-traces -addr HOST:PORT [-connections 2] [-call-timeout 10s]
+      stdin: ExportTraceServiceRequest frames, sent one after the other (pdata client,
+      gzip), request i on connection i mod -connections; stdout: one JSON line per answer
+      (request, connection, code)
   otap-interop selftest
       round-trips built-in sample data through produce and consume
 

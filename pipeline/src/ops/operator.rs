@@ -29,6 +29,20 @@ pub(crate) trait Operator: Send {
         Ok(Vec::new())
     }
 
+    /// For a statement that holds spans until their trace is decided: the pipeline runs on
+    /// worker `worker` of `workers`, and holds only the traces it owns; the others' spans go
+    /// to their owners through [`RunOutput::exchanged`].
+    fn partition(&mut self, _worker: usize, _workers: usize) {}
+
+    /// For a statement that holds spans until their trace is decided: takes spans another
+    /// worker's copy of the statement received (`now`: ns since the epoch), returning what
+    /// leaves at once.
+    fn take_exchanged(&mut self, _batch: OtapBatch, _now: u64) -> Result<Vec<(String, OtapBatch)>> {
+        Err(crate::error::PipelineError::Execute(
+            "this statement holds no spans for other workers".into(),
+        ))
+    }
+
     /// For a statement that holds rows until a decision: what it holds and decided.
     fn sampler_stats(&self) -> Option<SamplerStats> {
         None
@@ -49,4 +63,6 @@ pub(crate) struct RunContext<'a> {
     pub(crate) out: &'a mut RunOutput,
     /// Which rows some statement routed.
     pub(crate) routing: &'a mut Routing,
+    /// The statement's index in the pipeline.
+    pub(crate) step: usize,
 }

@@ -12,20 +12,25 @@ pub(crate) mod traces;
 
 use std::time::Duration;
 
-use arrow::array::BooleanArray;
+use arrow::array::{AsArray, BooleanArray};
+use arrow::compute::filter;
 use penstock_dialect::model::{ColumnRef, Table};
 use penstock_dialect::options::Options;
 use penstock_dialect::{Decision, Step};
 use penstock_engine::OtapBatch;
+use penstock_engine::schema::PayloadType;
 
+use crate::error::PipelineError;
 use crate::error::Result;
 use crate::explain::describe_expr;
 use crate::expr::CompiledExpr;
+use crate::kernels::filter::keep_rows;
 use crate::kernels::project;
 use crate::ops::condition::{compile_filter, selected};
 use crate::ops::operator::{Operator, RunContext};
+use crate::output::Exchanged;
 use crate::output::SamplerStats;
-use crate::rows::{Rows, spaces};
+use crate::rows::Rows;
 use crate::session::LazySession;
 use decider::Decider;
 use traces::{Limits, Traces};
@@ -61,6 +66,8 @@ pub(crate) struct SampleOp {
     filter: Option<CompiledExpr>,
     projection: Option<Vec<ColumnRef>>,
     traces: Traces,
+    /// This worker and the number of workers, when several share the traces.
+    partition: Option<(usize, usize)>,
 }
 
 impl SampleOp {
@@ -80,7 +87,17 @@ impl SampleOp {
             filter: compile_filter(session, step, filter)?,
             projection: projection.clone(),
             traces: Traces::new(decider, limits(options)),
+            partition: None,
         })
+    }
+
+    /// Holds the spans of `batch` (all of this worker's traces): what leaves at once.
+    fn hold(&mut self, batch: &OtapBatch, now: u64) -> Result<Vec<(String, OtapBatch)>> {
+        let rows = Rows::new(batch, PayloadType::Spans)?;
+        let send = selected(self.filter.as_ref(), &rows)?;
+        drop(rows);
+        let released = self.traces.add(batch, &send, now)?;
+        self.outputs(released)
     }
 
     /// `released` as batches for the sink.
@@ -101,20 +118,56 @@ impl SampleOp {
 impl Operator for SampleOp {
     fn run(&mut self, batch: OtapBatch, cx: &mut RunContext<'_>) -> Result<OtapBatch> {
         cx.routing.any = true;
-        for space in spaces(&batch, cx.table) {
-            let rows = Rows::new(&batch, space)?;
-            let len = rows.len();
-            let send: BooleanArray = selected(self.filter.as_ref(), &rows)?;
-            drop(rows);
-            // Held spans are taken by the statement: none of them is unrouted.
-            cx.routing.mark(space, len, &send);
-            let released = self.traces.add(&batch, &send, cx.now)?;
-            for (sink, out) in self.outputs(released)? {
-                cx.stats.rows_out += out.num_items() as u64;
-                cx.out.routed.push((sink, out));
+        let Some(table) = batch.get(PayloadType::Spans) else {
+            return Ok(batch);
+        };
+        let len = table.num_rows();
+        let rows = Rows::new(&batch, PayloadType::Spans)?;
+        let send: BooleanArray = selected(self.filter.as_ref(), &rows)?;
+        let owners = match self.partition {
+            Some((_, workers)) => Some(owners(&rows, workers)?),
+            None => None,
+        };
+        drop(rows);
+        // Held spans are taken by the statement: none of them is unrouted.
+        cx.routing.mark(PayloadType::Spans, len, &send);
+        let released = match (owners, self.partition) {
+            (Some(owners), Some((me, workers))) => {
+                for worker in (0..workers).filter(|w| *w != me) {
+                    let theirs = owned_by(&owners, worker);
+                    if theirs.true_count() > 0 {
+                        cx.out.exchanged.push(Exchanged {
+                            worker,
+                            step: cx.step,
+                            batch: keep_rows(&batch, PayloadType::Spans, &theirs)?,
+                        });
+                    }
+                }
+                let mine = owned_by(&owners, me);
+                if mine.true_count() == 0 {
+                    Vec::new()
+                } else {
+                    let local = keep_rows(&batch, PayloadType::Spans, &mine)?;
+                    let send =
+                        filter(&send, &mine).map_err(|e| PipelineError::arrow("sampling", e))?;
+                    self.traces.add(&local, send.as_boolean(), cx.now)?
+                }
             }
+            _ => self.traces.add(&batch, &send, cx.now)?,
+        };
+        for (sink, out) in self.outputs(released)? {
+            cx.stats.rows_out += out.num_items() as u64;
+            cx.out.routed.push((sink, out));
         }
         Ok(batch)
+    }
+
+    fn partition(&mut self, worker: usize, workers: usize) {
+        self.partition = (workers > 1).then_some((worker, workers));
+    }
+
+    fn take_exchanged(&mut self, batch: OtapBatch, now: u64) -> Result<Vec<(String, OtapBatch)>> {
+        self.hold(&batch, now)
     }
 
     fn explain(&self, table: Table, line: &mut dyn FnMut(String)) {
@@ -144,4 +197,15 @@ impl Operator for SampleOp {
     fn sampler_stats(&self) -> Option<SamplerStats> {
         Some(self.traces.stats())
     }
+}
+
+/// The worker of `workers` that owns each row's trace.
+fn owners(rows: &Rows<'_>, workers: usize) -> Result<Vec<usize>> {
+    let ids = traces::trace_ids(rows)?;
+    Ok(ids.iter().map(|id| traces::owner(*id, workers)).collect())
+}
+
+/// The rows whose trace `worker` owns.
+fn owned_by(owners: &[usize], worker: usize) -> BooleanArray {
+    owners.iter().map(|o| Some(*o == worker)).collect()
 }

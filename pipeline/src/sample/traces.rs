@@ -341,8 +341,14 @@ impl Traces {
     }
 }
 
+/// The worker of `workers` that owns trace `id`: by its low bits, random in W3C trace ids.
+pub(crate) fn owner(id: u128, workers: usize) -> usize {
+    let mixed = (id as u64) ^ ((id >> 64) as u64).rotate_left(29);
+    (mixed % workers.max(1) as u64) as usize
+}
+
 /// The trace id of each row as a number (0 where it has none, or not 16 bytes).
-fn trace_ids(rows: &Rows<'_>) -> Result<Vec<u128>> {
+pub(crate) fn trace_ids(rows: &Rows<'_>) -> Result<Vec<u128>> {
     let n = rows.len();
     let Some(column) = rows.own(&[TRACE_ID]) else {
         return Ok(vec![0; n]);

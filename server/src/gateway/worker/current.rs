@@ -11,6 +11,7 @@ use tokio::sync::watch;
 use crate::gateway::base::delivery::DeliveryError;
 use crate::gateway::base::report;
 use crate::gateway::base::running::Running;
+use crate::gateway::worker::exchange::TraceSpans;
 use crate::gateway::worker::windows::{Closed, ClosedSender};
 
 /// What the pipelines of a source routed to sinks, in order, and the failure of any of them
@@ -20,19 +21,28 @@ pub(super) type Routed = (Vec<(String, OtapBatch)>, Option<DeliveryError>);
 /// A worker's compiled pipelines, the counters they report to, and which run for each source.
 pub(super) struct Current {
     pub worker: usize,
+    /// The number of workers (they share the traces of trace decisions).
+    pub workers: usize,
     pub pipelines: Vec<Pipeline>,
     pub running: watch::Receiver<Arc<Running>>,
     pub counters: Arc<Running>,
     by_source: Vec<Vec<usize>>,
+    /// Spans of traces other workers own, by worker, to send them.
+    pub outgoing: Vec<(usize, TraceSpans)>,
 }
 
 impl Current {
-    /// Worker `worker`'s `pipelines`, compiled from the program `running` holds now.
+    /// Worker `worker`'s (of `workers`) `pipelines`, compiled from the program `running`
+    /// holds now.
     pub fn new(
         worker: usize,
-        pipelines: Vec<Pipeline>,
+        workers: usize,
+        mut pipelines: Vec<Pipeline>,
         mut running: watch::Receiver<Arc<Running>>,
     ) -> Self {
+        for p in &mut pipelines {
+            p.partition_traces(worker, workers);
+        }
         let counters = Arc::clone(&running.borrow_and_update());
         let by_source = counters
             .program
@@ -49,10 +59,12 @@ impl Current {
             .collect();
         Current {
             worker,
+            workers,
             pipelines,
             running,
             counters,
             by_source,
+            outgoing: Vec::new(),
         }
     }
 
@@ -114,11 +126,57 @@ impl Current {
         out
     }
 
+    /// Takes spans another worker received for traces this worker owns: what leaves at once
+    /// (late spans of kept traces), for their sinks. Spans whose statement is gone (a reload
+    /// changed the pipeline) are reported and lost.
+    pub fn take_spans(&mut self, spans: TraceSpans) -> Vec<(String, OtapBatch)> {
+        let found = self
+            .pipelines
+            .iter()
+            .position(|p| p.name() == spans.pipeline && p.samples());
+        let Some(p) = found else {
+            report::throttled(
+                tracing::Level::WARN,
+                &format!("pipeline {}", spans.pipeline),
+                "errors",
+                format!(
+                    "{} spans from another worker lost: the pipeline no longer decides traces",
+                    spans.batch.num_items()
+                ),
+            );
+            return Vec::new();
+        };
+        let pipeline = &mut self.pipelines[p];
+        let now = SystemTime::now();
+        let taken = caught(|| {
+            pipeline
+                .take_exchanged(spans.step, spans.batch, now)
+                .map(|routed| RunOutput {
+                    routed,
+                    ..RunOutput::default()
+                })
+        });
+        let routed = match taken {
+            Ok(output) => output.routed,
+            Err(e) => {
+                report::throttled(
+                    tracing::Level::WARN,
+                    &format!("pipeline {}", pipeline.name()),
+                    "errors",
+                    &e,
+                );
+                Vec::new()
+            }
+        };
+        self.store_counters(p);
+        routed
+    }
+
     /// Switches to the program now running (between batches).
     pub fn reload(self) -> Self {
         let next = Arc::clone(&self.running.borrow());
         match Pipeline::compile_all(&next.program) {
-            Ok(pipelines) => Current::new(self.worker, pipelines, self.running),
+            Ok(pipelines) => Current::new(self.worker, self.workers, pipelines, self.running),
             Err(e) => {
                 // The main thread compiled the same program before publishing it.
                 report::always(
@@ -155,6 +213,15 @@ impl Current {
                         let _ = closed.send(windows).await;
                     }
                     routed.extend(output.routed);
+                    let name = pipeline.name();
+                    self.outgoing.extend(output.exchanged.into_iter().map(|e| {
+                        let spans = TraceSpans {
+                            pipeline: name.to_string(),
+                            step: e.step,
+                            batch: e.batch,
+                        };
+                        (e.worker, spans)
+                    }));
                 }
                 Err(e) => {
                     report::throttled(

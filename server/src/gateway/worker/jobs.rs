@@ -12,6 +12,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use super::current::Current;
+use super::exchange::Exchange;
 use super::handoff::{Handed, Sinks};
 use super::narrow::{Narrowed, narrow};
 use crate::gateway::base::delivery::{DeliveryError, Payload, all, complete};
@@ -30,6 +31,8 @@ pub(super) struct Link {
     pub telemetry: Arc<Telemetry>,
     /// Where live queries see the batches going through.
     pub taps: Arc<Taps>,
+    /// The spans of traces other workers own go through it.
+    pub exchange: Exchange,
 }
 
 /// The pipeline loop: runs each job through the pipelines of its source, hands the routed
@@ -42,6 +45,7 @@ pub(super) async fn run_jobs(mut current: Current, mut queue: mpsc::Receiver<Job
         closed,
         telemetry,
         taps,
+        mut exchange,
     } = link;
     let telemetry = &telemetry;
     let mut waiting = JoinSet::new();
@@ -72,6 +76,10 @@ pub(super) async fn run_jobs(mut current: Current, mut queue: mpsc::Receiver<Job
                 let done = current.windows(Some(now));
                 let _ = closed.send(hand_over(Some(nanos_since_epoch(now)), done)).await;
                 hand_decided(current.decided(now, false), &sinks, &taps).await;
+                continue;
+            }
+            Some(spans) = exchange.inbox.recv() => {
+                hand_decided(current.take_spans(spans), &sinks, &taps).await;
                 continue;
             }
             job = queue.recv() => match job {
@@ -112,6 +120,9 @@ pub(super) async fn run_jobs(mut current: Current, mut queue: mpsc::Receiver<Job
                 None => forward(&mut current, source, forwarded, &sinks).await,
             },
         };
+        // Spans of traces other workers own are theirs once their inbox took them: the job is
+        // acknowledged after that.
+        send_outgoing(&mut current, &mut exchange, &sinks, &taps).await;
         let telemetry = Arc::clone(telemetry);
         waiting.spawn_local(async move {
             let delivered = all(handed.acks).await;
@@ -121,6 +132,11 @@ pub(super) async fn run_jobs(mut current: Current, mut queue: mpsc::Receiver<Job
     }
     let open = current.windows(None);
     let _ = closed.send(hand_over(Some(u64::MAX), open)).await;
+    // Spans sent to this worker from now on stay with their sender, which decides them.
+    exchange.inbox.close();
+    while let Some(spans) = exchange.inbox.recv().await {
+        hand_decided(current.take_spans(spans), &sinks, &taps).await;
+    }
     hand_decided(current.decided(SystemTime::now(), true), &sinks, &taps).await;
     drop(closed);
     while waiting.join_next().await.is_some() {}
@@ -137,6 +153,31 @@ async fn hand_decided(decided: Vec<(String, OtapBatch)>, sinks: &Sinks, taps: &T
         };
         taps.sink(&sink, &batch);
         handed.hand_off(queue, Payload::Decoded(batch)).await;
+    }
+}
+
+/// Sends the spans the last job left for other workers to their inboxes, waiting for room
+/// while taking from this worker's own inbox. Spans a worker no longer takes (it ended) are
+/// taken here.
+async fn send_outgoing(current: &mut Current, exchange: &mut Exchange, sinks: &Sinks, taps: &Taps) {
+    for (worker, spans) in std::mem::take(&mut current.outgoing) {
+        let Some(peer) = exchange.peers.get(worker).cloned() else {
+            hand_decided(current.take_spans(spans), sinks, taps).await;
+            continue;
+        };
+        let permit = loop {
+            tokio::select! {
+                biased;
+                permit = peer.reserve() => break permit.ok(),
+                Some(theirs) = exchange.inbox.recv() => {
+                    hand_decided(current.take_spans(theirs), sinks, taps).await;
+                }
+            }
+        };
+        match permit {
+            Some(permit) => permit.send(spans),
+            None => hand_decided(current.take_spans(spans), sinks, taps).await,
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 //! worker its connection was given to; nothing on the per-batch path is shared or locked.
 
 mod current;
+pub mod exchange;
 mod handoff;
 mod jobs;
 mod narrow;
@@ -16,6 +17,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use self::current::Current;
+use self::exchange::Exchange;
 use self::windows::{Closed, ClosedSender};
 use super::sinks::{self, SinkTask};
 use crate::gateway::base::delivery::SinkQueue;
@@ -25,13 +27,16 @@ use crate::gateway::base::running::Running;
 use crate::gateway::base::telemetry::Telemetry;
 use crate::query::taps::Taps;
 
-/// How a worker reaches the aggregation window merger.
+/// How a worker reaches the other workers: the aggregation window merger, and the exchange
+/// of spans by trace.
 #[derive(Debug)]
-pub struct WindowsLink {
+pub struct PeerLinks {
     /// Where it sends its closed windows.
     pub closed: ClosedSender,
     /// For the worker that runs the merger: the number of workers and the merger's queue.
     pub merger: Option<(usize, mpsc::Receiver<Closed>)>,
+    /// Its side of the exchange of spans between workers.
+    pub exchange: Exchange,
 }
 
 /// A running worker thread.
@@ -45,21 +50,17 @@ impl Worker {
     /// Starts worker `index` with `setup`: compiles the running program's pipelines and
     /// starts its network sinks (beside the sinks all workers share). When the running program
     /// changes (a reload), the worker compiles the new pipelines and runs them from the next
-    /// batch on. Closed aggregation windows go to `windows`; the worker given the merger's
-    /// queue runs the merger (see [`windows::merge`]). Once the gateway drains, its sinks stop
-    /// lingering.
-    pub fn start(
-        index: usize,
-        setup: PoolSetup,
-        windows: WindowsLink,
-    ) -> Result<Worker, GatewayError> {
+    /// batch on. Closed aggregation windows go to the merger through `links`, and spans of
+    /// traces other workers own through its exchange; the worker given the merger's queue runs
+    /// the merger (see [`windows::merge`]). Once the gateway drains, its sinks stop lingering.
+    pub fn start(index: usize, setup: PoolSetup, links: PeerLinks) -> Result<Worker, GatewayError> {
         let (jobs, queue) = mpsc::channel(JOB_QUEUE);
         let handle_running = setup.running.clone();
         let telemetry = Arc::clone(&setup.telemetry);
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
             .name(format!("penstock-worker-{index}"))
-            .spawn(move || run_thread(index, setup, queue, windows, ready_tx))
+            .spawn(move || run_thread(index, setup, queue, links, ready_tx))
             .map_err(|source| GatewayError::Start {
                 what: format!("the thread of worker {index}"),
                 source,
@@ -92,7 +93,7 @@ fn run_thread(
     index: usize,
     setup: PoolSetup,
     queue: mpsc::Receiver<Job>,
-    windows: WindowsLink,
+    links: PeerLinks,
     ready: Ready,
 ) {
     let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -136,7 +137,7 @@ fn run_thread(
                 return;
             }
         };
-        let merger = windows.merger.map(|(workers, merger_queue)| {
+        let merger = links.merger.map(|(workers, merger_queue)| {
             tokio::task::spawn_local(windows::merge(
                 workers,
                 merger_queue,
@@ -144,12 +145,14 @@ fn run_thread(
                 Arc::clone(&telemetry),
             ))
         });
-        let current = Current::new(index, pipelines, running);
+        let workers = links.exchange.peers.len().max(1);
+        let current = Current::new(index, workers, pipelines, running);
         let link = jobs::Link {
             sinks: queues,
-            closed: windows.closed,
+            closed: links.closed,
             telemetry,
             taps,
+            exchange: links.exchange,
         };
         jobs::run_jobs(current, queue, link).await;
         if let Some(merger) = merger {
@@ -223,14 +226,17 @@ pub struct PoolSetup {
 pub fn start_pool(workers: usize, setup: PoolSetup) -> Result<Vec<Worker>, GatewayError> {
     let (closed, merger) = windows::channel();
     let mut merger = Some((workers, merger));
-    (0..workers)
-        .map(|index| {
+    exchange::exchanges(workers)
+        .into_iter()
+        .enumerate()
+        .map(|(index, exchange)| {
             Worker::start(
                 index,
                 setup.clone(),
-                WindowsLink {
+                PeerLinks {
                     closed: closed.clone(),
                     merger: merger.take(),
+                    exchange,
                 },
             )
         })
