@@ -24,6 +24,20 @@ struct CompiledStep {
     stats: StepStats,
 }
 
+impl CompiledStep {
+    /// `result` of the step; its failure is counted and names the statement.
+    fn counted<T>(&mut self, result: Result<T>) -> Result<T> {
+        result.map_err(|source| {
+            self.stats.errors += 1;
+            PipelineError::Statement {
+                origin: self.step.origin.to_string(),
+                sql: self.step.sql.clone(),
+                source: Box::new(source),
+            }
+        })
+    }
+}
+
 /// A pipeline compiled for execution.
 pub struct Pipeline {
     name: String,
@@ -167,14 +181,8 @@ impl Pipeline {
         let now = nanos_since_epoch(now);
         let mut out = Vec::new();
         for compiled in &mut self.steps {
-            let decided = compiled.op.decide(now, finish).map_err(|source| {
-                compiled.stats.errors += 1;
-                PipelineError::Statement {
-                    origin: compiled.step.origin.to_string(),
-                    sql: compiled.step.sql.clone(),
-                    source: Box::new(source),
-                }
-            })?;
+            let decided = compiled.op.decide(now, finish);
+            let decided = compiled.counted(decided)?;
             for (sink, batch) in decided {
                 compiled.stats.rows_out += batch.num_items() as u64;
                 out.push((sink, batch));
@@ -206,17 +214,8 @@ impl Pipeline {
             .steps
             .get_mut(step)
             .ok_or_else(|| PipelineError::Execute(format!("no statement {}", step + 1)))?;
-        let taken = compiled
-            .op
-            .take_exchanged(batch, nanos_since_epoch(now))
-            .map_err(|source| {
-                compiled.stats.errors += 1;
-                PipelineError::Statement {
-                    origin: compiled.step.origin.to_string(),
-                    sql: compiled.step.sql.clone(),
-                    source: Box::new(source),
-                }
-            })?;
+        let taken = compiled.op.take_exchanged(batch, nanos_since_epoch(now));
+        let taken = compiled.counted(taken)?;
         for (_, batch) in &taken {
             compiled.stats.rows_out += batch.num_items() as u64;
         }

@@ -107,20 +107,7 @@ impl Current {
             if !pipeline.samples() {
                 continue;
             }
-            match caught(|| {
-                pipeline.decide(at, finish).map(|routed| RunOutput {
-                    routed,
-                    ..RunOutput::default()
-                })
-            }) {
-                Ok(output) => out.extend(output.routed),
-                Err(e) => report::throttled(
-                    tracing::Level::WARN,
-                    &format!("pipeline {}", pipeline.name()),
-                    "errors",
-                    &e,
-                ),
-            }
+            out.extend(routed_or_reported(pipeline, |p| p.decide(at, finish)));
             self.store_counters(p);
         }
         out
@@ -148,26 +135,8 @@ impl Current {
         };
         let pipeline = &mut self.pipelines[p];
         let now = SystemTime::now();
-        let taken = caught(|| {
-            pipeline
-                .take_exchanged(spans.step, spans.batch, now)
-                .map(|routed| RunOutput {
-                    routed,
-                    ..RunOutput::default()
-                })
-        });
-        let routed = match taken {
-            Ok(output) => output.routed,
-            Err(e) => {
-                report::throttled(
-                    tracing::Level::WARN,
-                    &format!("pipeline {}", pipeline.name()),
-                    "errors",
-                    &e,
-                );
-                Vec::new()
-            }
-        };
+        let routed =
+            routed_or_reported(pipeline, |p| p.take_exchanged(spans.step, spans.batch, now));
         self.store_counters(p);
         routed
     }
@@ -224,12 +193,7 @@ impl Current {
                     }));
                 }
                 Err(e) => {
-                    report::throttled(
-                        tracing::Level::WARN,
-                        &format!("pipeline {}", pipeline.name()),
-                        "errors",
-                        &e,
-                    );
+                    report_failure(pipeline, &e);
                     failure = Some(failed(pipeline, &e));
                 }
             }
@@ -252,6 +216,36 @@ impl Current {
         }
         (routed, failure)
     }
+}
+
+/// What `act` on `pipeline` routes; its failure (a panic too) is reported, and nothing routed.
+fn routed_or_reported(
+    pipeline: &mut Pipeline,
+    act: impl FnOnce(&mut Pipeline) -> Result<Vec<(String, OtapBatch)>, PipelineError>,
+) -> Vec<(String, OtapBatch)> {
+    let routed = caught(|| {
+        act(pipeline).map(|routed| RunOutput {
+            routed,
+            ..RunOutput::default()
+        })
+    });
+    match routed {
+        Ok(output) => output.routed,
+        Err(e) => {
+            report_failure(pipeline, &e);
+            Vec::new()
+        }
+    }
+}
+
+/// Reports a failure of `pipeline` (throttled).
+fn report_failure(pipeline: &Pipeline, error: &PipelineError) {
+    report::throttled(
+        tracing::Level::WARN,
+        &format!("pipeline {}", pipeline.name()),
+        "errors",
+        error,
+    );
 }
 
 /// What a pipeline run gave; a panic in it becomes the batch's error.
