@@ -24,6 +24,9 @@ CREATE PIPELINE p FROM src AS BEGIN
            count(*) AS n, count(DISTINCT attributes['user.id']) AS users,
            sum(CAST(attributes['bytes'] AS BIGINT)) AS bytes, max(severity_text) AS worst
     FROM logs GROUP BY 1, 2 HAVING n > 10;
+  INSERT INTO out SELECT * FROM spans
+    WHERE kind = 2 AND trace_id IN (SELECT trace_id FROM spans WHERE name <> 'noise'
+      GROUP BY trace_id HAVING bool_or(status.code = 2) OR sample(trace_id, 0.05));
 END;";
     let program = check_source("explain.sql", sql).unwrap_or_else(|e| panic!("{e}"));
     let pipeline = Pipeline::compile(&program, "p").unwrap_or_else(|e| panic!("{e}"));

@@ -33,6 +33,8 @@ const TRACE_ID: &str = "trace_id";
 
 /// One aggregate the condition calls.
 struct Aggregate {
+    /// The call as written.
+    call: String,
     /// Its arguments (none for `count(*)`), and the types they are cast to.
     args: Vec<(CompiledExpr, DataType)>,
     accumulator: Box<dyn GroupsAccumulator>,
@@ -99,10 +101,9 @@ impl Decider {
             line(format!("  spans read: where {}", f.sql));
         }
         for a in &self.aggregates {
-            let args: Vec<&str> = a.args.iter().map(|(e, _)| e.sql.as_str()).collect();
             line(format!(
-                "  accumulate per trace over ({}) [GroupsAccumulator]",
-                args.join(", ")
+                "  accumulate per trace: {} [GroupsAccumulator]",
+                a.call
             ));
         }
     }
@@ -307,7 +308,15 @@ fn compile_aggregate(
         .zip(coerced)
         .map(|(e, f)| (e, f.data_type().clone()))
         .collect();
-    Ok((Aggregate { args, accumulator }, output))
+    let call = call.original.to_string();
+    Ok((
+        Aggregate {
+            call,
+            args,
+            accumulator,
+        },
+        output,
+    ))
 }
 
 /// Whether a call has `FILTER (WHERE ...)` or `OVER (...)`.
