@@ -501,12 +501,10 @@ fn sample(
     subquery: &Query,
     aggregates: &[&str],
 ) -> Result<(Table, StepKind)> {
-    if table != Table::Spans {
+    if table == Table::Metrics {
         return Err(Located::at(
             select.span(),
-            format!(
-                "a trace decision selects from spans, not {table}; logs following their trace are not supported yet"
-            ),
+            "a trace decision sends spans or logs, not metrics (data points carry no trace id)",
         ));
     }
     if !group_by.is_empty() || select.having.is_some() {

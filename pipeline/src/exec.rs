@@ -16,6 +16,8 @@ use crate::ops::routing::Routing;
 use crate::ops::spaces::rows_of;
 use crate::output::{RunOutput, SamplerStats, StepStats};
 use crate::rows::{DATA_POINTS, signal_of};
+use crate::sample::Decisions;
+use crate::sample::traces::Released;
 use crate::session::LazySession;
 
 struct CompiledStep {
@@ -47,8 +49,8 @@ pub struct Pipeline {
     aggregated: u64,
     /// Whether a statement aggregates.
     aggregates: bool,
-    /// Whether a statement holds spans for trace decisions.
-    samples: bool,
+    /// Its trace decisions, shared by the statements that write them.
+    decisions: Decisions,
 }
 
 impl Pipeline {
@@ -101,8 +103,16 @@ impl Pipeline {
         let session = LazySession::default();
         let mut steps = Vec::new();
         let mut errors = Vec::new();
-        for step in &pipeline.steps {
-            match compile_step(&session, step, &pipeline.name, &pipeline.options) {
+        let mut decisions = Decisions::default();
+        for (index, step) in pipeline.steps.iter().enumerate() {
+            let compiled = compile_step(
+                &session,
+                (step, index),
+                &pipeline.name,
+                &pipeline.options,
+                &mut decisions,
+            );
+            match compiled {
                 Ok(op) => steps.push(CompiledStep {
                     op,
                     step: step.clone(),
@@ -116,7 +126,6 @@ impl Pipeline {
             return Err(errors);
         }
         let aggregates = steps.iter_mut().any(|s| s.op.aggregation().is_some());
-        let samples = steps.iter().any(|s| s.op.sampler_stats().is_some());
         Ok(Pipeline {
             name: pipeline.name.clone(),
             source: pipeline.source.clone(),
@@ -124,7 +133,7 @@ impl Pipeline {
             unrouted: 0,
             aggregated: 0,
             aggregates,
-            samples,
+            decisions,
         })
     }
 
@@ -171,24 +180,28 @@ impl Pipeline {
     /// Whether a statement holds spans until their trace is decided (tail sampling): see
     /// [`Pipeline::decide`].
     pub fn samples(&self) -> bool {
-        self.samples
+        !self.decisions.is_empty()
     }
 
-    /// The spans of traces decided by `now` that are kept, for their sinks (sink, batch):
-    /// call it about once a second. With `finish` (the input ended, or the pipeline is
-    /// replaced), every trace held is decided now.
+    /// The rows of traces decided by `now` that are kept, for their sinks (sink, batch): call
+    /// it about once a second. With `finish` (the input ended, or the pipeline is replaced),
+    /// every trace held is decided now.
     pub fn decide(&mut self, now: SystemTime, finish: bool) -> Result<Vec<(String, OtapBatch)>> {
-        let now = nanos_since_epoch(now);
-        let mut out = Vec::new();
-        for compiled in &mut self.steps {
-            let decided = compiled.op.decide(now, finish);
-            let decided = compiled.counted(decided)?;
-            for (sink, batch) in decided {
-                compiled.stats.rows_out += batch.num_items() as u64;
-                out.push((sink, batch));
-            }
-        }
-        Ok(out)
+        let released = self.decisions.decide(nanos_since_epoch(now), finish);
+        Ok(self.released(released?))
+    }
+
+    /// `released` for their sinks, counted as their statements' rows out.
+    fn released(&mut self, released: Released) -> Vec<(String, OtapBatch)> {
+        released
+            .into_iter()
+            .map(|r| {
+                if let Some(compiled) = self.steps.get_mut(r.step) {
+                    compiled.stats.rows_out += r.batch.num_items() as u64;
+                }
+                (r.sink, r.batch)
+            })
+            .collect()
     }
 
     /// Runs on worker `worker` of `workers`: each statement that holds spans until their trace
@@ -202,8 +215,9 @@ impl Pipeline {
         }
     }
 
-    /// Takes spans another worker's copy of statement `step` received for the traces this
-    /// worker owns, at `now`: what leaves at once (late spans of kept traces), for their sinks.
+    /// Takes rows another worker's copy of statement `step` received for the traces this
+    /// worker owns, at `now`: what leaves at once (rows of traces decided already), for their
+    /// sinks.
     pub fn take_exchanged(
         &mut self,
         step: usize,
@@ -214,21 +228,20 @@ impl Pipeline {
             .steps
             .get_mut(step)
             .ok_or_else(|| PipelineError::Execute(format!("no statement {}", step + 1)))?;
-        let taken = compiled.op.take_exchanged(batch, nanos_since_epoch(now));
+        let Some(op) = compiled.op.holds_for() else {
+            return Err(PipelineError::Execute(format!(
+                "statement {} holds no rows for trace decisions",
+                step + 1
+            )));
+        };
+        let taken = op.hold(&mut self.decisions, &batch, nanos_since_epoch(now));
         let taken = compiled.counted(taken)?;
-        for (_, batch) in &taken {
-            compiled.stats.rows_out += batch.num_items() as u64;
-        }
-        Ok(taken)
+        Ok(self.released(taken))
     }
 
-    /// What its trace decisions hold and decided, summed over its statements.
+    /// What its trace decisions hold and decided.
     pub fn sampler_stats(&self) -> SamplerStats {
-        let mut total = SamplerStats::default();
-        for s in self.steps.iter().filter_map(|s| s.op.sampler_stats()) {
-            total += s;
-        }
-        total
+        self.decisions.stats()
     }
 
     /// Takes the aggregation groups whose window closed by `now`.
@@ -263,7 +276,7 @@ impl Pipeline {
     /// Fails on a pipeline that aggregates or holds spans (its windows or held spans would
     /// take the batch twice).
     pub fn run_uncounted(&mut self, batch: OtapBatch) -> Result<RunOutput> {
-        if self.aggregates || self.samples {
+        if self.aggregates || self.samples() {
             return Err(PipelineError::Execute(
                 "an aggregating pipeline cannot run a batch again".into(),
             ));
@@ -317,6 +330,7 @@ impl Pipeline {
                 out: &mut out,
                 routing: &mut routing,
                 step: index,
+                decisions: &mut self.decisions,
             };
             batch = compiled.op.run(batch, &mut cx)?;
         }
@@ -350,9 +364,11 @@ impl Pipeline {
                 step.table.name(),
                 step.origin.location.line
             ));
-            compiled.op.explain(step.table, &mut |text: String| {
-                out.push_str(&format!("       {text}\n"));
-            });
+            compiled
+                .op
+                .explain_with(step.table, &self.decisions, &mut |text: String| {
+                    out.push_str(&format!("       {text}\n"));
+                });
         }
         out
     }

@@ -52,6 +52,8 @@ pub struct SamplerStats {
     pub traces_held: u64,
     /// Spans held now.
     pub spans_held: u64,
+    /// Log records held now (following their trace).
+    pub logs_held: u64,
     /// Bytes held now (spans and the decisions' accumulators).
     pub bytes_held: u64,
     /// Traces decided and kept.
@@ -67,12 +69,17 @@ pub struct SamplerStats {
     pub spans_kept: u64,
     /// Spans not sent because their trace was dropped.
     pub spans_dropped: u64,
+    /// Log records sent because their trace was kept.
+    pub logs_kept: u64,
+    /// Log records not sent because their trace was dropped.
+    pub logs_dropped: u64,
 }
 
 impl std::ops::AddAssign for SamplerStats {
     fn add_assign(&mut self, other: SamplerStats) {
         self.traces_held += other.traces_held;
         self.spans_held += other.spans_held;
+        self.logs_held += other.logs_held;
         self.bytes_held += other.bytes_held;
         self.traces_kept += other.traces_kept;
         self.traces_dropped += other.traces_dropped;
@@ -80,5 +87,7 @@ impl std::ops::AddAssign for SamplerStats {
         self.late_spans += other.late_spans;
         self.spans_kept += other.spans_kept;
         self.spans_dropped += other.spans_dropped;
+        self.logs_kept += other.logs_kept;
+        self.logs_dropped += other.logs_dropped;
     }
 }

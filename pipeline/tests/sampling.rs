@@ -58,7 +58,7 @@ fn names(routed: &[(String, OtapBatch)]) -> Vec<String> {
     for (sink, batch) in routed {
         assert_eq!(sink, "out");
         let line: Value = serde_json::from_str(&json::to_line(batch).unwrap()).unwrap();
-        for rs in line["resourceSpans"].as_array().unwrap() {
+        for rs in line["resourceSpans"].as_array().into_iter().flatten() {
             for ss in rs["scopeSpans"].as_array().unwrap() {
                 for s in ss["spans"].as_array().unwrap() {
                     names.push(s["name"].as_str().unwrap().to_string());
@@ -259,4 +259,109 @@ fn two_workers_decide_each_trace_once_whichever_worker_its_spans_reached() {
         .sum();
     assert_eq!((kept, dropped), (4, 4), "each trace decided once");
     assert!(workers.iter().all(|w| w.sampler_stats().traces_kept > 0));
+}
+
+/// A log record of trace `trace` (None: no trace id) with body `body`.
+fn log(trace: Option<u8>, body: &str) -> Value {
+    let mut record = json!({"severityNumber": 9, "body": {"stringValue": body}});
+    if let Some(t) = trace {
+        record["traceId"] = json!(format!("{t:02x}{}{:02x}", "0".repeat(28), t / 2));
+    }
+    record
+}
+
+fn logs(records: Vec<Value>) -> OtapBatch {
+    decode_line(json!({"resourceLogs": [{
+        "resource": {"attributes": []},
+        "scopeLogs": [{"scope": {"name": "app"}, "logRecords": records}]
+    }]}))
+}
+
+/// The bodies of the log records in `routed`, sorted.
+fn bodies(routed: &[(String, OtapBatch)]) -> Vec<String> {
+    let mut bodies = Vec::new();
+    for (_, batch) in routed {
+        let line: Value = serde_json::from_str(&json::to_line(batch).unwrap()).unwrap();
+        for rl in line["resourceLogs"].as_array().into_iter().flatten() {
+            for sl in rl["scopeLogs"].as_array().unwrap() {
+                for r in sl["logRecords"].as_array().unwrap() {
+                    bodies.push(r["body"]["stringValue"].as_str().unwrap().to_string());
+                }
+            }
+        }
+    }
+    bodies.sort();
+    bodies
+}
+
+#[test]
+fn logs_follow_the_decision_of_their_trace_across_workers() {
+    let decision = "trace_id IN (SELECT trace_id FROM spans GROUP BY trace_id
+                    HAVING bool_or(status.code = 2))";
+    let sql = format!(
+        "CREATE SOURCE src FROM FILE WITH (path = 'x');
+         CREATE SINK out TO CONSOLE;
+         CREATE PIPELINE p FROM src WITH (decision_wait = '10s') AS BEGIN
+           INSERT INTO out SELECT * FROM spans WHERE {decision};
+           INSERT INTO out SELECT * FROM logs WHERE {decision};
+         END;"
+    );
+    let program = check_source("test.sql", &sql).unwrap_or_else(|e| panic!("{e}"));
+    let mut workers = [
+        Pipeline::compile(&program, "p").unwrap(),
+        Pipeline::compile(&program, "p").unwrap(),
+    ];
+    for (i, w) in workers.iter_mut().enumerate() {
+        w.partition_traces(i, 2);
+    }
+    // Worker 0 gets the spans, worker 1 the logs (and a record of no trace, sent at once).
+    let mut sent = Vec::new();
+    let mut exchanged = Vec::new();
+    let spans_batch = spans(
+        (1..=4u8)
+            .map(|t| span(t, &format!("s{t}"), t <= 2))
+            .collect(),
+    );
+    let out = workers[0].run_at(spans_batch, at(0)).unwrap();
+    exchanged.extend(out.exchanged);
+    sent.extend(out.routed);
+    let logs_batch = logs(vec![
+        log(Some(1), "l1"),
+        log(Some(3), "l3"),
+        log(None, "free"),
+    ]);
+    let out = workers[1].run_at(logs_batch, at(1)).unwrap();
+    exchanged.extend(out.exchanged);
+    sent.extend(out.routed);
+    assert_eq!(bodies(&sent), ["free"]);
+    for e in exchanged {
+        sent.extend(
+            workers[e.worker]
+                .take_exchanged(e.step, e.batch, at(1))
+                .unwrap(),
+        );
+    }
+    for w in &mut workers {
+        sent.extend(w.decide(at(11), false).unwrap());
+    }
+    assert_eq!(names(&sent), ["s1", "s2"]);
+    assert_eq!(bodies(&sent), ["free", "l1"]);
+    // A late record of kept trace 2 goes at once, on whichever worker owns the trace.
+    let late = logs(vec![log(Some(2), "l2-late"), log(Some(4), "l4-late")]);
+    let out = workers[0].run_at(late, at(20)).unwrap();
+    let mut late_sent = out.routed;
+    for e in out.exchanged {
+        late_sent.extend(
+            workers[e.worker]
+                .take_exchanged(e.step, e.batch, at(20))
+                .unwrap(),
+        );
+    }
+    assert_eq!(bodies(&late_sent), ["l2-late"]);
+    let stats = workers.iter().fold(SamplerStats::default(), |mut a, w| {
+        a += w.sampler_stats();
+        a
+    });
+    assert_eq!((stats.traces_kept, stats.traces_dropped), (2, 2));
+    assert_eq!((stats.logs_kept, stats.logs_dropped), (2, 2));
 }

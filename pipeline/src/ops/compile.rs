@@ -12,15 +12,17 @@ use super::rename::RenameOp;
 use super::route::RouteOp;
 use super::update::UpdateOp;
 use crate::error::Result;
-use crate::sample::SampleOp;
+use crate::sample::Decisions;
 use crate::session::LazySession;
 
-/// Compiles `step` of pipeline `pipeline` (with `options`) into its operator.
+/// Compiles `step` (number `index`) of pipeline `pipeline` (with `options`) into its
+/// operator; a statement with a trace decision registers in `decisions`.
 pub(crate) fn compile_step(
     session: &LazySession,
-    step: &Step,
+    (step, index): (&Step, usize),
     pipeline: &str,
     options: &Options,
+    decisions: &mut Decisions,
 ) -> Result<Box<dyn Operator>> {
     Ok(match &step.kind {
         StepKind::Rename { scope, renames } => Box::new(RenameOp::new(*scope, renames)),
@@ -41,14 +43,7 @@ pub(crate) fn compile_step(
             filter: compile_filter(session, step, filter)?,
             projection: projection.clone(),
         }),
-        StepKind::Sample {
-            sink,
-            filter,
-            projection,
-            decision,
-        } => Box::new(SampleOp::compile(
-            session, step, sink, filter, projection, decision, options,
-        )?),
+        StepKind::Sample { .. } => Box::new(decisions.register(session, (step, index), options)?),
         StepKind::Aggregate { .. } => Box::new(AggregateOp::compile(session, step, pipeline)?),
     })
 }

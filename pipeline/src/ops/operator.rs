@@ -7,7 +7,8 @@ use penstock_engine::OtapBatch;
 use super::routing::Routing;
 use crate::aggregate::Aggregation;
 use crate::error::Result;
-use crate::output::{RunOutput, SamplerStats, StepStats};
+use crate::output::{RunOutput, StepStats};
+use crate::sample::{Decisions, SampleOp};
 
 /// One compiled statement.
 pub(crate) trait Operator: Send {
@@ -23,29 +24,19 @@ pub(crate) trait Operator: Send {
         None
     }
 
-    /// For a statement that holds rows until a decision (tail sampling): the rows decided by
-    /// `now` (ns since the epoch), or every row held when `finish`, for their sinks.
-    fn decide(&mut self, _now: u64, _finish: bool) -> Result<Vec<(String, OtapBatch)>> {
-        Ok(Vec::new())
-    }
-
     /// For a statement that holds spans until their trace is decided: the pipeline runs on
     /// worker `worker` of `workers`, and holds only the traces it owns; the others' spans go
     /// to their owners through [`RunOutput::exchanged`].
     fn partition(&mut self, _worker: usize, _workers: usize) {}
 
-    /// For a statement that holds spans until their trace is decided: takes spans another
-    /// worker's copy of the statement received (`now`: ns since the epoch), returning what
-    /// leaves at once.
-    fn take_exchanged(&mut self, _batch: OtapBatch, _now: u64) -> Result<Vec<(String, OtapBatch)>> {
-        Err(crate::error::PipelineError::Execute(
-            "this statement holds no spans for other workers".into(),
-        ))
+    /// For a statement that holds rows until their trace is decided: itself.
+    fn holds_for(&self) -> Option<&SampleOp> {
+        None
     }
 
-    /// For a statement that holds rows until a decision: what it holds and decided.
-    fn sampler_stats(&self) -> Option<SamplerStats> {
-        None
+    /// Appends the plan lines of this operator, which may read the pipeline's decisions.
+    fn explain_with(&self, table: Table, _decisions: &Decisions, line: &mut dyn FnMut(String)) {
+        self.explain(table, line);
     }
 }
 
@@ -65,4 +56,6 @@ pub(crate) struct RunContext<'a> {
     pub(crate) routing: &'a mut Routing,
     /// The statement's index in the pipeline.
     pub(crate) step: usize,
+    /// The pipeline's trace decisions.
+    pub(crate) decisions: &'a mut Decisions,
 }

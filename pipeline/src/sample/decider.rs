@@ -9,7 +9,8 @@
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayRef, BooleanArray, FixedSizeBinaryArray, RecordBatch, new_null_array,
+    Array, ArrayRef, BooleanArray, FixedSizeBinaryArray, RecordBatch, new_empty_array,
+    new_null_array,
 };
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef};
@@ -141,6 +142,29 @@ impl Decider {
             aggregate
                 .accumulator
                 .update_batch(&values, groups, Some(mask), total)
+                .map_err(|source| PipelineError::Evaluate {
+                    sql: self.sql.clone(),
+                    source,
+                })?;
+        }
+        Ok(())
+    }
+
+    /// Makes room for `total` groups without adding values (a trace first seen in rows that do
+    /// not count toward decisions).
+    pub(crate) fn grow(&mut self, total: usize) -> Result<()> {
+        for aggregate in &mut self.aggregates {
+            let mut values: Vec<ArrayRef> = aggregate
+                .args
+                .iter()
+                .map(|(_, ty)| new_empty_array(ty))
+                .collect();
+            if values.is_empty() {
+                values.push(new_empty_array(&DataType::Boolean));
+            }
+            aggregate
+                .accumulator
+                .update_batch(&values, &[], None, total)
                 .map_err(|source| PipelineError::Evaluate {
                     sql: self.sql.clone(),
                     source,

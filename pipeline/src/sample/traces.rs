@@ -8,8 +8,10 @@
 //! then, oldest first. By the time a batch leaves, every trace it holds is decided, so its kept
 //! rows are sent in one piece.
 //!
-//! A span of a trace decided already (a late span) follows the decision at once, from a
-//! bounded cache of decisions. When more traces or bytes are held than allowed, the oldest
+//! Log records that carry a trace id follow their trace the same way (held, then sent when
+//! their trace is kept); they do not count toward the decision, and records without a trace
+//! id are sent at once. A span of a trace decided already (a late span) follows the decision
+//! at once, from a bounded cache of decisions. When more traces or bytes are held than allowed, the oldest
 //! batches leave early, deciding their traces early (counted).
 
 use std::collections::{HashMap, VecDeque};
@@ -22,9 +24,14 @@ use penstock_engine::OtapBatch;
 use penstock_engine::schema::PayloadType;
 use penstock_engine::schema::consts::TRACE_ID;
 
+use penstock_dialect::model::{ColumnRef, Table};
+
 use super::decider::Decider;
 use crate::error::{PipelineError, Result};
+use crate::expr::CompiledExpr;
 use crate::kernels::filter::keep_rows;
+use crate::kernels::project;
+use crate::ops::condition::selected;
 use crate::output::SamplerStats;
 use crate::rows::Rows;
 
@@ -70,8 +77,53 @@ enum Trace {
     Decided(bool),
 }
 
-/// Spans of one batch, held.
+/// Where a statement sharing the decision sends what it holds: its table, sink, which rows
+/// and which columns.
+pub(crate) struct Outlet {
+    /// The statement's index in the pipeline.
+    pub(crate) step: usize,
+    /// `spans` or `logs`.
+    pub(crate) table: Table,
+    /// The sink.
+    pub(crate) sink: String,
+    /// Which rows of a kept trace are sent (all when None).
+    pub(crate) filter: Option<CompiledExpr>,
+    /// The columns sent (all when None).
+    pub(crate) projection: Option<Vec<ColumnRef>>,
+}
+
+impl Outlet {
+    /// The rows of `rows` it sends if their trace is kept.
+    pub(crate) fn selects(&self, rows: &Rows<'_>) -> Result<BooleanArray> {
+        selected(self.filter.as_ref(), rows)
+    }
+
+    /// `batch` as its sink gets it.
+    fn output(&self, batch: OtapBatch) -> Result<Release> {
+        let batch = match &self.projection {
+            Some(columns) => project::project(&batch, self.table, columns)?,
+            None => batch,
+        };
+        Ok(Release {
+            step: self.step,
+            sink: self.sink.clone(),
+            batch,
+        })
+    }
+
+    /// The table its rows are in.
+    pub(crate) fn space(&self) -> PayloadType {
+        match self.table {
+            Table::Logs => PayloadType::Logs,
+            _ => PayloadType::Spans,
+        }
+    }
+}
+
+/// Rows of one batch, held.
 struct Held {
+    /// The outlet they go to.
+    outlet: usize,
     /// The rows to send if their trace is kept (None when the batch held none but brought new
     /// traces, whose decision time it marks).
     batch: Option<OtapBatch>,
@@ -91,6 +143,8 @@ struct Held {
 pub(crate) struct Traces {
     limits: Limits,
     decider: Decider,
+    /// The statements that share the decision.
+    outlets: Vec<Outlet>,
     traces: TraceMap<Trace>,
     /// Undecided traces in sequence order, from `base`.
     pending: VecDeque<u128>,
@@ -103,12 +157,23 @@ pub(crate) struct Traces {
     verdicts_base: u64,
     held: VecDeque<Held>,
     held_bytes: usize,
-    held_spans: u64,
+    /// Spans and log records held.
+    held_records: [u64; 2],
     stats: SamplerStats,
 }
 
-/// What one batch or one tick gave: spans to send now.
-pub(crate) type Released = Vec<OtapBatch>;
+/// Rows for a sink.
+pub(crate) struct Release {
+    /// The statement that sends them.
+    pub(crate) step: usize,
+    /// The sink.
+    pub(crate) sink: String,
+    /// The rows.
+    pub(crate) batch: OtapBatch,
+}
+
+/// What one batch or one tick gave.
+pub(crate) type Released = Vec<Release>;
 
 impl Traces {
     /// Nothing held yet.
@@ -116,6 +181,7 @@ impl Traces {
         Traces {
             limits,
             decider,
+            outlets: Vec::new(),
             traces: TraceMap::default(),
             pending: VecDeque::new(),
             base: 0,
@@ -125,16 +191,28 @@ impl Traces {
             verdicts_base: 0,
             held: VecDeque::new(),
             held_bytes: 0,
-            held_spans: 0,
+            held_records: [0; 2],
             stats: SamplerStats::default(),
         }
+    }
+
+    /// Adds a statement sharing the decision: its index among the outlets.
+    pub(crate) fn add_outlet(&mut self, outlet: Outlet) -> usize {
+        self.outlets.push(outlet);
+        self.outlets.len() - 1
+    }
+
+    /// Outlet `index`.
+    pub(crate) fn outlet(&self, index: usize) -> &Outlet {
+        &self.outlets[index]
     }
 
     /// The counters, with what is held now.
     pub(crate) fn stats(&self) -> SamplerStats {
         SamplerStats {
             traces_held: self.pending.len() as u64,
-            spans_held: self.held_spans,
+            spans_held: self.held_records[0],
+            logs_held: self.held_records[1],
             bytes_held: (self.held_bytes + self.decider.size()) as u64,
             ..self.stats
         }
@@ -144,7 +222,7 @@ impl Traces {
     pub(crate) fn explain(&self, line: &mut dyn FnMut(String)) {
         self.decider.explain(line);
         line(format!(
-            "hold spans {} s per trace, at most {} traces and {} bytes; remember {} decisions",
+            "hold rows {} s per trace, at most {} traces and {} bytes; remember {} decisions",
             self.limits.wait as f64 / 1e9,
             self.limits.max_traces,
             self.limits.max_bytes,
@@ -152,24 +230,36 @@ impl Traces {
         ));
     }
 
-    /// Takes the spans of `batch` that `send` selects (the others only count toward their
-    /// trace's decision) at `now`: late spans of kept traces are returned at once, the others
-    /// held. Returns what leaves now (late spans, and batches pushed out by the bounds).
+    /// Takes the rows of `batch` for outlet `outlet` that `send` selects (the others only count
+    /// toward their trace's decision, when they are spans) at `now`: rows of decided traces
+    /// leave at once (sent when their trace was kept), the others are held. Returns what leaves
+    /// now (those rows, and batches pushed out by the bounds).
     pub(crate) fn add(
         &mut self,
         batch: &OtapBatch,
+        outlet: usize,
         send: &BooleanArray,
         now: u64,
     ) -> Result<Released> {
-        let rows = Rows::new(batch, PayloadType::Spans)?;
+        let space = self.outlets[outlet].space();
+        let spans = space == PayloadType::Spans;
+        let kind = usize::from(!spans);
+        let rows = Rows::new(batch, space)?;
         let ids = trace_ids(&rows)?;
         let base_at_arrival = self.base;
         let n = rows.len();
-        let mut groups = Vec::with_capacity(n);
+        let mut groups = Vec::with_capacity(if spans { n } else { 0 });
         let mut pending_mask = BooleanBufferBuilder::new(n);
-        let mut late_kept = BooleanBufferBuilder::new(n);
+        let mut now_sent = BooleanBufferBuilder::new(n);
         let mut seqs = Vec::new();
         for (i, id) in ids.iter().enumerate() {
+            let selected = send.is_valid(i) && send.value(i);
+            if *id == NO_TRACE && !spans {
+                // A log record of no trace goes as it is.
+                pending_mask.append(false);
+                now_sent.append(selected);
+                continue;
+            }
             let state = *self.traces.entry(*id).or_insert_with(|| {
                 let seq = self.next;
                 self.next += 1;
@@ -178,41 +268,48 @@ impl Traces {
             });
             match state {
                 Trace::Pending(seq) => {
-                    groups.push((seq - self.base) as usize);
+                    if spans {
+                        groups.push((seq - self.base) as usize);
+                    }
                     pending_mask.append(true);
-                    late_kept.append(false);
-                    if send.value(i) && send.is_valid(i) {
+                    now_sent.append(false);
+                    if selected {
                         seqs.push(seq);
                     }
                 }
                 Trace::Decided(keep) => {
-                    groups.push(0);
+                    if spans {
+                        groups.push(0);
+                        self.stats.late_spans += 1;
+                    }
                     pending_mask.append(false);
-                    let selected = send.is_valid(i) && send.value(i);
-                    late_kept.append(keep && selected);
-                    self.stats.late_spans += 1;
-                    if selected && keep {
-                        self.stats.spans_kept += 1;
-                    } else if selected {
-                        self.stats.spans_dropped += 1;
+                    now_sent.append(keep && selected);
+                    if selected {
+                        self.count_decided(kind, keep, 1);
                     }
                 }
             }
         }
         let pending_mask = BooleanArray::new(pending_mask.finish(), None);
-        let reads = self.decider.reads(&rows)?;
-        let reads = and(&reads, &pending_mask).map_err(|e| PipelineError::arrow("sampling", e))?;
-        self.decider
-            .add(&rows, &groups, &reads, (self.next - self.base) as usize)?;
+        let total = (self.next - self.base) as usize;
+        if spans {
+            let reads = self.decider.reads(&rows)?;
+            let reads =
+                and(&reads, &pending_mask).map_err(|e| PipelineError::arrow("sampling", e))?;
+            self.decider.add(&rows, &groups, &reads, total)?;
+        } else {
+            self.decider.grow(total)?;
+        }
         drop(rows);
         let mut out = Vec::new();
-        let late_kept = BooleanArray::new(late_kept.finish(), None);
-        if late_kept.true_count() > 0 {
-            out.push(keep_rows(batch, PayloadType::Spans, &late_kept)?);
+        let now_sent = BooleanArray::new(now_sent.finish(), None);
+        if now_sent.true_count() > 0 {
+            let sent = keep_rows(batch, space, &now_sent)?;
+            out.push(self.outlets[outlet].output(sent)?);
         }
         let hold = and(send, &pending_mask).map_err(|e| PipelineError::arrow("sampling", e))?;
         let held = if hold.true_count() > 0 {
-            Some(keep_rows(batch, PayloadType::Spans, &hold)?)
+            Some(keep_rows(batch, space, &hold)?)
         } else {
             None
         };
@@ -220,8 +317,9 @@ impl Traces {
         if held.is_some() || brings_new_traces {
             let bytes = held.as_ref().map_or(0, OtapBatch::memory_size);
             self.held_bytes += bytes;
-            self.held_spans += seqs.len() as u64;
+            self.held_records[kind] += seqs.len() as u64;
             self.held.push_back(Held {
+                outlet,
                 batch: held,
                 seqs,
                 arrival: now,
@@ -234,6 +332,17 @@ impl Traces {
             out.extend(self.release_oldest(true)?);
         }
         Ok(out)
+    }
+
+    /// Counts `rows` of a decided trace (spans, or log records) kept or dropped.
+    fn count_decided(&mut self, kind: usize, keep: bool, rows: u64) {
+        let counter = match (kind, keep) {
+            (0, true) => &mut self.stats.spans_kept,
+            (0, false) => &mut self.stats.spans_dropped,
+            (_, true) => &mut self.stats.logs_kept,
+            (_, false) => &mut self.stats.logs_dropped,
+        };
+        *counter += rows;
     }
 
     /// Whether more is held than allowed.
@@ -269,12 +378,15 @@ impl Traces {
 
     /// Releases the oldest held batch: decides the traces first seen up to it, then sends its
     /// rows of kept traces.
-    fn release_oldest(&mut self, early: bool) -> Result<Option<OtapBatch>> {
+    fn release_oldest(&mut self, early: bool) -> Result<Option<Release>> {
         let Some(held) = self.held.pop_front() else {
             return Ok(None);
         };
+        let outlet = &self.outlets[held.outlet];
+        let space = outlet.space();
+        let kind = usize::from(space != PayloadType::Spans);
         self.held_bytes -= held.bytes;
-        self.held_spans -= held.seqs.len() as u64;
+        self.held_records[kind] -= held.seqs.len() as u64;
         self.decide_upto(held.upto, early)?;
         let mut kept = BooleanBufferBuilder::new(held.seqs.len());
         for seq in &held.seqs {
@@ -291,12 +403,13 @@ impl Traces {
         };
         let kept = BooleanArray::new(kept.finish(), None);
         let sent = kept.true_count() as u64;
-        self.stats.spans_kept += sent;
-        self.stats.spans_dropped += held.seqs.len() as u64 - sent;
+        self.count_decided(kind, true, sent);
+        self.count_decided(kind, false, held.seqs.len() as u64 - sent);
         if sent == 0 {
             return Ok(None);
         }
-        keep_rows(&batch, PayloadType::Spans, &kept).map(Some)
+        let batch = keep_rows(&batch, space, &kept)?;
+        self.outlets[held.outlet].output(batch).map(Some)
     }
 
     /// The decision of sequence number `seq`, when it is still known.
@@ -347,7 +460,10 @@ pub(crate) fn owner(id: u128, workers: usize) -> usize {
     (mixed % workers.max(1) as u64) as usize
 }
 
-/// The trace id of each row as a number (0 where it has none, or not 16 bytes).
+/// The trace id of a row without one (or with one not 16 bytes long).
+pub(crate) const NO_TRACE: u128 = 0;
+
+/// The trace id of each row as a number ([`NO_TRACE`] where it has none, or not 16 bytes).
 pub(crate) fn trace_ids(rows: &Rows<'_>) -> Result<Vec<u128>> {
     let n = rows.len();
     let Some(column) = rows.own(&[TRACE_ID]) else {

@@ -53,12 +53,17 @@ pub struct PipelineCounters {
 
 /// The counters of trace decisions, as `/metrics` names them (without `penstock_sampler_`),
 /// whether each is a gauge, and what it counts.
-pub const SAMPLER_COUNTERS: [(&str, bool, &str); 9] = [
+pub const SAMPLER_COUNTERS: [(&str, bool, &str); 12] = [
     ("traces_held", true, "traces held undecided"),
     (
         "spans_held",
         true,
         "spans held until their trace is decided",
+    ),
+    (
+        "logs_held",
+        true,
+        "log records held until their trace is decided",
     ),
     ("bytes_held", true, "bytes held for trace decisions"),
     ("traces_kept_total", false, "traces decided and kept"),
@@ -83,6 +88,16 @@ pub const SAMPLER_COUNTERS: [(&str, bool, &str); 9] = [
         false,
         "spans not sent because their trace was dropped",
     ),
+    (
+        "logs_kept_total",
+        false,
+        "log records sent because their trace was kept",
+    ),
+    (
+        "logs_dropped_total",
+        false,
+        "log records not sent because their trace was dropped",
+    ),
 ];
 
 /// `stats` in [`SAMPLER_COUNTERS`] order.
@@ -90,6 +105,7 @@ fn sampler_values(s: &SamplerStats) -> [u64; SAMPLER_COUNTERS.len()] {
     [
         s.traces_held,
         s.spans_held,
+        s.logs_held,
         s.bytes_held,
         s.traces_kept,
         s.traces_dropped,
@@ -97,6 +113,8 @@ fn sampler_values(s: &SamplerStats) -> [u64; SAMPLER_COUNTERS.len()] {
         s.late_spans,
         s.spans_kept,
         s.spans_dropped,
+        s.logs_kept,
+        s.logs_dropped,
     ]
 }
 
