@@ -212,6 +212,9 @@ impl Pipeline {
     pub fn partition_traces(&mut self, worker: usize, workers: usize) {
         for compiled in &mut self.steps {
             compiled.op.partition(worker, workers);
+            compiled
+                .op
+                .partition_decisions(&mut self.decisions, workers);
         }
     }
 

@@ -63,6 +63,8 @@ pub struct SamplerStats {
     /// Traces decided before their wait was over (bounds reached, input ended, pipeline
     /// replaced).
     pub decided_early: u64,
+    /// Traces the decision kept that the rate limit dropped.
+    pub traces_rate_limited: u64,
     /// Spans that came after their trace was decided (they follow the decision).
     pub late_spans: u64,
     /// Spans sent because their trace was kept.
@@ -84,6 +86,7 @@ impl std::ops::AddAssign for SamplerStats {
         self.traces_kept += other.traces_kept;
         self.traces_dropped += other.traces_dropped;
         self.decided_early += other.decided_early;
+        self.traces_rate_limited += other.traces_rate_limited;
         self.late_spans += other.late_spans;
         self.spans_kept += other.spans_kept;
         self.spans_dropped += other.spans_dropped;

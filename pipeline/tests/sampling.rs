@@ -365,3 +365,27 @@ fn logs_follow_the_decision_of_their_trace_across_workers() {
     assert_eq!((stats.traces_kept, stats.traces_dropped), (2, 2));
     assert_eq!((stats.logs_kept, stats.logs_dropped), (2, 2));
 }
+
+#[test]
+fn the_rate_limit_keeps_traces_in_decision_order_within_each_second() {
+    let mut p = sampler("WITH (decision_wait = '1s', max_spans_per_second = 3)");
+    // Three kept traces of two spans each, decided in one second: the first fits (2 spans),
+    // the second would make 4 and is dropped, so is the third.
+    let batch = spans(
+        (1..=3u8)
+            .flat_map(|t| {
+                [
+                    span(t, &format!("t{t}a"), true),
+                    span(t, &format!("t{t}b"), false),
+                ]
+            })
+            .collect(),
+    );
+    p.run_at(batch, at(0)).unwrap();
+    assert_eq!(names(&p.decide(at(1), false).unwrap()), ["t1a", "t1b"]);
+    let stats = p.sampler_stats();
+    assert_eq!((stats.traces_kept, stats.traces_rate_limited), (1, 2));
+    // The next second has room again.
+    p.run_at(spans(vec![span(4, "t4", true)]), at(1)).unwrap();
+    assert_eq!(names(&p.decide(at(2), false).unwrap()), ["t4"]);
+}

@@ -276,5 +276,11 @@ pub fn pipeline_options() -> Vec<OptionSpec> {
             false,
             "decided traces remembered, so that their late spans follow the decision (default 100000)",
         ),
+        opt(
+            "max_spans_per_second",
+            Count,
+            false,
+            "spans of kept traces per second at most, over all workers; past it, kept traces are dropped in decision order (default: no limit)",
+        ),
     ]
 }

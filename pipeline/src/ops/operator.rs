@@ -29,6 +29,10 @@ pub(crate) trait Operator: Send {
     /// to their owners through [`RunOutput::exchanged`].
     fn partition(&mut self, _worker: usize, _workers: usize) {}
 
+    /// For a statement that holds rows until their trace is decided: its decision is shared
+    /// by `workers` workers (each keeps its share of a rate limit).
+    fn partition_decisions(&self, _decisions: &mut Decisions, _workers: usize) {}
+
     /// For a statement that holds rows until their trace is decided: itself.
     fn holds_for(&self) -> Option<&SampleOp> {
         None

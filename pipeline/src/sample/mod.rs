@@ -56,6 +56,7 @@ fn limits(options: &Options) -> Limits {
         max_traces: count("max_traces", DEFAULT_MAX_TRACES).unwrap_or(usize::MAX),
         max_bytes: count("max_held_bytes", DEFAULT_MAX_HELD_BYTES).unwrap_or(usize::MAX),
         cache: count("decision_cache", DEFAULT_DECISION_CACHE).unwrap_or(usize::MAX),
+        max_spans_per_second: options.count("max_spans_per_second"),
     }
 }
 
@@ -246,6 +247,10 @@ impl Operator for SampleOp {
 
     fn partition(&mut self, worker: usize, workers: usize) {
         self.partition = (workers > 1).then_some((worker, workers));
+    }
+
+    fn partition_decisions(&self, decisions: &mut Decisions, workers: usize) {
+        decisions.get(self.decision).share_with(workers);
     }
 
     fn holds_for(&self) -> Option<&SampleOp> {

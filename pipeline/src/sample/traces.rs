@@ -46,6 +46,8 @@ pub(crate) struct Limits {
     pub(crate) max_bytes: usize,
     /// Decided traces remembered for their late spans.
     pub(crate) cache: usize,
+    /// Spans of kept traces per second at most, over all workers (None: no limit).
+    pub(crate) max_spans_per_second: Option<u64>,
 }
 
 /// Trace ids are random: their low bits hash them well enough.
@@ -148,6 +150,12 @@ pub(crate) struct Traces {
     traces: TraceMap<Trace>,
     /// Undecided traces in sequence order, from `base`.
     pending: VecDeque<u128>,
+    /// The spans seen of each undecided trace, in the order of `pending`.
+    span_counts: VecDeque<u32>,
+    /// The second (since the epoch) the rate limit counts, and the spans kept in it.
+    rate: (u64, u64),
+    /// The workers that share the traces (each keeps its share of the rate).
+    workers: u64,
     base: u64,
     next: u64,
     /// Decided traces in order of decision, for the cache's bound.
@@ -184,6 +192,9 @@ impl Traces {
             outlets: Vec::new(),
             traces: TraceMap::default(),
             pending: VecDeque::new(),
+            span_counts: VecDeque::new(),
+            rate: (0, 0),
+            workers: 1,
             base: 0,
             next: 0,
             decided: VecDeque::new(),
@@ -264,12 +275,17 @@ impl Traces {
                 let seq = self.next;
                 self.next += 1;
                 self.pending.push_back(*id);
+                self.span_counts.push_back(0);
                 Trace::Pending(seq)
             });
             match state {
                 Trace::Pending(seq) => {
                     if spans {
-                        groups.push((seq - self.base) as usize);
+                        let group = (seq - self.base) as usize;
+                        groups.push(group);
+                        if let Some(count) = self.span_counts.get_mut(group) {
+                            *count = count.saturating_add(1);
+                        }
                     }
                     pending_mask.append(true);
                     now_sent.append(false);
@@ -329,7 +345,7 @@ impl Traces {
             });
         }
         while self.over_bounds() {
-            out.extend(self.release_oldest(true)?);
+            out.extend(self.release_oldest(true, now)?);
         }
         Ok(out)
     }
@@ -361,7 +377,7 @@ impl Traces {
             .front()
             .is_some_and(|h| h.arrival.saturating_add(self.limits.wait) <= now)
         {
-            out.extend(self.release_oldest(false)?);
+            out.extend(self.release_oldest(false, now)?);
         }
         Ok(out)
     }
@@ -371,14 +387,14 @@ impl Traces {
     pub(crate) fn finish(&mut self, now: u64) -> Result<Released> {
         let mut out = self.tick(now)?;
         while !self.held.is_empty() {
-            out.extend(self.release_oldest(true)?);
+            out.extend(self.release_oldest(true, now)?);
         }
         Ok(out)
     }
 
     /// Releases the oldest held batch: decides the traces first seen up to it, then sends its
     /// rows of kept traces.
-    fn release_oldest(&mut self, early: bool) -> Result<Option<Release>> {
+    fn release_oldest(&mut self, early: bool, now: u64) -> Result<Option<Release>> {
         let Some(held) = self.held.pop_front() else {
             return Ok(None);
         };
@@ -387,7 +403,7 @@ impl Traces {
         let kind = usize::from(space != PayloadType::Spans);
         self.held_bytes -= held.bytes;
         self.held_records[kind] -= held.seqs.len() as u64;
-        self.decide_upto(held.upto, early)?;
+        self.decide_upto(held.upto, early, now)?;
         let mut kept = BooleanBufferBuilder::new(held.seqs.len());
         for seq in &held.seqs {
             kept.append(self.verdict(*seq).unwrap_or(false));
@@ -412,20 +428,54 @@ impl Traces {
         self.outlets[held.outlet].output(batch).map(Some)
     }
 
+    /// Drops the kept traces, in order, whose spans would take the spans kept in the second of
+    /// `now` past this worker's share of `limit`.
+    fn limit_rate(&mut self, kept: &mut [bool], counts: &[u32], limit: u64, now: u64) {
+        let share = limit.div_ceil(self.workers.max(1));
+        let second = now / 1_000_000_000;
+        if self.rate.0 != second {
+            self.rate = (second, 0);
+        }
+        for (keep, count) in kept.iter_mut().zip(counts) {
+            if !*keep {
+                continue;
+            }
+            let spans = u64::from(*count);
+            if self.rate.1 + spans > share {
+                *keep = false;
+                self.stats.traces_rate_limited += 1;
+            } else {
+                self.rate.1 += spans;
+            }
+        }
+    }
+
+    /// Shares the rate limit with `workers` workers in all.
+    pub(crate) fn share_with(&mut self, workers: usize) {
+        self.workers = workers.max(1) as u64;
+    }
+
     /// The decision of sequence number `seq`, when it is still known.
     fn verdict(&self, seq: u64) -> Option<bool> {
         let index = seq.checked_sub(self.verdicts_base)?;
         self.verdicts.get(usize::try_from(index).ok()?).copied()
     }
 
-    /// Decides every pending trace numbered below `upto`.
-    fn decide_upto(&mut self, upto: u64, early: bool) -> Result<()> {
+    /// Decides every pending trace numbered below `upto` at `now`.
+    fn decide_upto(&mut self, upto: u64, early: bool, now: u64) -> Result<()> {
         let n = upto.saturating_sub(self.base) as usize;
         if n == 0 {
             return Ok(());
         }
         let ids: Vec<u128> = self.pending.drain(..n).collect();
-        let kept = self.decider.decide(&ids)?;
+        let counts: Vec<u32> = self
+            .span_counts
+            .drain(..n.min(self.span_counts.len()))
+            .collect();
+        let mut kept = self.decider.decide(&ids)?;
+        if let Some(limit) = self.limits.max_spans_per_second {
+            self.limit_rate(&mut kept, &counts, limit, now);
+        }
         if self.verdicts.is_empty() {
             self.verdicts_base = self.base;
         }

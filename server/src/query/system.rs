@@ -119,6 +119,7 @@ pub const TABLES: &[SystemTable] = &[
             ("traces_kept", DataType::UInt64),
             ("traces_dropped", DataType::UInt64),
             ("traces_decided_early", DataType::UInt64),
+            ("traces_rate_limited", DataType::UInt64),
             ("late_spans", DataType::UInt64),
             ("spans_kept", DataType::UInt64),
             ("spans_dropped", DataType::UInt64),

@@ -53,7 +53,7 @@ pub struct PipelineCounters {
 
 /// The counters of trace decisions, as `/metrics` names them (without `penstock_sampler_`),
 /// whether each is a gauge, and what it counts.
-pub const SAMPLER_COUNTERS: [(&str, bool, &str); 12] = [
+pub const SAMPLER_COUNTERS: [(&str, bool, &str); 13] = [
     ("traces_held", true, "traces held undecided"),
     (
         "spans_held",
@@ -72,6 +72,11 @@ pub const SAMPLER_COUNTERS: [(&str, bool, &str); 12] = [
         "traces_decided_early_total",
         false,
         "traces decided before their wait was over (bounds reached, pipeline replaced)",
+    ),
+    (
+        "traces_rate_limited_total",
+        false,
+        "traces the decision kept that max_spans_per_second dropped",
     ),
     (
         "late_spans_total",
@@ -110,6 +115,7 @@ fn sampler_values(s: &SamplerStats) -> [u64; SAMPLER_COUNTERS.len()] {
         s.traces_kept,
         s.traces_dropped,
         s.decided_early,
+        s.traces_rate_limited,
         s.late_spans,
         s.spans_kept,
         s.spans_dropped,
