@@ -2,17 +2,24 @@ package main
 
 // The export-traces subcommand: the pdata ptraceotlp gRPC client, as the Collector's otlp
 // exporter uses it (gzip, its default compression), over several connections: request i goes
-// on connection i mod -connections, one after the other. So the spans of one trace can reach
-// a gateway on different connections.
+// on connection i mod -connections, and each connection sends its requests one after the
+// other. So the spans of one trace can reach a gateway on different connections. The requests
+// come from stdin, or with -generate from a generator of traces of 1 to 8 spans.
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
+	"math/rand"
+	"sync"
 	"time"
 
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -36,18 +43,35 @@ func cmdExportTraces(args []string, stdin io.Reader, stdout, stderr io.Writer) e
 	addr := fs.String("addr", "", "the OTLP/gRPC endpoint, HOST:PORT")
 	connections := fs.Int("connections", 2, "connections the requests are spread over")
 	callTimeout := fs.Duration("call-timeout", 10*time.Second, "deadline of each call")
+	generate := fs.Int("generate", 0, "generate this many spans instead of reading stdin")
+	batch := fs.Int("batch", 512, "spans per generated request")
+	quiet := fs.Bool("quiet", false, "print only a summary line, not one line per answer")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
-	if *addr == "" || *connections < 1 {
-		return usageError{errors.New("-addr is required, and -connections at least 1")}
+	if *addr == "" || *connections < 1 || *batch < 1 {
+		return usageError{errors.New("-addr is required, -connections and -batch at least 1")}
 	}
-	frames, err := readFrames(stdin)
-	if err != nil {
-		return err
+	var requests []ptraceotlp.ExportRequest
+	if *generate > 0 {
+		requests = generatedTraces(*generate, *batch)
+	} else {
+		frames, err := readFrames(stdin)
+		if err != nil {
+			return err
+		}
+		for _, frame := range frames {
+			request := ptraceotlp.NewExportRequest()
+			if err := request.UnmarshalProto(frame); err != nil {
+				return err
+			}
+			requests = append(requests, request)
+		}
 	}
-	clients := make([]ptraceotlp.GRPCClient, *connections)
-	for i := range clients {
+	outcomes := make([]tracesOutcome, len(requests))
+	var wg sync.WaitGroup
+	started := time.Now()
+	for c := 0; c < *connections; c++ {
 		conn, err := grpc.NewClient(*addr,
 			grpc.WithTransportCredentials(insecure.NewCredentials()),
 			grpc.WithDefaultCallOptions(grpc.UseCompressor("gzip")))
@@ -55,25 +79,100 @@ func cmdExportTraces(args []string, stdin io.Reader, stdout, stderr io.Writer) e
 			return err
 		}
 		defer conn.Close()
-		clients[i] = ptraceotlp.NewGRPCClient(conn)
+		client := ptraceotlp.NewGRPCClient(conn)
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			for i := c; i < len(requests); i += *connections {
+				ctx, cancel := context.WithTimeout(context.Background(), *callTimeout)
+				_, err := client.Export(ctx, requests[i])
+				cancel()
+				outcomes[i] = tracesOutcome{Request: i, Connection: c, Code: "OK"}
+				if err != nil {
+					outcomes[i].Code = status.Convert(err).Code().String()
+				}
+			}
+		}(c)
 	}
+	wg.Wait()
+	failed := 0
 	out := json.NewEncoder(stdout)
-	for i, frame := range frames {
-		request := ptraceotlp.NewExportRequest()
-		if err := request.UnmarshalProto(frame); err != nil {
-			return err
+	for _, outcome := range outcomes {
+		if outcome.Code != "OK" {
+			failed++
 		}
-		connection := i % *connections
-		ctx, cancel := context.WithTimeout(context.Background(), *callTimeout)
-		_, err := clients[connection].Export(ctx, request)
-		cancel()
-		outcome := tracesOutcome{Request: i, Connection: connection, Code: "OK"}
-		if err != nil {
-			outcome.Code = status.Convert(err).Code().String()
+		if !*quiet {
+			if err := out.Encode(outcome); err != nil {
+				return err
+			}
 		}
-		if err := out.Encode(outcome); err != nil {
-			return err
-		}
+	}
+	if *quiet {
+		fmt.Fprintf(stdout, "sent %d requests in %.3f s, %d refused\n",
+			len(requests), time.Since(started).Seconds(), failed)
 	}
 	return nil
+}
+
+// generatedTraces makes about `spans` spans in traces of 1 to 8 spans (one service, a root
+// and its children), `batch` spans a request: 1% of traces have an error span, 1% last more
+// than 2 s, the rest between 1 ms and 1 s. The trace ids are random (a fixed seed).
+func generatedTraces(spans, batch int) []ptraceotlp.ExportRequest {
+	rng := rand.New(rand.NewSource(7))
+	var requests []ptraceotlp.ExportRequest
+	var current ptrace.SpanSlice
+	inCurrent := 0
+	start := time.Unix(1_750_000_000, 0)
+	newRequest := func() {
+		td := ptrace.NewTraces()
+		rs := td.ResourceSpans().AppendEmpty()
+		rs.Resource().Attributes().PutStr("service.name", "checkout")
+		ss := rs.ScopeSpans().AppendEmpty()
+		ss.Scope().SetName("http")
+		current = ss.Spans()
+		inCurrent = 0
+		requests = append(requests, ptraceotlp.NewExportRequestFromTraces(td))
+	}
+	newRequest()
+	made := 0
+	for t := 0; made < spans; t++ {
+		var id [16]byte
+		rng.Read(id[:])
+		count := 1 + rng.Intn(8)
+		failed := rng.Intn(100) == 0
+		rootMs := 1 + rng.Intn(1000)
+		if rng.Intn(100) == 0 {
+			rootMs = 2001 + rng.Intn(1000)
+		}
+		begin := start.Add(time.Duration(t) * time.Millisecond)
+		for s := 0; s < count && made < spans; s++ {
+			if inCurrent == batch {
+				newRequest()
+			}
+			span := current.AppendEmpty()
+			span.SetTraceID(pcommon.TraceID(id))
+			var sid [8]byte
+			binary.BigEndian.PutUint64(sid[:], uint64(t)<<4|uint64(s)+1)
+			span.SetSpanID(pcommon.SpanID(sid))
+			ms := rootMs
+			if s > 0 {
+				ms = 1 + rng.Intn(rootMs)
+				var parent [8]byte
+				binary.BigEndian.PutUint64(parent[:], uint64(t)<<4|1)
+				span.SetParentSpanID(pcommon.SpanID(parent))
+			}
+			span.SetName(fmt.Sprintf("op-%d", s))
+			span.SetKind(ptrace.SpanKindServer)
+			span.SetStartTimestamp(pcommon.NewTimestampFromTime(begin))
+			span.SetEndTimestamp(pcommon.NewTimestampFromTime(begin.Add(time.Duration(ms) * time.Millisecond)))
+			span.Attributes().PutStr("http.route", "/cart")
+			span.Attributes().PutInt("http.response.status_code", 200)
+			if failed && s == count-1 {
+				span.Status().SetCode(ptrace.StatusCodeError)
+			}
+			inCurrent++
+			made++
+		}
+	}
+	return requests
 }

@@ -123,9 +123,11 @@ func usage(w io.Writer) {
       RetryInfo delay, -1 without one); with -until-retry, stops once a refusal asks for at
       least D, and fails if none did by -deadline
   otap-interop export-traces -addr HOST:PORT [-connections 2] [-call-timeout 10s]
-      stdin: ExportTraceServiceRequest frames, sent one after the other (pdata client,
-      gzip), request i on connection i mod -connections; stdout: one JSON line per answer
-      (request, connection, code)
+                    [-generate SPANS [-batch 512]] [-quiet]
+      stdin (or -generate: traces of 1 to 8 spans made here): ExportTraceServiceRequest
+      frames (pdata client, gzip), request i on connection i mod -connections, each
+      connection sending its requests one after the other; stdout: one JSON line per
+      answer (request, connection, code), or with -quiet one summary line
   otap-interop selftest
       round-trips built-in sample data through produce and consume
 

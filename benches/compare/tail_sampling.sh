@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Tail sampling: Penstock beside the OpenTelemetry Collector's tail_sampling processor, on one
+# core each (`--workers 1` / GOMAXPROCS=1), through the same load: SPANS spans (default 1M) in
+# traces of 1 to 8 spans, made and sent by the pdata gRPC traces client (`otap-interop
+# export-traces -generate`, gzip as the Collector's otlp exporter sends, 4 connections), to a
+# grpc-go OTLP receiver. The policy: any error, or a trace longer than 2 s, or 5% of traces;
+# decision_wait 2 s; room for every trace of the run (max_traces / num_traces 400000). Prints,
+# per system and run: CPU-seconds per million spans (from /proc, from start until every trace
+# was decided and sent), peak RSS (VmHWM), and the spans the receiver got.
+#
+# usage: [PENSTOCK_BIN=path] [RUNS=3] [SPANS=1000000] benches/compare/tail_sampling.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+runs="${RUNS:-3}"
+spans="${SPANS:-1000000}"
+. benches/e2e/bin.sh
+benches/compare/build-collector.sh
+collector=benches/compare/bin/otelcol-penstock-bench
+(cd tests/interop-go && go build -o bin/otap-interop .)
+interop=tests/interop-go/bin/otap-interop
+work="$(mktemp -d)"
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+trap cleanup EXIT
+
+wait_port() {
+  for _ in $(seq 1 600); do
+    (echo > "/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "nothing listens on port $1" >&2
+  return 1
+}
+
+# cpu_ticks PID: user + system clock ticks of PID so far.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+cat > "$work/penstock.sql" <<'SQL'
+CREATE SOURCE edge FROM GRPC WITH (listen = '127.0.0.1:4317');
+CREATE SINK backend TO OTLP WITH (endpoint = 'http://127.0.0.1:4418', compression = 'gzip');
+CREATE PIPELINE sample FROM edge WITH (decision_wait = '2s', max_traces = 400000, max_held_bytes = '4GiB') AS BEGIN
+  INSERT INTO backend SELECT * FROM spans
+    WHERE trace_id IN (SELECT trace_id FROM spans GROUP BY trace_id
+                       HAVING bool_or(status.code = 2)
+                           OR max(CAST(end_time_unix_nano AS BIGINT)) - min(CAST(start_time_unix_nano AS BIGINT)) >= 2000000000
+                           OR sample(trace_id, 0.05));
+END;
+SQL
+
+cat > "$work/collector.yaml" <<'YAML'
+receivers:
+  otlp: {protocols: {grpc: {endpoint: 127.0.0.1:4317}}}
+processors:
+  tail_sampling:
+    decision_wait: 2s
+    num_traces: 400000
+    policies:
+      - {name: errors, type: status_code, status_code: {status_codes: [ERROR]}}
+      - {name: slow, type: latency, latency: {threshold_ms: 2000}}
+      - {name: share, type: probabilistic, probabilistic: {sampling_percentage: 5}}
+exporters:
+  otlp_grpc: {endpoint: 127.0.0.1:4418, compression: gzip, tls: {insecure: true}}
+service:
+  telemetry: {metrics: {level: none}}
+  pipelines:
+    traces:
+      receivers: [otlp]
+      processors: [tail_sampling]
+      exporters: [otlp_grpc]
+YAML
+
+for run in $(seq 1 "$runs"); do
+  for system in penstock collector; do
+    rm -f "$work/in"; mkfifo "$work/in"
+    "$interop" serve-otlp -listen 127.0.0.1:4418 < "$work/in" > /dev/null 2> "$work/receiver.err" &
+    receiver=$!; pids+=("$receiver")
+    exec 3> "$work/in"
+    wait_port 4418
+    if [ "$system" = penstock ]; then
+      "$bin" run --workers 1 "$work/penstock.sql" > "$work/system.log" 2>&1 &
+    else
+      GOMAXPROCS=1 "$collector" --config "$work/collector.yaml" > "$work/system.log" 2>&1 &
+    fi
+    pid=$!; pids+=("$pid")
+    wait_port 4317
+    before=$(cpu_ticks "$pid")
+    "$interop" export-traces -addr 127.0.0.1:4317 -generate "$spans" -connections 4 -quiet \
+      > "$work/sent.txt"
+    # Every trace is decided 2 s after its first span and then sent: wait until the CPU of
+    # the system stays still for a second, at least 3 s after the load ended.
+    sleep 3
+    last=-1
+    while now=$(cpu_ticks "$pid") && [ "$now" != "$last" ]; do last=$now; sleep 1; done
+    ticks=$(( $(cpu_ticks "$pid") - before ))
+    rss=$(awk '/^VmHWM:/ {print $2 * 1024}' "/proc/$pid/status")
+    kill -TERM "$pid"; wait "$pid" 2>/dev/null || true
+    exec 3>&-
+    wait "$receiver" 2>/dev/null || true
+    got=$(grep -o 'traces [0-9]* exports, [0-9]* spans' "$work/receiver.err" | awk '{print $4}')
+    hz=$(getconf CLK_TCK)
+    awk -v s="$system" -v r="$run" -v t="$ticks" -v hz="$hz" -v n="$spans" -v rss="$rss" \
+      -v got="${got:-0}" -v sent="$(cat "$work/sent.txt")" 'BEGIN {
+        printf "%s run %d: %.3f CPU-s per million spans, peak RSS %.0f MB, %d of %d spans kept (%s)\n",
+          s, r, t / hz / (n / 1e6), rss / 1e6, got, n, sent }'
+  done
+done
