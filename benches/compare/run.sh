@@ -48,16 +48,6 @@ out=target/compare
 mkdir -p "$out"
 : > "$out/results.jsonl"
 
-# wait_port PORT: until something listens on 127.0.0.1:PORT.
-wait_port() {
-  for _ in $(seq 1 600); do
-    (echo > "/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-    sleep 0.1
-  done
-  echo "nothing listens on port $1" >&2
-  return 1
-}
-
 # receiver OUT: starts the Go receiver for OUT on port 4418 (fd 3 keeps it serving).
 receiver() {
   rm -f "$work/in"

@@ -13,25 +13,11 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 runs="${RUNS:-3}"
 spans="${SPANS:-1000000}"
-. benches/e2e/bin.sh
+. benches/e2e/setup.sh
 benches/compare/build-collector.sh
 collector=benches/compare/bin/otelcol-penstock-bench
 (cd tests/interop-go && go build -o bin/otap-interop .)
 interop=tests/interop-go/bin/otap-interop
-work="$(mktemp -d)"
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
-trap cleanup EXIT
-
-wait_port() {
-  for _ in $(seq 1 600); do
-    (echo > "/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-    sleep 0.1
-  done
-  echo "nothing listens on port $1" >&2
-  return 1
-}
-
 # cpu_ticks PID: user + system clock ticks of PID so far.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
