@@ -242,6 +242,11 @@ impl Pipeline {
         Ok(self.released(taken))
     }
 
+    /// Holds at most `bytes` for its trace decisions (less when `max_held_bytes` says so).
+    pub fn cap_held_bytes(&mut self, bytes: usize) {
+        self.decisions.cap_held_bytes(bytes);
+    }
+
     /// What its trace decisions hold and decided.
     pub fn sampler_stats(&self) -> SamplerStats {
         self.decisions.stats()

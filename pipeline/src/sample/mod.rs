@@ -132,6 +132,14 @@ impl Decisions {
         Ok(out)
     }
 
+    /// Holds at most `bytes` over all decisions (each its part).
+    pub(crate) fn cap_held_bytes(&mut self, bytes: usize) {
+        let each = bytes / self.list.len().max(1);
+        for (_, traces) in &mut self.list {
+            traces.cap_held_bytes(each);
+        }
+    }
+
     /// The counters of every decision, summed.
     pub(crate) fn stats(&self) -> SamplerStats {
         let mut total = SamplerStats::default();

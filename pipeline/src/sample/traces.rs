@@ -450,6 +450,11 @@ impl Traces {
         }
     }
 
+    /// Holds at most `bytes` (less when its own limit says so).
+    pub(crate) fn cap_held_bytes(&mut self, bytes: usize) {
+        self.limits.max_bytes = self.limits.max_bytes.min(bytes);
+    }
+
     /// Shares the rate limit with `workers` workers in all.
     pub(crate) fn share_with(&mut self, workers: usize) {
         self.workers = workers.max(1) as u64;

@@ -196,6 +196,7 @@ async fn serve(
             taps: Arc::clone(taps),
             base: base.clone(),
             draining: shutdown.clone(),
+            held_bytes_cap: memory.held_cap(workers),
         },
     )?;
     let handles: Vec<_> = pool.iter().map(|w| w.handle.clone()).collect();

@@ -16,7 +16,9 @@
 //! moving: while less than [`PROGRESS_SHARE`] of the budget is in flight, batches are still
 //! admitted (memory that is not batches in flight does not shrink by refusing more). That
 //! covers what accounting does not see: OTAP stream state, aggregation windows, live-query
-//! buffers, allocator slack.
+//! buffers, allocator slack. Rows held for trace decisions (acknowledged, so no longer
+//! charged) are bounded apart: each worker holds at most its part of [`HELD_SHARE`] of the
+//! limit, and decides its oldest traces early past it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -50,6 +52,9 @@ pub const HIGH_WATER: f64 = 0.8;
 pub const LOW_WATER: f64 = 0.7;
 /// How often RSS is read.
 pub const SAMPLE: Duration = Duration::from_millis(50);
+/// The part of the limit rows held for trace decisions may take, over all workers: past it,
+/// the oldest traces are decided early.
+pub const HELD_SHARE: f64 = 0.25;
 
 /// The process's memory budget; without a limit, it admits everything.
 #[derive(Debug)]
@@ -86,6 +91,13 @@ impl Drop for Charge {
 }
 
 impl Memory {
+    /// The bytes each of `workers` workers may hold for trace decisions: its part of
+    /// [`HELD_SHARE`] of the limit (None without a limit).
+    pub fn held_cap(&self, workers: usize) -> Option<usize> {
+        self.limit
+            .map(|limit| (limit as f64 * HELD_SHARE / workers.max(1) as f64) as usize)
+    }
+
     /// A budget of `limit` bytes (`None`: no limit).
     pub fn new(limit: Option<u64>) -> Memory {
         let share = limit.map_or(0, |l| (l as f64 * ADMITTED_SHARE) as u64);

@@ -18,11 +18,23 @@ use crate::gateway::worker::windows::{Closed, ClosedSender};
 /// (the others' routes are kept).
 pub(super) type Routed = (Vec<(String, OtapBatch)>, Option<DeliveryError>);
 
+/// What a worker's pipelines share with the other workers': the traces of trace decisions,
+/// and the memory they may hold.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Shares {
+    /// This worker.
+    pub worker: usize,
+    /// The number of workers.
+    pub workers: usize,
+    /// The bytes this worker may hold for trace decisions at most.
+    pub held_bytes_cap: Option<usize>,
+}
+
 /// A worker's compiled pipelines, the counters they report to, and which run for each source.
 pub(super) struct Current {
     pub worker: usize,
-    /// The number of workers (they share the traces of trace decisions).
-    pub workers: usize,
+    /// How its pipelines share traces and memory with the other workers'.
+    shares: Shares,
     pub pipelines: Vec<Pipeline>,
     pub running: watch::Receiver<Arc<Running>>,
     pub counters: Arc<Running>,
@@ -32,16 +44,18 @@ pub(super) struct Current {
 }
 
 impl Current {
-    /// Worker `worker`'s (of `workers`) `pipelines`, compiled from the program `running`
+    /// The `pipelines` of the worker `shares` names, compiled from the program `running`
     /// holds now.
     pub fn new(
-        worker: usize,
-        workers: usize,
+        shares: Shares,
         mut pipelines: Vec<Pipeline>,
         mut running: watch::Receiver<Arc<Running>>,
     ) -> Self {
         for p in &mut pipelines {
-            p.partition_traces(worker, workers);
+            p.partition_traces(shares.worker, shares.workers);
+            if let Some(cap) = shares.held_bytes_cap {
+                p.cap_held_bytes(cap);
+            }
         }
         let counters = Arc::clone(&running.borrow_and_update());
         let by_source = counters
@@ -58,8 +72,8 @@ impl Current {
             })
             .collect();
         Current {
-            worker,
-            workers,
+            worker: shares.worker,
+            shares,
             pipelines,
             running,
             counters,
@@ -145,7 +159,7 @@ impl Current {
     pub fn reload(self) -> Self {
         let next = Arc::clone(&self.running.borrow());
         match Pipeline::compile_all(&next.program) {
-            Ok(pipelines) => Current::new(self.worker, self.workers, pipelines, self.running),
+            Ok(pipelines) => Current::new(self.shares, pipelines, self.running),
             Err(e) => {
                 // The main thread compiled the same program before publishing it.
                 report::always(

@@ -16,7 +16,7 @@ use penstock_pipeline::Pipeline;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
-use self::current::Current;
+use self::current::{Current, Shares};
 use self::exchange::Exchange;
 use self::windows::{Closed, ClosedSender};
 use super::sinks::{self, SinkTask};
@@ -118,6 +118,7 @@ fn run_thread(
             taps,
             base,
             draining,
+            held_bytes_cap,
         } = setup;
         let started =
             compile_and_start_sinks(index, &running, shared, &telemetry, &base, &draining);
@@ -146,7 +147,12 @@ fn run_thread(
             ))
         });
         let workers = links.exchange.peers.len().max(1);
-        let current = Current::new(index, workers, pipelines, running);
+        let shares = Shares {
+            worker: index,
+            workers,
+            held_bytes_cap,
+        };
+        let current = Current::new(shares, pipelines, running);
         let link = jobs::Link {
             sinks: queues,
             closed: links.closed,
@@ -220,6 +226,8 @@ pub struct PoolSetup {
     pub base: std::path::PathBuf,
     /// Turns true when the gateway drains.
     pub draining: watch::Receiver<bool>,
+    /// The bytes each worker may hold for trace decisions at most (from `--memory-limit`).
+    pub held_bytes_cap: Option<usize>,
 }
 
 /// Starts `workers` workers; the first runs the merger of their aggregation windows.
