@@ -163,7 +163,7 @@ fn print_stats(pipeline: &Pipeline, read: u64) {
     if pipeline.samples() {
         let s = pipeline.sampler_stats();
         println!(
-            "  traces: {} kept, {} dropped ({} decided before their wait was over); spans: {} kept, {} dropped, {} late",
+            "  traces: {} kept, {} dropped ({} decided early: the input ended, or a bound was reached); spans: {} kept, {} dropped, {} late",
             s.traces_kept,
             s.traces_dropped,
             s.decided_early,
