@@ -344,8 +344,9 @@ impl Traces {
                 bytes,
             });
         }
-        while self.over_bounds() {
-            out.extend(self.release_oldest(true, now)?);
+        if self.over_bounds() {
+            let count = self.to_release();
+            out.extend(self.release(count, true, now)?);
         }
         Ok(out)
     }
@@ -368,26 +369,59 @@ impl Traces {
                 || self.held_bytes > self.limits.max_bytes)
     }
 
+    /// How many of the oldest held batches to release early to be back under nine tenths of
+    /// the bounds (a tenth of room, so that the next batches do not each decide again).
+    fn to_release(&self) -> usize {
+        let traces_goal = self.limits.max_traces - self.limits.max_traces / 10;
+        let bytes_goal = self.limits.max_bytes - self.limits.max_bytes / 10;
+        let (mut traces, mut bytes) = (self.pending.len(), self.held_bytes);
+        let mut count = 0;
+        for h in &self.held {
+            if count > 0 && traces <= traces_goal && bytes <= bytes_goal {
+                break;
+            }
+            traces = self.next.saturating_sub(h.upto) as usize;
+            bytes -= h.bytes;
+            count += 1;
+        }
+        count
+    }
+
     /// Decides the traces due by `now` and returns the kept spans of the batches that waited
     /// long enough.
     pub(crate) fn tick(&mut self, now: u64) -> Result<Released> {
-        let mut out = Vec::new();
-        while self
+        let wait = self.limits.wait;
+        let due = self
             .held
-            .front()
-            .is_some_and(|h| h.arrival.saturating_add(self.limits.wait) <= now)
-        {
-            out.extend(self.release_oldest(false, now)?);
-        }
-        Ok(out)
+            .iter()
+            .take_while(|h| h.arrival.saturating_add(wait) <= now)
+            .count();
+        self.release(due, false, now)
     }
 
     /// Decides every trace held now (the input ended, or the pipeline is replaced); those
     /// whose wait had not passed by `now` count as decided early.
     pub(crate) fn finish(&mut self, now: u64) -> Result<Released> {
         let mut out = self.tick(now)?;
-        while !self.held.is_empty() {
-            out.extend(self.release_oldest(true, now)?);
+        out.extend(self.release(self.held.len(), true, now)?);
+        Ok(out)
+    }
+
+    /// Releases the `count` oldest held batches: decides the traces first seen up to them at
+    /// once (deciding takes time in the number of traces still held, so once for all of them),
+    /// then sends their rows of kept traces.
+    fn release(&mut self, count: usize, early: bool, now: u64) -> Result<Released> {
+        let mut out = Vec::new();
+        let Some(upto) = count
+            .checked_sub(1)
+            .and_then(|last| self.held.get(last))
+            .map(|h| h.upto)
+        else {
+            return Ok(out);
+        };
+        self.decide_upto(upto, early, now)?;
+        for _ in 0..count {
+            out.extend(self.release_oldest(early, now)?);
         }
         Ok(out)
     }
