@@ -95,31 +95,15 @@ pub(super) async fn run_jobs(mut current: Current, mut queue: mpsc::Receiver<Job
             ack,
             received,
         } = job;
-        let handed = match input {
-            Input::Decoded(batch) => {
-                taps.source(source, &batch);
-                let (routed, failure) = current.run_through(source, &batch, &closed).await;
-                let mut handed = Handed::with(failure);
-                for (sink, batch) in routed {
-                    let Some(queue) = sinks.get(&sink) else {
-                        continue;
-                    };
-                    taps.sink(&sink, &batch);
-                    handed.hand_off(queue, Payload::Decoded(batch)).await;
-                }
-                handed
-            }
-            Input::Forwarded(mut forwarded) => match forwarded.decoded.take() {
-                Some(beside) => {
-                    let narrowed = Narrowed {
-                        beside,
-                        outputs: forwarded.outputs,
-                    };
-                    narrow(&mut current, source, narrowed, &sinks, &closed, telemetry).await
-                }
-                None => forward(&mut current, source, forwarded, &sinks).await,
-            },
-        };
+        let handed = hand_input(
+            &mut current,
+            (source, input),
+            &sinks,
+            &taps,
+            &closed,
+            telemetry,
+        )
+        .await;
         // Spans of traces other workers own are theirs once their inbox took them: the job is
         // acknowledged after that.
         send_outgoing(&mut current, &mut exchange, &sinks, &taps).await;
@@ -132,14 +116,56 @@ pub(super) async fn run_jobs(mut current: Current, mut queue: mpsc::Receiver<Job
     }
     let open = current.windows(None);
     let _ = closed.send(hand_over(Some(u64::MAX), open)).await;
-    // Spans sent to this worker from now on stay with their sender, which decides them.
-    exchange.inbox.close();
-    while let Some(spans) = exchange.inbox.recv().await {
-        hand_decided(current.take_spans(spans), &sinks, &taps).await;
-    }
-    hand_decided(current.decided(SystemTime::now(), true), &sinks, &taps).await;
+    decide_all(&mut current, &mut exchange, &sinks, &taps).await;
     drop(closed);
     while waiting.join_next().await.is_some() {}
+}
+
+/// Runs a job's `input` through the pipelines of `source` (or counts it there, for a batch
+/// forwarded as received) and hands what they make to the sinks.
+async fn hand_input(
+    current: &mut Current,
+    (source, input): (usize, Input),
+    sinks: &Sinks,
+    taps: &Taps,
+    closed: &ClosedSender,
+    telemetry: &Telemetry,
+) -> Handed {
+    match input {
+        Input::Decoded(batch) => {
+            taps.source(source, &batch);
+            let (routed, failure) = current.run_through(source, &batch, closed).await;
+            let mut handed = Handed::with(failure);
+            for (sink, batch) in routed {
+                let Some(queue) = sinks.get(&sink) else {
+                    continue;
+                };
+                taps.sink(&sink, &batch);
+                handed.hand_off(queue, Payload::Decoded(batch)).await;
+            }
+            handed
+        }
+        Input::Forwarded(mut forwarded) => match forwarded.decoded.take() {
+            Some(beside) => {
+                let narrowed = Narrowed {
+                    beside,
+                    outputs: forwarded.outputs,
+                };
+                narrow(current, source, narrowed, sinks, closed, telemetry).await
+            }
+            None => forward(current, source, forwarded, sinks).await,
+        },
+    }
+}
+
+/// At the end: takes what other workers sent this one (from now on, what they send stays
+/// with them), then decides every trace held and hands the kept ones to the sinks.
+async fn decide_all(current: &mut Current, exchange: &mut Exchange, sinks: &Sinks, taps: &Taps) {
+    exchange.inbox.close();
+    while let Some(spans) = exchange.inbox.recv().await {
+        hand_decided(current.take_spans(spans), sinks, taps).await;
+    }
+    hand_decided(current.decided(SystemTime::now(), true), sinks, taps).await;
 }
 
 /// Hands the spans of kept traces to their sinks, waiting for room (backpressure). Their
