@@ -8,36 +8,23 @@
 
 mod common;
 
-use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Write};
-use std::process::Command;
-
-use common::go::{interop_binary, spawn_piped};
+use common::go::interop_binary;
 use common::otlp_go::{OtlpReceiver, TRACES, series};
+use common::traces;
 use common::{Gateway, temp_dir};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::common::v1::{AnyValue, InstrumentationScope, KeyValue, any_value};
-use opentelemetry_proto::tonic::resource::v1::Resource;
-use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span, Status};
+use opentelemetry_proto::tonic::trace::v1::{Span, Status};
 use penstock_engine::equiv;
-use prost::Message;
+use std::collections::BTreeSet;
 
 /// Traces sent.
 const TRACES_SENT: usize = 40;
 /// The share `sample(trace_id, ...)` keeps.
 const SHARE: f64 = 0.25;
 
-/// Trace `i`'s id: pseudo-random bytes, as W3C ids are.
+/// Trace `i`'s id.
 fn trace_id(i: usize) -> Vec<u8> {
-    let mut state = 0x9E37_79B9_7F4A_7C15u64 ^ (i as u64 + 1).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    (0..16)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 24) as u8
-        })
-        .collect()
+    traces::trace_id(i as u64)
 }
 
 /// Whether trace `i` has an error (its child span's status).
@@ -56,72 +43,23 @@ fn in_share(id: &[u8], share: f64) -> bool {
 
 /// One request of span `name` of each trace in `traces`.
 fn request(traces: std::ops::Range<usize>, name: &str) -> ExportTraceServiceRequest {
-    let spans = traces
-        .map(|i| Span {
-            trace_id: trace_id(i),
-            span_id: vec![i as u8 + 1, 0, 0, 0, 0, 0, 0, u8::from(name == "child") + 1],
-            name: format!("{name}-{i}"),
-            kind: 2,
-            start_time_unix_nano: 1_750_000_000_000_000_000,
-            end_time_unix_nano: 1_750_000_000_010_000_000,
-            status: (name == "child" && has_error(i)).then(|| Status {
-                code: 2,
-                message: "failed".into(),
-            }),
-            ..Default::default()
-        })
-        .collect();
-    ExportTraceServiceRequest {
-        resource_spans: vec![ResourceSpans {
-            resource: Some(Resource {
-                attributes: vec![KeyValue {
-                    key: "service.name".into(),
-                    value: Some(AnyValue {
-                        value: Some(any_value::Value::StringValue("checkout".into())),
-                    }),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }),
-            scope_spans: vec![ScopeSpans {
-                scope: Some(InstrumentationScope {
-                    name: "http".into(),
-                    ..Default::default()
+    traces::request(
+        traces
+            .map(|i| Span {
+                trace_id: trace_id(i),
+                span_id: vec![i as u8 + 1, 0, 0, 0, 0, 0, 0, u8::from(name == "child") + 1],
+                name: format!("{name}-{i}"),
+                kind: 2,
+                start_time_unix_nano: 1_750_000_000_000_000_000,
+                end_time_unix_nano: 1_750_000_000_010_000_000,
+                status: (name == "child" && has_error(i)).then(|| Status {
+                    code: 2,
+                    message: "failed".into(),
                 }),
-                spans,
                 ..Default::default()
-            }],
-            ..Default::default()
-        }],
-    }
-}
-
-/// Sends `requests` with the Go client, request i on connection i mod 2; every answer must
-/// be OK.
-fn send(binary: &std::path::Path, addr: &str, requests: &[ExportTraceServiceRequest]) {
-    let mut child = spawn_piped(Command::new(binary).args([
-        "export-traces",
-        "-addr",
-        addr,
-        "-connections",
-        "2",
-    ]));
-    let mut stdin = child.stdin.take().unwrap();
-    for r in requests {
-        let bytes = r.encode_to_vec();
-        stdin
-            .write_all(&(bytes.len() as u32).to_le_bytes())
-            .unwrap();
-        stdin.write_all(&bytes).unwrap();
-    }
-    drop(stdin);
-    let out = BufReader::new(child.stdout.take().unwrap());
-    let answers: Vec<String> = out.lines().map(Result::unwrap).collect();
-    assert!(child.wait().unwrap().success(), "export-traces failed");
-    assert_eq!(answers.len(), requests.len(), "{answers:?}");
-    for a in &answers {
-        assert!(a.contains("\"code\":\"OK\""), "{a}");
-    }
+            })
+            .collect(),
+    )
 }
 
 #[test]
@@ -154,7 +92,7 @@ fn a_trace_split_over_two_connections_is_decided_once_and_delivered_whole() {
         request(half..TRACES_SENT, "root"),
         request(half..TRACES_SENT, "child"),
     ];
-    send(&binary, &gateway.addr, &requests);
+    traces::send(&binary, &gateway.addr, 2, &requests);
 
     let kept: BTreeSet<usize> = (0..TRACES_SENT)
         .filter(|i| has_error(*i) || in_share(&trace_id(*i), SHARE))

@@ -309,7 +309,7 @@ mod tests {
     use penstock_dialect::query::{Relation, check_query};
 
     /// The system tables of a gateway with one source, one sink, a pipeline of two
-    /// statements, and one query running.
+    /// statements, a pipeline that decides traces, and one query running.
     fn system() -> System {
         let (program, pipelines) = penstock_pipeline::compile_sources(&[(
             "p.sql",
@@ -318,6 +318,10 @@ mod tests {
              CREATE PIPELINE p FROM src AS BEGIN
                DELETE FROM logs WHERE severity_number < 5;
                INSERT INTO out SELECT * FROM logs;
+             END;
+             CREATE PIPELINE tail FROM src AS BEGIN
+               INSERT INTO out SELECT * FROM spans WHERE trace_id IN (
+                 SELECT trace_id FROM spans GROUP BY trace_id HAVING count(*) > 1);
              END;",
         )])
         .unwrap();
@@ -362,7 +366,7 @@ mod tests {
             error.to_string(),
             "query:1:15: unknown table 'system.nothing'; tables are \
              [live.|recent.][SOURCE_OR_SINK.]logs|spans|metrics and \
-             system.sources|sinks|statements|queries|gateway"
+             system.sources|sinks|statements|sampling|queries|gateway"
         );
         assert!(matches!(
             system().table("nothing"),
