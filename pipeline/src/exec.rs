@@ -16,7 +16,7 @@ use crate::ops::routing::Routing;
 use crate::ops::spaces::rows_of;
 use crate::output::{RunOutput, SamplerStats, StepStats};
 use crate::rows::{DATA_POINTS, signal_of};
-use crate::sample::Decisions;
+use crate::sample::decisions::Decisions;
 use crate::sample::traces::Released;
 use crate::session::LazySession;
 
@@ -231,13 +231,13 @@ impl Pipeline {
             .steps
             .get_mut(step)
             .ok_or_else(|| PipelineError::Execute(format!("no statement {}", step + 1)))?;
-        let Some(op) = compiled.op.holds_for() else {
+        let Some(holder) = compiled.op.holds_for() else {
             return Err(PipelineError::Execute(format!(
                 "statement {} holds no rows for trace decisions",
                 step + 1
             )));
         };
-        let taken = op.hold(&mut self.decisions, &batch, nanos_since_epoch(now));
+        let taken = holder.hold(&mut self.decisions, &batch, nanos_since_epoch(now));
         let taken = compiled.counted(taken)?;
         Ok(self.released(taken))
     }

@@ -74,6 +74,6 @@ pub use files::{check_source, compile_sources};
 pub use forwarding::{forwarding_routes, narrowing_reads, narrowing_routes};
 pub use output::{Exchanged, RunOutput, SamplerStats, StepStats};
 pub use rows::{signal_of, table_of};
-pub use sample::{
+pub use sample::decisions::{
     DEFAULT_DECISION_CACHE, DEFAULT_DECISION_WAIT, DEFAULT_MAX_HELD_BYTES, DEFAULT_MAX_TRACES,
 };

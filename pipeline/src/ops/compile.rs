@@ -12,7 +12,8 @@ use super::rename::RenameOp;
 use super::route::RouteOp;
 use super::update::UpdateOp;
 use crate::error::Result;
-use crate::sample::Decisions;
+use crate::sample::decisions::Decisions;
+use crate::sample::op::SampleOp;
 use crate::session::LazySession;
 
 /// Compiles `step` (number `index`) of pipeline `pipeline` (with `options`) into its
@@ -43,7 +44,11 @@ pub(crate) fn compile_step(
             filter: compile_filter(session, step, filter)?,
             projection: projection.clone(),
         }),
-        StepKind::Sample { .. } => Box::new(decisions.register(session, (step, index), options)?),
+        StepKind::Sample { .. } => Box::new(SampleOp::new(decisions.register(
+            session,
+            (step, index),
+            options,
+        )?)),
         StepKind::Aggregate { .. } => Box::new(AggregateOp::compile(session, step, pipeline)?),
     })
 }

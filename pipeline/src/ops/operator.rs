@@ -8,7 +8,7 @@ use super::routing::Routing;
 use crate::aggregate::Aggregation;
 use crate::error::Result;
 use crate::output::{RunOutput, StepStats};
-use crate::sample::{Decisions, SampleOp};
+use crate::sample::decisions::{Decisions, Holder};
 
 /// One compiled statement.
 pub(crate) trait Operator: Send {
@@ -34,7 +34,7 @@ pub(crate) trait Operator: Send {
     fn partition_decisions(&self, _decisions: &mut Decisions, _workers: usize) {}
 
     /// For a statement that holds rows until their trace is decided: itself.
-    fn holds_for(&self) -> Option<&SampleOp> {
+    fn holds_for(&self) -> Option<Holder> {
         None
     }
 
