@@ -5,8 +5,9 @@
 //!
 //! Owns: planning (expressions typed and checked once, at compile time), the operators (one
 //! per statement form, in the private `ops` module: rename, drop, update, delete, route,
-//! aggregate), the kernels they share, the physical table of the SQL view's columns, and the
-//! aggregation windows. Depends on `penstock-engine` (data plane) and `penstock-dialect` (the
+//! aggregate; and in `sample`, the statements with a trace decision), the kernels they share,
+//! the physical table of the SQL view's columns, the aggregation windows, and the spans held
+//! for trace decisions. Depends on `penstock-engine` (data plane) and `penstock-dialect` (the
 //! checked program), and must not depend on the server, tonic or tokio; nothing depends on it
 //! but the server, tests and benches.
 //!
