@@ -92,7 +92,7 @@ impl OtapBatch {
         self.root().is_none_or(|r| r.num_rows() == 0)
     }
 
-    /// Bytes of Arrow memory held by all tables (see [`held_bytes`]).
+    /// Bytes of Arrow memory held by all tables (see `held_bytes`).
     pub fn memory_size(&self) -> usize {
         held_bytes(self.tables.iter().flatten())
     }

@@ -41,7 +41,7 @@ impl RawBatch {
     /// pipeline removed rows of `decoded`'s, nothing else changed) is all that is left of the
     /// root: children of removed rows go with them, and resource and scope attributes no
     /// longer referenced. None when a table that lost rows cannot be rewritten in its sender's
-    /// layout (see the [module](self) docs). When rows were removed, `decoded` must be whole
+    /// layout (see the module docs). When rows were removed, `decoded` must be whole
     /// (see [`DecodedAsSent::whole`] and [`DecodedAsSent::root_rows_kept`]).
     pub fn narrowed(
         &self,
