@@ -263,6 +263,7 @@ impl Traces {
         let mut pending_mask = BooleanBufferBuilder::new(n);
         let mut now_sent = BooleanBufferBuilder::new(n);
         let mut seqs = Vec::new();
+        let mut last: Option<(u128, Trace)> = None;
         for (i, id) in ids.iter().enumerate() {
             let selected = send.is_valid(i) && send.value(i);
             if *id == NO_TRACE && !spans {
@@ -271,13 +272,21 @@ impl Traces {
                 now_sent.append(selected);
                 continue;
             }
-            let state = *self.traces.entry(*id).or_insert_with(|| {
-                let seq = self.next;
-                self.next += 1;
-                self.pending.push_back(*id);
-                self.span_counts.push_back(0);
-                Trace::Pending(seq)
-            });
+            // Spans of one trace mostly come together: the row before's answer holds.
+            let state = match last {
+                Some((last_id, state)) if last_id == *id => state,
+                _ => {
+                    let state = *self.traces.entry(*id).or_insert_with(|| {
+                        let seq = self.next;
+                        self.next += 1;
+                        self.pending.push_back(*id);
+                        self.span_counts.push_back(0);
+                        Trace::Pending(seq)
+                    });
+                    last = Some((*id, state));
+                    state
+                }
+            };
             match state {
                 Trace::Pending(seq) => {
                     if spans {
