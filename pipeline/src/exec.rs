@@ -211,10 +211,7 @@ impl Pipeline {
     /// decided once, by one worker, whichever connections its spans came on.
     pub fn partition_traces(&mut self, worker: usize, workers: usize) {
         for compiled in &mut self.steps {
-            compiled.op.partition(worker, workers);
-            compiled
-                .op
-                .partition_decisions(&mut self.decisions, workers);
+            compiled.op.partition(&mut self.decisions, worker, workers);
         }
     }
 

@@ -25,15 +25,12 @@ pub(crate) trait Operator: Send {
     }
 
     /// For a statement that holds spans until their trace is decided: the pipeline runs on
-    /// worker `worker` of `workers`, and holds only the traces it owns; the others' spans go
-    /// to their owners through [`RunOutput::exchanged`].
-    fn partition(&mut self, _worker: usize, _workers: usize) {}
+    /// worker `worker` of `workers`, and holds only the traces it owns (the others' spans go to
+    /// their owners through [`RunOutput::exchanged`]); its decision in `decisions` keeps this
+    /// worker's share of a rate limit.
+    fn partition(&mut self, _decisions: &mut Decisions, _worker: usize, _workers: usize) {}
 
-    /// For a statement that holds rows until their trace is decided: its decision is shared
-    /// by `workers` workers (each keeps its share of a rate limit).
-    fn partition_decisions(&self, _decisions: &mut Decisions, _workers: usize) {}
-
-    /// For a statement that holds rows until their trace is decided: itself.
+    /// For a statement that holds rows until their trace is decided: where it holds them.
     fn holds_for(&self) -> Option<Holder> {
         None
     }

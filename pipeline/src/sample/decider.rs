@@ -136,7 +136,10 @@ impl Decider {
             }
             if values.is_empty() {
                 // count(*): every row counts.
-                let ones: ArrayRef = Arc::new(BooleanArray::from(vec![true; rows.len()]));
+                let ones: ArrayRef = Arc::new(BooleanArray::new(
+                    arrow::buffer::BooleanBuffer::new_set(rows.len()),
+                    None,
+                ));
                 values.push(ones);
             }
             aggregate

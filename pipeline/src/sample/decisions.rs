@@ -9,7 +9,7 @@ use penstock_dialect::{Step, StepKind};
 use penstock_engine::OtapBatch;
 
 use super::decider::Decider;
-use super::traces::{Limits, Outlet, Released, Traces};
+use super::traces::{Limits, Outlet, Released, Traces, trace_ids};
 use crate::error::{PipelineError, Result};
 use crate::explain::describe_expr;
 use crate::ops::condition::compile_filter;
@@ -181,7 +181,8 @@ impl Holder {
         let outlet = traces.outlet(self.outlet);
         let rows = Rows::new(batch, outlet.space())?;
         let send = outlet.selects(&rows)?;
+        let ids = trace_ids(&rows)?;
         drop(rows);
-        traces.add(batch, self.outlet, &send, now)
+        traces.add(batch, (self.outlet, &ids), &send, now)
     }
 }

@@ -43,15 +43,14 @@ impl Operator for SampleOp {
         let len = table.num_rows();
         let rows = Rows::new(&batch, space)?;
         let send: BooleanArray = outlet.selects(&rows)?;
-        let owners = match self.partition {
-            Some((me, workers)) => Some(owners(&rows, me, workers)?),
-            None => None,
-        };
+        let ids = traces::trace_ids(&rows)?;
         drop(rows);
         // Held rows are taken by the statement: none of them is unrouted.
         cx.routing.mark(space, len, &send);
-        let released = match (owners, self.partition) {
-            (Some(owners), Some((me, workers))) => {
+        let outlet = self.holder.outlet;
+        let released = match self.partition {
+            Some((me, workers)) => {
+                let owners = owners(&ids, me, workers);
                 for worker in (0..workers).filter(|w| *w != me) {
                     let theirs = owned_by(&owners, worker);
                     if theirs.true_count() > 0 {
@@ -69,10 +68,16 @@ impl Operator for SampleOp {
                     let local = keep_rows(&batch, space, &mine)?;
                     let send =
                         filter(&send, &mine).map_err(|e| PipelineError::arrow("sampling", e))?;
-                    traces.add(&local, self.holder.outlet, send.as_boolean(), cx.now)?
+                    let ids: Vec<u128> = ids
+                        .iter()
+                        .zip(&owners)
+                        .filter(|(_, o)| **o == me)
+                        .map(|(id, _)| *id)
+                        .collect();
+                    traces.add(&local, (outlet, &ids), send.as_boolean(), cx.now)?
                 }
             }
-            _ => traces.add(&batch, self.holder.outlet, &send, cx.now)?,
+            None => traces.add(&batch, (outlet, &ids), &send, cx.now)?,
         };
         for r in released {
             cx.stats.rows_out += r.batch.num_items() as u64;
@@ -87,11 +92,8 @@ impl Operator for SampleOp {
         decisions.explain(self.holder, table, line);
     }
 
-    fn partition(&mut self, worker: usize, workers: usize) {
+    fn partition(&mut self, decisions: &mut Decisions, worker: usize, workers: usize) {
         self.partition = (workers > 1).then_some((worker, workers));
-    }
-
-    fn partition_decisions(&self, decisions: &mut Decisions, workers: usize) {
         decisions.get(self.holder.decision).share_with(workers);
     }
 
@@ -100,11 +102,9 @@ impl Operator for SampleOp {
     }
 }
 
-/// The worker of `workers` that owns each row's trace (`me` for rows of no trace).
-fn owners(rows: &Rows<'_>, me: usize, workers: usize) -> Result<Vec<usize>> {
-    let ids = traces::trace_ids(rows)?;
-    Ok(ids
-        .iter()
+/// The worker of `workers` that owns the trace of each of `ids` (`me` for rows of no trace).
+fn owners(ids: &[u128], me: usize, workers: usize) -> Vec<usize> {
+    ids.iter()
         .map(|id| {
             if *id == traces::NO_TRACE {
                 me
@@ -112,7 +112,7 @@ fn owners(rows: &Rows<'_>, me: usize, workers: usize) -> Result<Vec<usize>> {
                 traces::owner(*id, workers)
             }
         })
-        .collect())
+        .collect()
 }
 
 /// The rows whose trace `worker` owns.

@@ -11,8 +11,8 @@
 //! Log records that carry a trace id follow their trace the same way (held, then sent when
 //! their trace is kept); they do not count toward the decision, and records without a trace
 //! id are sent at once. A span of a trace decided already (a late span) follows the decision
-//! at once, from a bounded cache of decisions. When more traces or bytes are held than allowed, the oldest
-//! batches leave early, deciding their traces early (counted).
+//! at once, from a bounded cache of decisions. When more traces or bytes are held than
+//! allowed, the oldest batches leave early, deciding their traces early (counted).
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -20,11 +20,10 @@ use std::hash::{BuildHasherDefault, Hasher};
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, BooleanBufferBuilder};
 use arrow::compute::{and, cast};
 use arrow::datatypes::DataType;
+use penstock_dialect::model::{ColumnRef, Table};
 use penstock_engine::OtapBatch;
 use penstock_engine::schema::PayloadType;
 use penstock_engine::schema::consts::TRACE_ID;
-
-use penstock_dialect::model::{ColumnRef, Table};
 
 use super::decider::Decider;
 use crate::error::{PipelineError, Result};
@@ -122,6 +121,12 @@ impl Outlet {
     }
 }
 
+/// An undecided trace: its id, and the spans of it seen so far.
+struct Undecided {
+    id: u128,
+    spans: u32,
+}
+
 /// Rows of one batch, held.
 struct Held {
     /// The outlet they go to.
@@ -141,7 +146,8 @@ struct Held {
     bytes: usize,
 }
 
-/// The held spans and decisions of one statement.
+/// The held rows and the decisions of one trace decision, shared by the statements that
+/// write it (its outlets).
 pub(crate) struct Traces {
     limits: Limits,
     decider: Decider,
@@ -149,9 +155,7 @@ pub(crate) struct Traces {
     outlets: Vec<Outlet>,
     traces: TraceMap<Trace>,
     /// Undecided traces in sequence order, from `base`.
-    pending: VecDeque<u128>,
-    /// The spans seen of each undecided trace, in the order of `pending`.
-    span_counts: VecDeque<u32>,
+    pending: VecDeque<Undecided>,
     /// The second (since the epoch) the rate limit counts, and the spans kept in it.
     rate: (u64, u64),
     /// The workers that share the traces (each keeps its share of the rate).
@@ -192,7 +196,6 @@ impl Traces {
             outlets: Vec::new(),
             traces: TraceMap::default(),
             pending: VecDeque::new(),
-            span_counts: VecDeque::new(),
             rate: (0, 0),
             workers: 1,
             base: 0,
@@ -241,14 +244,15 @@ impl Traces {
         ));
     }
 
-    /// Takes the rows of `batch` for outlet `outlet` that `send` selects (the others only count
-    /// toward their trace's decision, when they are spans) at `now`: rows of decided traces
-    /// leave at once (sent when their trace was kept), the others are held. Returns what leaves
-    /// now (those rows, and batches pushed out by the bounds).
+    /// Takes the rows of `batch` for outlet `outlet`, whose trace ids are `ids` (see
+    /// [`trace_ids`]), that `send` selects (the others only count toward their trace's
+    /// decision, when they are spans) at `now`: rows of decided traces leave at once (sent when
+    /// their trace was kept), the others are held. Returns what leaves now (those rows, and
+    /// batches pushed out by the bounds).
     pub(crate) fn add(
         &mut self,
         batch: &OtapBatch,
-        outlet: usize,
+        (outlet, ids): (usize, &[u128]),
         send: &BooleanArray,
         now: u64,
     ) -> Result<Released> {
@@ -256,7 +260,6 @@ impl Traces {
         let spans = space == PayloadType::Spans;
         let kind = usize::from(!spans);
         let rows = Rows::new(batch, space)?;
-        let ids = trace_ids(&rows)?;
         let base_at_arrival = self.base;
         let n = rows.len();
         let mut groups = Vec::with_capacity(if spans { n } else { 0 });
@@ -279,8 +282,7 @@ impl Traces {
                     let state = *self.traces.entry(*id).or_insert_with(|| {
                         let seq = self.next;
                         self.next += 1;
-                        self.pending.push_back(*id);
-                        self.span_counts.push_back(0);
+                        self.pending.push_back(Undecided { id: *id, spans: 0 });
                         Trace::Pending(seq)
                     });
                     last = Some((*id, state));
@@ -292,8 +294,8 @@ impl Traces {
                     if spans {
                         let group = (seq - self.base) as usize;
                         groups.push(group);
-                        if let Some(count) = self.span_counts.get_mut(group) {
-                            *count = count.saturating_add(1);
+                        if let Some(trace) = self.pending.get_mut(group) {
+                            trace.spans = trace.spans.saturating_add(1);
                         }
                     }
                     pending_mask.append(true);
@@ -430,14 +432,14 @@ impl Traces {
         };
         self.decide_upto(upto, early, now)?;
         for _ in 0..count {
-            out.extend(self.release_oldest(early, now)?);
+            out.extend(self.release_oldest()?);
         }
         Ok(out)
     }
 
-    /// Releases the oldest held batch: decides the traces first seen up to it, then sends its
-    /// rows of kept traces.
-    fn release_oldest(&mut self, early: bool, now: u64) -> Result<Option<Release>> {
+    /// Releases the oldest held batch, whose traces are all decided: sends its rows of kept
+    /// traces.
+    fn release_oldest(&mut self) -> Result<Option<Release>> {
         let Some(held) = self.held.pop_front() else {
             return Ok(None);
         };
@@ -446,7 +448,6 @@ impl Traces {
         let kind = usize::from(space != PayloadType::Spans);
         self.held_bytes -= held.bytes;
         self.held_records[kind] -= held.seqs.len() as u64;
-        self.decide_upto(held.upto, early, now)?;
         let mut kept = BooleanBufferBuilder::new(held.seqs.len());
         for seq in &held.seqs {
             kept.append(self.verdict(*seq).unwrap_or(false));
@@ -515,11 +516,8 @@ impl Traces {
         if n == 0 {
             return Ok(());
         }
-        let ids: Vec<u128> = self.pending.drain(..n).collect();
-        let counts: Vec<u32> = self
-            .span_counts
-            .drain(..n.min(self.span_counts.len()))
-            .collect();
+        let (ids, counts): (Vec<u128>, Vec<u32>) =
+            self.pending.drain(..n).map(|t| (t.id, t.spans)).unzip();
         let mut kept = self.decider.decide(&ids)?;
         if let Some(limit) = self.limits.max_spans_per_second {
             self.limit_rate(&mut kept, &counts, limit, now);
