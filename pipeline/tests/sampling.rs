@@ -389,3 +389,18 @@ fn the_rate_limit_keeps_traces_in_decision_order_within_each_second() {
     p.run_at(spans(vec![span(4, "t4", true)]), at(1)).unwrap();
     assert_eq!(names(&p.decide(at(2), false).unwrap()), ["t4"]);
 }
+
+#[test]
+fn a_cap_on_held_bytes_lowers_the_pipeline_s_own_bound() {
+    // The pipeline allows 256 MiB; the gateway's memory limit allows 1 byte.
+    let mut p = sampler("WITH (decision_wait = '1h')");
+    p.cap_held_bytes(1);
+    let out = p
+        .run_at(
+            spans(vec![span(1, "a1", true), span(2, "b1", false)]),
+            at(0),
+        )
+        .unwrap();
+    assert_eq!(names(&out.routed), ["a1"]);
+    assert_eq!(p.sampler_stats().decided_early, 2);
+}

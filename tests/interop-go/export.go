@@ -48,9 +48,7 @@ func cmdExportOTLP(args []string, stdout, stderr io.Writer) error {
 	if *addr == "" {
 		return usageError{errors.New("-addr is required")}
 	}
-	conn, err := grpc.NewClient(*addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.UseCompressor("gzip")))
+	conn, err := gzipClient(*addr)
 	if err != nil {
 		return err
 	}
@@ -98,4 +96,12 @@ func cmdExportOTLP(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("no refusal asked for %v or more within %v", *until, *deadline)
 	}
 	return nil
+}
+
+// gzipClient is a plaintext grpc-go connection to addr that compresses requests with gzip,
+// as the Collector's otlp exporter does by default.
+func gzipClient(addr string) (*grpc.ClientConn, error) {
+	return grpc.NewClient(addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.UseCompressor("gzip")))
 }

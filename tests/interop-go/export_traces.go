@@ -21,9 +21,6 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	_ "google.golang.org/grpc/encoding/gzip" // the gzip compressor, by name
 	"google.golang.org/grpc/status"
 )
 
@@ -72,9 +69,7 @@ func cmdExportTraces(args []string, stdin io.Reader, stdout, stderr io.Writer) e
 	var wg sync.WaitGroup
 	started := time.Now()
 	for c := 0; c < *connections; c++ {
-		conn, err := grpc.NewClient(*addr,
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithDefaultCallOptions(grpc.UseCompressor("gzip")))
+		conn, err := gzipClient(*addr)
 		if err != nil {
 			return err
 		}

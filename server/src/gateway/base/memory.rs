@@ -329,6 +329,14 @@ pub fn resident_bytes() -> Option<u64> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn rows_held_for_trace_decisions_share_a_quarter_of_the_limit_over_the_workers() {
+        let memory = Memory::new(Some(8_000_000));
+        assert_eq!(memory.held_cap(1), Some(2_000_000));
+        assert_eq!(memory.held_cap(4), Some(500_000));
+        assert_eq!(Memory::new(None).held_cap(2), None);
+    }
+
     #[tokio::test]
     async fn the_budget_refuses_past_its_share_and_gives_back_what_is_acknowledged() {
         // A share of 6000 bytes, each request byte charged 4.

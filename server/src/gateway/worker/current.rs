@@ -32,8 +32,7 @@ pub(super) struct Shares {
 
 /// A worker's compiled pipelines, the counters they report to, and which run for each source.
 pub(super) struct Current {
-    pub worker: usize,
-    /// How its pipelines share traces and memory with the other workers'.
+    /// This worker, and how its pipelines share traces and memory with the other workers'.
     shares: Shares,
     pub pipelines: Vec<Pipeline>,
     pub running: watch::Receiver<Arc<Running>>,
@@ -72,7 +71,6 @@ impl Current {
             })
             .collect();
         Current {
-            worker: shares.worker,
             shares,
             pipelines,
             running,
@@ -82,10 +80,15 @@ impl Current {
         }
     }
 
+    /// This worker's index.
+    pub fn worker(&self) -> usize {
+        self.shares.worker
+    }
+
     /// Publishes pipeline `p`'s counters.
     pub fn store_counters(&self, p: usize) {
         if let Some(counters) = self.counters.pipelines.get(p) {
-            counters.store(self.worker, &self.pipelines[p]);
+            counters.store(self.shares.worker, &self.pipelines[p]);
         }
     }
 
@@ -94,7 +97,7 @@ impl Current {
         for &p in self.by_source.get(source).map_or(&[][..], Vec::as_slice) {
             self.pipelines[p].count_forwarded(signal, items as u64);
             if let Some(counters) = self.counters.pipelines.get(p) {
-                counters.store(self.worker, &self.pipelines[p]);
+                counters.store(self.shares.worker, &self.pipelines[p]);
             }
         }
     }
@@ -164,7 +167,7 @@ impl Current {
                 // The main thread compiled the same program before publishing it.
                 report::always(
                     tracing::Level::WARN,
-                    &format!("worker {}", self.worker),
+                    &format!("worker {}", self.shares.worker),
                     format_args!("keeping the running pipelines: {e}"),
                 );
                 self
@@ -180,7 +183,7 @@ impl Current {
         batch: &OtapBatch,
         closed: &ClosedSender,
     ) -> Routed {
-        let worker = self.worker;
+        let worker = self.shares.worker;
         let mut routed = Vec::new();
         let mut failure = None;
         for &p in self.by_source.get(source).map_or(&[][..], Vec::as_slice) {

@@ -51,7 +51,7 @@ pub(super) async fn run_jobs(mut current: Current, mut queue: mpsc::Receiver<Job
     let mut waiting = JoinSet::new();
     let mut tick = tokio::time::interval(windows::TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let worker = current.worker;
+    let worker = current.worker();
     let hand_over = |upto: Option<u64>, windows| Closed {
         worker,
         upto,
