@@ -151,6 +151,24 @@ fn pipeline(
         p.location,
     );
     errors.extend(checked.err());
+    if let Some(path) = options.str("hold_path")
+        && let Some(other) = program
+            .pipelines
+            .iter()
+            .find(|o| o.options.str("hold_path") == Some(path))
+        && let Some(entry) = p
+            .options
+            .iter()
+            .find(|e| e.key.value.eq_ignore_ascii_case("hold_path"))
+    {
+        errors.push(Located::at(
+            entry.value.span(),
+            format!(
+                "pipeline '{}' holds its spans in '{path}' already (at {}): one pipeline per directory",
+                other.name, other.origin
+            ),
+        ));
+    }
     let mut steps = Vec::new();
     let mut failed = false;
     for statement in &p.body {

@@ -14,7 +14,7 @@ use crate::ops::compile::compile_step;
 use crate::ops::operator::{Operator, RunContext};
 use crate::ops::routing::Routing;
 use crate::ops::spaces::rows_of;
-use crate::output::{RunOutput, SamplerStats, StepStats};
+use crate::output::{HeldRows, RunOutput, SamplerStats, StepStats};
 use crate::rows::{DATA_POINTS, signal_of};
 use crate::sample::decisions::Decisions;
 use crate::sample::traces::Released;
@@ -51,6 +51,8 @@ pub struct Pipeline {
     aggregates: bool,
     /// Its trace decisions, shared by the statements that write them.
     decisions: Decisions,
+    /// This worker and the number of workers, when several share the traces.
+    partition: Option<(usize, usize)>,
 }
 
 impl Pipeline {
@@ -134,6 +136,7 @@ impl Pipeline {
             aggregated: 0,
             aggregates,
             decisions,
+            partition: None,
         })
     }
 
@@ -210,6 +213,7 @@ impl Pipeline {
     /// copy of the pipeline takes them with [`Pipeline::take_exchanged`]. So every trace is
     /// decided once, by one worker, whichever connections its spans came on.
     pub fn partition_traces(&mut self, worker: usize, workers: usize) {
+        self.partition = (workers > 1).then_some((worker, workers));
         for compiled in &mut self.steps {
             compiled.op.partition(&mut self.decisions, worker, workers);
         }
@@ -234,7 +238,57 @@ impl Pipeline {
                 step + 1
             )));
         };
-        let taken = holder.hold(&mut self.decisions, &batch, nanos_since_epoch(now));
+        let taken = holder.hold(&mut self.decisions, &batch, nanos_since_epoch(now), None);
+        let taken = compiled.counted(taken)?;
+        Ok(self.released(taken))
+    }
+
+    /// Keeps, from now on, the rows its statements take into their holds for a journal:
+    /// [`Pipeline::take_held_rows`] gives them. Written somewhere that survives a crash and
+    /// given back with [`Pipeline::restore_held`] after a restart, held spans are not lost.
+    pub fn keep_held_journal(&mut self) {
+        self.decisions.keep_journal();
+    }
+
+    /// The rows its statements took into their holds since the last call (with
+    /// [`Pipeline::keep_held_journal`]), oldest first. Each is decided at the latest
+    /// [`Pipeline::decision_wait`] after its arrival.
+    pub fn take_held_rows(&mut self) -> Vec<HeldRows> {
+        self.decisions.take_journal()
+    }
+
+    /// How long its trace decisions hold a trace at most (the longest `decision_wait`).
+    pub fn decision_wait(&self) -> std::time::Duration {
+        std::time::Duration::from_nanos(self.decisions.wait())
+    }
+
+    /// Holds again rows a journal kept (see [`Pipeline::take_held_rows`]) as statement `step`
+    /// took them at `arrival` (ns since the epoch), after a restart: only the rows of the
+    /// traces this worker owns (every worker is given every row). When the statement at
+    /// `step` holds none (the program changed), the first one that holds rows of the batch's
+    /// table takes them. What leaves at once, for its sinks.
+    pub fn restore_held(
+        &mut self,
+        step: usize,
+        batch: OtapBatch,
+        arrival: u64,
+    ) -> Result<Vec<(String, OtapBatch)>> {
+        let holds =
+            |s: &CompiledStep| s.op.holds_for().is_some() && rows_of(&batch, s.step.table) > 0;
+        let index = match self.steps.get(step) {
+            Some(s) if holds(s) => step,
+            _ => self.steps.iter().position(holds).ok_or_else(|| {
+                PipelineError::Execute(format!(
+                    "no statement holds rows of this {:?} batch",
+                    batch.signal()
+                ))
+            })?,
+        };
+        let compiled = &mut self.steps[index];
+        let Some(holder) = compiled.op.holds_for() else {
+            return Ok(Vec::new());
+        };
+        let taken = holder.hold(&mut self.decisions, &batch, arrival, self.partition);
         let taken = compiled.counted(taken)?;
         Ok(self.released(taken))
     }

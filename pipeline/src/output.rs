@@ -45,6 +45,20 @@ pub struct Exchanged {
     pub batch: OtapBatch,
 }
 
+/// Rows a statement took into its hold until their trace is decided, for a journal that
+/// survives a crash (see [`crate::Pipeline::keep_held_journal`]).
+#[derive(Debug)]
+pub struct HeldRows {
+    /// The statement that holds them (its index in the pipeline).
+    pub step: usize,
+    /// The rows, as the statement received them: every row of an undecided trace, whether
+    /// the statement sends it or it only counts toward the decision.
+    pub batch: OtapBatch,
+    /// When they came (ns since the epoch): restored with it, they are decided when they
+    /// would have been.
+    pub arrival: u64,
+}
+
 /// What the trace decisions of a statement (or a pipeline, summed) hold and decided.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SamplerStats {

@@ -213,6 +213,51 @@ END;";
 }
 
 #[test]
+fn a_journal_of_held_spans_needs_its_directory_and_one_pipeline_per_directory() {
+    let program = |options: &str, second: &str| {
+        format!(
+            "CREATE SOURCE src FROM FILE WITH (path = 'x');
+CREATE SINK out TO CONSOLE;
+CREATE PIPELINE p FROM src WITH ({options}) AS BEGIN
+  INSERT INTO out SELECT * FROM spans WHERE trace_id IN (
+    SELECT trace_id FROM spans GROUP BY trace_id HAVING count(*) > 1);
+END;
+{second}"
+        )
+    };
+    let error = |sql: String| check_source("test.sql", &sql).unwrap_err().to_string();
+    assert!(
+        error(program("hold = 'disk'", "")).starts_with(
+            "test.sql:3:1: a journal of held spans needs a directory: WITH (hold = 'disk', hold_path = 'var/NAME')"
+        ),
+        "{}",
+        error(program("hold = 'disk'", ""))
+    );
+    let e = error(program("hold_path = 'held'", ""));
+    assert!(
+        e.starts_with("test.sql:3:34: option 'hold_path' applies to a journal of held spans: add hold = 'disk'"),
+        "{e}"
+    );
+    let e = error(program("hold = 'tape'", ""));
+    assert!(e.starts_with("test.sql:3:41:"), "{e}");
+    let disk = "hold = 'disk', hold_path = 'held'";
+    let second = "CREATE PIPELINE q FROM src WITH (hold = 'disk', hold_path = 'held') AS BEGIN
+  INSERT INTO out SELECT * FROM spans WHERE trace_id IN (
+    SELECT trace_id FROM spans GROUP BY trace_id HAVING count(*) > 2);
+END;";
+    let e = error(program(disk, second));
+    assert!(
+        e.starts_with("test.sql:7:61: pipeline 'p' holds its spans in 'held' already (at test.sql:3:1): one pipeline per directory"),
+        "{e}"
+    );
+    check_source(
+        "test.sql",
+        &program(disk, &second.replace("'held'", "'held-q'")),
+    )
+    .unwrap();
+}
+
+#[test]
 fn two_workers_decide_each_trace_once_whichever_worker_its_spans_reached() {
     let mut workers = [sampler(""), sampler("")];
     for (i, w) in workers.iter_mut().enumerate() {
@@ -403,4 +448,67 @@ fn a_cap_on_held_bytes_lowers_the_pipeline_s_own_bound() {
         .unwrap();
     assert_eq!(names(&out.routed), ["a1"]);
     assert_eq!(p.sampler_stats().decided_early, 2);
+}
+
+#[test]
+fn held_rows_given_back_after_a_restart_are_decided_as_they_would_have_been() {
+    // Before the restart: one worker holds three traces; trace 2's error comes in the
+    // second batch.
+    let mut before = sampler("WITH (decision_wait = '10s')");
+    before.keep_held_journal();
+    let first = spans(vec![span(1, "a1", false), span(2, "b1", false)]);
+    let second = spans(vec![span(2, "b2", true), span(3, "c1", false)]);
+    assert!(before.run_at(first, at(0)).unwrap().routed.is_empty());
+    assert!(before.run_at(second, at(4)).unwrap().routed.is_empty());
+    let journal = before.take_held_rows();
+    assert_eq!(journal.len(), 2);
+    assert!(before.take_held_rows().is_empty(), "taken once");
+    let arrivals: Vec<u64> = journal.iter().map(|h| h.arrival).collect();
+    assert_eq!(
+        arrivals,
+        [at(0), at(4)].map(penstock_pipeline::nanos_since_epoch)
+    );
+    assert_eq!(before.decision_wait(), Duration::from_secs(10));
+
+    // After: two workers, each given every row, each keeps its own traces' rows; their
+    // journals again have the rows they took.
+    let mut workers: Vec<Pipeline> = (0..2)
+        .map(|w| {
+            let mut p = sampler("WITH (decision_wait = '10s')");
+            p.partition_traces(w, 2);
+            p.keep_held_journal();
+            p
+        })
+        .collect();
+    let mut rejournaled = 0;
+    for p in &mut workers {
+        for held in &journal {
+            let out = p
+                .restore_held(held.step, held.batch.clone(), held.arrival)
+                .unwrap();
+            assert!(out.is_empty(), "nothing leaves before its time");
+        }
+        rejournaled += p
+            .take_held_rows()
+            .iter()
+            .map(|h| h.batch.num_items())
+            .sum::<usize>();
+    }
+    assert_eq!(rejournaled, 4, "every row taken by exactly one worker");
+    let held: u64 = workers.iter().map(|p| p.sampler_stats().traces_held).sum();
+    assert_eq!(held, 3);
+    // Decided when they would have been: traces 1 and 2 at 10 s, trace 3 at 14 s.
+    let mut kept = Vec::new();
+    for p in &mut workers {
+        kept.extend(p.decide(at(9), false).unwrap());
+    }
+    assert!(kept.is_empty());
+    for p in &mut workers {
+        kept.extend(p.decide(at(14), false).unwrap());
+    }
+    assert_eq!(names(&kept), ["b1", "b2"]);
+    let stats: Vec<SamplerStats> = workers.iter().map(Pipeline::sampler_stats).collect();
+    let decided: u64 = stats.iter().map(|s| s.traces_kept + s.traces_dropped).sum();
+    assert_eq!(decided, 3);
+    assert_eq!(stats.iter().map(|s| s.decided_early).sum::<u64>(), 0);
 }

@@ -1,4 +1,5 @@
-//! The disk buffer options of the network sinks, and the rules that tie them together.
+//! The disk buffer options of the network sinks and the journal options of pipelines that
+//! hold spans, and the rules that tie them together.
 
 use std::collections::BTreeMap;
 
@@ -69,5 +70,31 @@ pub(super) fn check(
             ),
         )),
         None => Ok(()),
+    }
+}
+
+/// `hold = 'disk'` needs a `hold_path`, and `hold_path` needs `hold = 'disk'`.
+pub(super) fn check_hold(
+    entries: &[OptionEntry],
+    options: &BTreeMap<String, OptionValue>,
+    statement: Location,
+) -> Result<(), Located> {
+    let disk = options.get("hold") == Some(&OptionValue::Str("disk".into()));
+    if disk && !options.contains_key("hold_path") {
+        return Err(Located::new(
+            statement,
+            "a journal of held spans needs a directory: WITH (hold = 'disk', hold_path = 'var/NAME')"
+                .to_string(),
+        ));
+    }
+    match entries
+        .iter()
+        .find(|e| e.key.value.eq_ignore_ascii_case("hold_path"))
+    {
+        Some(entry) if !disk => Err(Located::at(
+            entry.key.span,
+            "option 'hold_path' applies to a journal of held spans: add hold = 'disk'".to_string(),
+        )),
+        _ => Ok(()),
     }
 }

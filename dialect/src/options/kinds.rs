@@ -282,5 +282,17 @@ pub fn pipeline_options() -> Vec<OptionSpec> {
             false,
             "spans of kept traces per second at most, over all workers; past it, kept traces are dropped in decision order (default: no limit)",
         ),
+        opt(
+            "hold",
+            Choice(&["memory", "disk"]),
+            false,
+            "'disk': held spans are written to a journal and fsynced before they are acknowledged; a restart (clean or after kill -9) holds them again with their first arrival times (default 'memory')",
+        ),
+        opt(
+            "hold_path",
+            Str,
+            false,
+            "directory of the journal of held spans, created if missing; one pipeline per directory",
+        ),
     ]
 }

@@ -106,6 +106,9 @@ pub(crate) fn validate(
         ));
     }
     buffer::check(entries, &options, statement)?;
+    if what == "pipeline" {
+        buffer::check_hold(entries, &options, statement)?;
+    }
     if let Some(role) = what.strip_prefix("KAFKA ") {
         kafka::check(entries, &options, statement, role == "source")?;
     }

@@ -3,17 +3,19 @@
 
 use std::time::Duration;
 
+use arrow::array::BooleanArray;
 use penstock_dialect::model::{ColumnRef, Table};
 use penstock_dialect::options::Options;
 use penstock_dialect::{Step, StepKind};
 use penstock_engine::OtapBatch;
 
 use super::decider::Decider;
-use super::traces::{Limits, Outlet, Released, Traces, trace_ids};
+use super::traces::{Limits, NO_TRACE, Outlet, Released, Traces, owner, trace_ids};
 use crate::error::{PipelineError, Result};
 use crate::explain::describe_expr;
+use crate::kernels::filter::keep_rows;
 use crate::ops::condition::compile_filter;
-use crate::output::SamplerStats;
+use crate::output::{HeldRows, SamplerStats};
 use crate::rows::Rows;
 use crate::session::LazySession;
 
@@ -114,6 +116,26 @@ impl Decisions {
         Ok(out)
     }
 
+    /// Keeps the rows every decision takes into its hold for a journal.
+    pub(crate) fn keep_journal(&mut self) {
+        for (_, traces) in &mut self.list {
+            traces.keep_journal();
+        }
+    }
+
+    /// The rows every decision took into its hold since the last call.
+    pub(crate) fn take_journal(&mut self) -> Vec<HeldRows> {
+        self.list
+            .iter_mut()
+            .flat_map(|(_, traces)| traces.take_journal())
+            .collect()
+    }
+
+    /// The longest wait of its decisions (ns).
+    pub(crate) fn wait(&self) -> u64 {
+        self.list.iter().map(|(_, t)| t.wait()).max().unwrap_or(0)
+    }
+
     /// Holds at most `bytes` over all decisions (each its part).
     pub(crate) fn cap_held_bytes(&mut self, bytes: usize) {
         let each = bytes / self.list.len().max(1);
@@ -170,19 +192,45 @@ pub(crate) struct Holder {
 }
 
 impl Holder {
-    /// Takes rows of `batch` that belong to this worker's traces: what leaves at once.
+    /// Takes rows of `batch` that belong to this worker's traces: what leaves at once. With
+    /// `partition` (this worker, the number of workers), only the rows of traces this worker
+    /// owns are taken; without, all.
     pub(crate) fn hold(
         self,
         decisions: &mut Decisions,
         batch: &OtapBatch,
         now: u64,
+        partition: Option<(usize, usize)>,
     ) -> Result<Released> {
         let traces = decisions.get(self.decision);
         let outlet = traces.outlet(self.outlet);
-        let rows = Rows::new(batch, outlet.space())?;
-        let send = outlet.selects(&rows)?;
+        let space = outlet.space();
+        let rows = Rows::new(batch, space)?;
         let ids = trace_ids(&rows)?;
-        drop(rows);
-        traces.add(batch, (self.outlet, &ids), &send, now)
+        let owned = partition.map(|(me, workers)| {
+            ids.iter()
+                .map(|id| Some(*id == NO_TRACE || owner(*id, workers) == me))
+                .collect::<BooleanArray>()
+        });
+        match owned {
+            Some(owned) if owned.true_count() < ids.len() => {
+                drop(rows);
+                let mine = keep_rows(batch, space, &owned)?;
+                let ids: Vec<u128> = ids
+                    .iter()
+                    .zip(owned.values())
+                    .filter_map(|(id, o)| o.then_some(*id))
+                    .collect();
+                let rows = Rows::new(&mine, space)?;
+                let send = outlet.selects(&rows)?;
+                drop(rows);
+                traces.add(&mine, (self.outlet, &ids), &send, now)
+            }
+            _ => {
+                let send = outlet.selects(&rows)?;
+                drop(rows);
+                traces.add(batch, (self.outlet, &ids), &send, now)
+            }
+        }
     }
 }

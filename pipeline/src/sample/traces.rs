@@ -31,7 +31,7 @@ use crate::expr::CompiledExpr;
 use crate::kernels::filter::keep_rows;
 use crate::kernels::project;
 use crate::ops::condition::selected;
-use crate::output::SamplerStats;
+use crate::output::{HeldRows, SamplerStats};
 use crate::rows::Rows;
 
 /// The bounds and timing of a sampler.
@@ -172,6 +172,9 @@ pub(crate) struct Traces {
     /// Spans and log records held.
     held_records: [u64; 2],
     stats: SamplerStats,
+    /// Rows taken into the hold since they were last taken from here, for a journal (None:
+    /// no journal is kept).
+    journal: Option<Vec<HeldRows>>,
 }
 
 /// Rows for a sink.
@@ -207,6 +210,7 @@ impl Traces {
             held_bytes: 0,
             held_records: [0; 2],
             stats: SamplerStats::default(),
+            journal: None,
         }
     }
 
@@ -318,6 +322,17 @@ impl Traces {
             }
         }
         let pending_mask = BooleanArray::new(pending_mask.finish(), None);
+        if let Some(journal) = &mut self.journal
+            && pending_mask.true_count() > 0
+        {
+            // Every row of an undecided trace, selected or not: all of them count toward its
+            // decision.
+            journal.push(HeldRows {
+                step: self.outlets[outlet].step,
+                batch: keep_rows(batch, space, &pending_mask)?,
+                arrival: now,
+            });
+        }
         let total = (self.next - self.base) as usize;
         if spans {
             let reads = self.decider.reads(&rows)?;
@@ -492,6 +507,24 @@ impl Traces {
                 self.rate.1 += spans;
             }
         }
+    }
+
+    /// Keeps the rows it takes into the hold for a journal (see [`Traces::take_journal`]).
+    pub(crate) fn keep_journal(&mut self) {
+        self.journal.get_or_insert_with(Vec::new);
+    }
+
+    /// The rows taken into the hold since the last call, oldest first.
+    pub(crate) fn take_journal(&mut self) -> Vec<HeldRows> {
+        self.journal
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    /// How long after its first span a trace is decided (ns).
+    pub(crate) fn wait(&self) -> u64 {
+        self.limits.wait
     }
 
     /// Holds at most `bytes` (less when its own limit says so).

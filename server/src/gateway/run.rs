@@ -187,6 +187,7 @@ async fn serve(
     // Listening for SIGTERM before any source says where it listens.
     let stopped = super::drain::terminated();
     let (publish, running) = watch::channel(running);
+    let hold = worker::restore::restore(&program, &base, workers)?;
     let pool = worker::start_pool(
         workers,
         PoolSetup {
@@ -197,6 +198,7 @@ async fn serve(
             base: base.clone(),
             draining: shutdown.clone(),
             held_bytes_cap: memory.held_cap(workers),
+            hold,
         },
     )?;
     let handles: Vec<_> = pool.iter().map(|w| w.handle.clone()).collect();

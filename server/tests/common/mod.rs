@@ -9,6 +9,7 @@ pub mod kafka;
 pub mod otap_stream;
 pub mod otlp_go;
 pub mod raw_codec;
+pub mod telemetrygen;
 pub mod traces;
 
 use std::future::Future;

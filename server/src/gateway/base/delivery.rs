@@ -26,6 +26,15 @@ pub enum DeliveryError {
         /// What is full.
         message: String,
     },
+    /// The journal of a pipeline's held spans could not take them: sending again later may
+    /// succeed.
+    #[error("pipeline {pipeline}: {message}")]
+    Journal {
+        /// The pipeline.
+        pipeline: String,
+        /// What went wrong.
+        message: String,
+    },
     /// A pipeline failed on the batch.
     #[error("pipeline {pipeline}: {message}")]
     Pipeline {

@@ -31,6 +31,16 @@ pub enum GatewayError {
          pipeline); restart the gateway to change them"
     )]
     EndpointsChanged,
+    /// The journal of a pipeline's held spans could not be opened or read.
+    #[error("pipeline {pipeline}: opening the journal of held spans {}", path.display())]
+    Journal {
+        /// The pipeline.
+        pipeline: String,
+        /// The journal's directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
     /// A sink's disk buffer could not be opened.
     #[error("sink {sink_name}: opening the disk buffer {}", path.display())]
     Buffer {

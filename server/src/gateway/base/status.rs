@@ -139,6 +139,7 @@ impl Refusal for DeliveryError {
             DeliveryError::Sink {
                 retryable: true, ..
             }
+            | DeliveryError::Journal { .. }
             | DeliveryError::ShuttingDown => Fault::Unavailable,
             DeliveryError::BufferFull { .. } => Fault::Busy,
             DeliveryError::Sink { .. } | DeliveryError::Pipeline { .. } => Fault::Internal,

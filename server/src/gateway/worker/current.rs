@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use penstock_engine::{OtapBatch, Signal};
-use penstock_pipeline::{Pipeline, PipelineError, RunOutput};
+use penstock_pipeline::{HeldRows, Pipeline, PipelineError, RunOutput};
 use tokio::sync::watch;
 
 use crate::gateway::base::delivery::DeliveryError;
@@ -130,30 +130,48 @@ impl Current {
         out
     }
 
-    /// Takes spans another worker received for traces this worker owns: what leaves at once
-    /// (late spans of kept traces), for their sinks. Spans whose statement is gone (a reload
-    /// changed the pipeline) are reported and lost.
-    pub fn take_spans(&mut self, spans: TraceSpans) -> Vec<(String, OtapBatch)> {
+    /// Takes spans another worker received for statement `step` of `pipeline`, for traces
+    /// this worker owns: what leaves at once (late spans of kept traces), for their sinks.
+    /// Spans whose statement is gone (a reload changed the pipeline) are reported and lost.
+    pub fn take_spans(
+        &mut self,
+        pipeline: &str,
+        step: usize,
+        batch: OtapBatch,
+    ) -> Vec<(String, OtapBatch)> {
         let found = self
             .pipelines
             .iter()
-            .position(|p| p.name() == spans.pipeline && p.samples());
+            .position(|p| p.name() == pipeline && p.samples());
         let Some(p) = found else {
             report::throttled(
                 tracing::Level::WARN,
-                &format!("pipeline {}", spans.pipeline),
+                &format!("pipeline {pipeline}"),
                 "errors",
                 format!(
                     "{} spans from another worker lost: the pipeline no longer decides traces",
-                    spans.batch.num_items()
+                    batch.num_items()
                 ),
             );
             return Vec::new();
         };
         let pipeline = &mut self.pipelines[p];
         let now = SystemTime::now();
+        let routed = routed_or_reported(pipeline, |p| p.take_exchanged(step, batch, now));
+        self.store_counters(p);
+        routed
+    }
+
+    /// Holds again, in pipeline `p`, rows a previous run held (this worker's part of them):
+    /// what leaves at once, for their sinks. A failure is reported; the rows are then lost
+    /// here, and stay in the previous run's journal.
+    pub fn restore(&mut self, p: usize, held: &HeldRows) -> Vec<(String, OtapBatch)> {
+        let Some(pipeline) = self.pipelines.get_mut(p) else {
+            return Vec::new();
+        };
+        let batch = held.batch.clone();
         let routed =
-            routed_or_reported(pipeline, |p| p.take_exchanged(spans.step, spans.batch, now));
+            routed_or_reported(pipeline, |p| p.restore_held(held.step, batch, held.arrival));
         self.store_counters(p);
         routed
     }
@@ -205,6 +223,7 @@ impl Current {
                             pipeline: name.to_string(),
                             step: e.step,
                             batch: e.batch,
+                            ack: None,
                         };
                         (e.worker, spans)
                     }));

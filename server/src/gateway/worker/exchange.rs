@@ -7,6 +7,8 @@
 use penstock_engine::OtapBatch;
 use tokio::sync::mpsc;
 
+use crate::gateway::base::delivery::Ack;
+
 /// Batches waiting in a worker's inbox, at most.
 const INBOX: usize = 64;
 
@@ -19,6 +21,9 @@ pub struct TraceSpans {
     pub step: usize,
     /// The spans.
     pub batch: OtapBatch,
+    /// Answered once the owner holds them (journaled, when its pipeline keeps a journal) or
+    /// sent them: the batch they came in waits for it.
+    pub ack: Option<Ack>,
 }
 
 /// A worker's side of the exchange: its inbox, and every worker's (its own included).

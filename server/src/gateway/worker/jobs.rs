@@ -8,15 +8,19 @@ use std::time::SystemTime;
 
 use penstock_engine::OtapBatch;
 use penstock_pipeline::nanos_since_epoch;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 
 use super::current::Current;
-use super::exchange::Exchange;
+use super::exchange::{Exchange, TraceSpans};
 use super::handoff::{Handed, Sinks};
+use super::held::Journals;
 use super::narrow::{Narrowed, narrow};
-use crate::gateway::base::delivery::{DeliveryError, Payload, all, complete};
+use super::restore::HoldRun;
+use super::settling::Settling;
+use crate::gateway::base::delivery::{DeliveryError, Outcome, Payload, all, complete};
 use crate::gateway::base::job::{ForwardedJob, Input, Job};
+use crate::gateway::base::report;
 use crate::gateway::base::telemetry::Telemetry;
 use crate::gateway::worker::windows::{self, Closed, ClosedSender};
 use crate::query::taps::Taps;
@@ -33,12 +37,60 @@ pub(super) struct Link {
     pub taps: Arc<Taps>,
     /// The spans of traces other workers own go through it.
     pub exchange: Exchange,
+    /// Where held spans are journaled, and what a previous run held.
+    pub hold: HoldRun,
+}
+
+/// Where the spans of decided traces go: the sinks, and the deliveries waited for (each
+/// unsettled until its sinks answered).
+struct Out {
+    sinks: Sinks,
+    taps: Arc<Taps>,
+    settling: Settling,
+    waiting: JoinSet<()>,
+}
+
+impl Out {
+    /// Hands `routed` to their sinks, waiting for room (backpressure).
+    async fn hand(&self, routed: Vec<(String, OtapBatch)>, handed: &mut Handed) {
+        for (sink, batch) in routed {
+            let Some(queue) = self.sinks.get(&sink) else {
+                continue;
+            };
+            self.taps.sink(&sink, &batch);
+            handed.hand_off(queue, Payload::Decoded(batch)).await;
+        }
+    }
+
+    /// Hands the spans of kept traces to their sinks. Their senders were answered when the
+    /// spans were held: what a sink fails to deliver is counted by the sink, not answered.
+    async fn decided(&mut self, decided: Vec<(String, OtapBatch)>) {
+        let mut handed = Handed::default();
+        self.hand(decided, &mut handed).await;
+        self.settle(handed, |_| ());
+    }
+
+    /// Waits (apart) for what `handed` waits for, then gives `answer` the outcome.
+    fn settle(&mut self, handed: Handed, answer: impl FnOnce(Outcome) + 'static) {
+        if handed.acks.is_empty() && handed.failure.is_none() {
+            answer(Ok(()));
+            return;
+        }
+        let unsettled = self.settling.begin();
+        self.waiting.spawn_local(async move {
+            let delivered = all(handed.acks).await;
+            drop(unsettled);
+            answer(handed.failure.map_or(delivered, Err));
+        });
+    }
 }
 
 /// The pipeline loop: runs each job through the pipelines of its source, hands the routed
 /// batches to the sinks (waiting for room: backpressure) and acknowledges the job once they
-/// all accepted; every [`windows::TICK`] hands the aggregation windows that closed to the
-/// merger. Ends when every sender is gone and all acknowledgements were given.
+/// all accepted (and the journals of held spans took what the pipelines held of it); every
+/// [`windows::TICK`] hands the aggregation windows that closed to the merger and the spans of
+/// the traces decided to their sinks. Ends when every sender is gone and all
+/// acknowledgements were given.
 pub(super) async fn run_jobs(mut current: Current, mut queue: mpsc::Receiver<Job>, link: Link) {
     let Link {
         sinks,
@@ -46,12 +98,22 @@ pub(super) async fn run_jobs(mut current: Current, mut queue: mpsc::Receiver<Job
         telemetry,
         taps,
         mut exchange,
+        hold,
     } = link;
     let telemetry = &telemetry;
-    let mut waiting = JoinSet::new();
+    let settling = Settling::default();
+    let mut out = Out {
+        sinks,
+        taps,
+        settling: settling.clone(),
+        waiting: JoinSet::new(),
+    };
     let mut tick = tokio::time::interval(windows::TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let worker = current.worker();
+    let mut journals = Journals::new(worker, hold, settling);
+    journals.equip(&mut current);
+    hold_again(&mut current, &mut journals, &mut out).await;
     let hand_over = |upto: Option<u64>, windows| Closed {
         worker,
         upto,
@@ -67,19 +129,22 @@ pub(super) async fn run_jobs(mut current: Current, mut queue: mpsc::Receiver<Job
                 let open = current.windows(None);
                 let _ = closed.send(hand_over(Some(nanos_since_epoch(now)), open)).await;
                 // The replaced pipelines' held traces are decided now.
-                hand_decided(current.decided(now, true), &sinks, &taps).await;
+                out.decided(current.decided(now, true)).await;
+                journals.decided(now, true).await;
                 current = current.reload();
+                journals.equip(&mut current);
                 continue;
             }
             _ = tick.tick() => {
                 let now = SystemTime::now();
                 let done = current.windows(Some(now));
                 let _ = closed.send(hand_over(Some(nanos_since_epoch(now)), done)).await;
-                hand_decided(current.decided(now, false), &sinks, &taps).await;
+                out.decided(current.decided(now, false)).await;
+                journals.decided(now, false).await;
                 continue;
             }
             Some(spans) = exchange.inbox.recv() => {
-                hand_decided(current.take_spans(spans), &sinks, &taps).await;
+                take_spans(&mut current, &mut journals, &mut out, spans).await;
                 continue;
             }
             job = queue.recv() => match job {
@@ -88,37 +153,60 @@ pub(super) async fn run_jobs(mut current: Current, mut queue: mpsc::Receiver<Job
             },
         };
         telemetry.queued_batches.fetch_sub(1, Relaxed);
-        while waiting.try_join_next().is_some() {}
+        while out.waiting.try_join_next().is_some() {}
         let Job {
             source,
             input,
             ack,
             received,
         } = job;
-        let handed = hand_input(
+        let mut handed = hand_input(&mut current, (source, input), &out, &closed, telemetry).await;
+        // What the pipelines held of the job is acknowledged once its journals took it, and
+        // spans of traces other workers own once their owners held them.
+        handed.acks.extend(journals.append(&mut current).await);
+        send_outgoing(
             &mut current,
-            (source, input),
-            &sinks,
-            &taps,
-            &closed,
-            telemetry,
+            &mut exchange,
+            &mut journals,
+            &mut out,
+            &mut handed,
         )
         .await;
-        // Spans of traces other workers own are theirs once their inbox took them: the job is
-        // acknowledged after that.
-        send_outgoing(&mut current, &mut exchange, &sinks, &taps).await;
         let telemetry = Arc::clone(telemetry);
-        waiting.spawn_local(async move {
-            let delivered = all(handed.acks).await;
+        out.settle(handed, move |outcome| {
             telemetry.observe_latency(received.elapsed());
-            complete(ack, handed.failure.map_or(delivered, Err));
+            complete(ack, outcome);
         });
     }
     let open = current.windows(None);
     let _ = closed.send(hand_over(Some(u64::MAX), open)).await;
-    decide_all(&mut current, &mut exchange, &sinks, &taps).await;
+    decide_all(&mut current, &mut exchange, &mut journals, &mut out).await;
     drop(closed);
-    while waiting.join_next().await.is_some() {}
+    while out.waiting.join_next().await.is_some() {}
+    journals.close().await;
+}
+
+/// At the start: holds again this worker's part of what a previous run held (see
+/// [`super::restore`]), in its own journals, then says so.
+async fn hold_again(current: &mut Current, journals: &mut Journals, out: &mut Out) {
+    for (p, restored) in journals.restored(current) {
+        for held in &restored.rows {
+            let routed = current.restore(p, held);
+            let mut handed = Handed::default();
+            out.hand(routed, &mut handed).await;
+            out.settle(handed, |_| ());
+        }
+        let synced = all(journals.append(current).await).await;
+        let name = current.pipelines[p].name().to_string();
+        match synced {
+            Ok(()) => restored.adopted(&name),
+            Err(e) => report::always(
+                tracing::Level::ERROR,
+                &format!("pipeline {name}"),
+                format_args!("{e}; the previous run's journals are kept"),
+            ),
+        }
+    }
 }
 
 /// Runs a job's `input` through the pipelines of `source` (or counts it there, for a batch
@@ -126,23 +214,16 @@ pub(super) async fn run_jobs(mut current: Current, mut queue: mpsc::Receiver<Job
 async fn hand_input(
     current: &mut Current,
     (source, input): (usize, Input),
-    sinks: &Sinks,
-    taps: &Taps,
+    out: &Out,
     closed: &ClosedSender,
     telemetry: &Telemetry,
 ) -> Handed {
     match input {
         Input::Decoded(batch) => {
-            taps.source(source, &batch);
+            out.taps.source(source, &batch);
             let (routed, failure) = current.run_through(source, &batch, closed).await;
             let mut handed = Handed::with(failure);
-            for (sink, batch) in routed {
-                let Some(queue) = sinks.get(&sink) else {
-                    continue;
-                };
-                taps.sink(&sink, &batch);
-                handed.hand_off(queue, Payload::Decoded(batch)).await;
-            }
+            out.hand(routed, &mut handed).await;
             handed
         }
         Input::Forwarded(mut forwarded) => match forwarded.decoded.take() {
@@ -151,44 +232,72 @@ async fn hand_input(
                     beside,
                     outputs: forwarded.outputs,
                 };
-                narrow(current, source, narrowed, sinks, closed, telemetry).await
+                narrow(current, source, narrowed, &out.sinks, closed, telemetry).await
             }
-            None => forward(current, source, forwarded, sinks).await,
+            None => forward(current, source, forwarded, &out.sinks).await,
         },
     }
 }
 
 /// At the end: takes what other workers sent this one (from now on, what they send stays
 /// with them), then decides every trace held and hands the kept ones to the sinks.
-async fn decide_all(current: &mut Current, exchange: &mut Exchange, sinks: &Sinks, taps: &Taps) {
+async fn decide_all(
+    current: &mut Current,
+    exchange: &mut Exchange,
+    journals: &mut Journals,
+    out: &mut Out,
+) {
     exchange.inbox.close();
     while let Some(spans) = exchange.inbox.recv().await {
-        hand_decided(current.take_spans(spans), sinks, taps).await;
+        take_spans(current, journals, out, spans).await;
     }
-    hand_decided(current.decided(SystemTime::now(), true), sinks, taps).await;
+    let now = SystemTime::now();
+    out.decided(current.decided(now, true)).await;
+    journals.decided(now, true).await;
 }
 
-/// Hands the spans of kept traces to their sinks, waiting for room (backpressure). Their
-/// senders were answered when the spans were held: what a sink fails to deliver is counted by
-/// the sink, not answered.
-async fn hand_decided(decided: Vec<(String, OtapBatch)>, sinks: &Sinks, taps: &Taps) {
+/// Takes spans another worker received for traces this one owns: holds them (journaled,
+/// when the pipeline keeps a journal) or sends those of decided traces, then answers the
+/// sending worker.
+async fn take_spans(
+    current: &mut Current,
+    journals: &mut Journals,
+    out: &mut Out,
+    spans: TraceSpans,
+) {
+    let TraceSpans {
+        pipeline,
+        step,
+        batch,
+        ack,
+    } = spans;
+    let routed = current.take_spans(&pipeline, step, batch);
     let mut handed = Handed::default();
-    for (sink, batch) in decided {
-        let Some(queue) = sinks.get(&sink) else {
-            continue;
-        };
-        taps.sink(&sink, &batch);
-        handed.hand_off(queue, Payload::Decoded(batch)).await;
-    }
+    out.hand(routed, &mut handed).await;
+    handed.acks.extend(journals.append(current).await);
+    out.settle(handed, move |outcome| {
+        if let Some(ack) = ack {
+            complete(ack, outcome);
+        }
+    });
 }
 
 /// Sends the spans the last job left for other workers to their inboxes, waiting for room
-/// while taking from this worker's own inbox. Spans a worker no longer takes (it ended) are
-/// taken here.
-async fn send_outgoing(current: &mut Current, exchange: &mut Exchange, sinks: &Sinks, taps: &Taps) {
-    for (worker, spans) in std::mem::take(&mut current.outgoing) {
+/// while taking from this worker's own inbox; the job waits for their owners to hold them.
+/// Spans a worker no longer takes (it ended) are taken here.
+async fn send_outgoing(
+    current: &mut Current,
+    exchange: &mut Exchange,
+    journals: &mut Journals,
+    out: &mut Out,
+    handed: &mut Handed,
+) {
+    for (worker, mut spans) in std::mem::take(&mut current.outgoing) {
+        let (ack, held) = oneshot::channel();
+        spans.ack = Some(ack);
+        handed.acks.push(held);
         let Some(peer) = exchange.peers.get(worker).cloned() else {
-            hand_decided(current.take_spans(spans), sinks, taps).await;
+            take_spans(current, journals, out, spans).await;
             continue;
         };
         let permit = loop {
@@ -196,13 +305,13 @@ async fn send_outgoing(current: &mut Current, exchange: &mut Exchange, sinks: &S
                 biased;
                 permit = peer.reserve() => break permit.ok(),
                 Some(theirs) = exchange.inbox.recv() => {
-                    hand_decided(current.take_spans(theirs), sinks, taps).await;
+                    take_spans(current, journals, out, theirs).await;
                 }
             }
         };
         match permit {
             Some(permit) => permit.send(spans),
-            None => hand_decided(current.take_spans(spans), sinks, taps).await,
+            None => take_spans(current, journals, out, spans).await,
         }
     }
 }

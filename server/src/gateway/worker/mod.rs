@@ -5,8 +5,12 @@
 mod current;
 pub mod exchange;
 mod handoff;
+mod held;
 mod jobs;
+mod journal;
 mod narrow;
+pub mod restore;
+mod settling;
 pub mod windows;
 
 use std::collections::HashMap;
@@ -119,6 +123,7 @@ fn run_thread(
             base,
             draining,
             held_bytes_cap,
+            hold,
         } = setup;
         let started =
             compile_and_start_sinks(index, &running, shared, &telemetry, &base, &draining);
@@ -159,6 +164,7 @@ fn run_thread(
             telemetry,
             taps,
             exchange: links.exchange,
+            hold,
         };
         jobs::run_jobs(current, queue, link).await;
         if let Some(merger) = merger {
@@ -228,6 +234,8 @@ pub struct PoolSetup {
     pub draining: watch::Receiver<bool>,
     /// The bytes each worker may hold for trace decisions at most (from `--memory-limit`).
     pub held_bytes_cap: Option<usize>,
+    /// Where held spans are journaled, and what a previous run held (see [`restore`]).
+    pub hold: restore::HoldRun,
 }
 
 /// Starts `workers` workers; the first runs the merger of their aggregation windows.

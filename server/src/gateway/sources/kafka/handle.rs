@@ -142,7 +142,9 @@ pub async fn handle(shared: Arc<Shared>, worker: WorkerHandle, message: Received
 fn retryable(error: &DeliveryError) -> bool {
     match error {
         DeliveryError::Sink { retryable, .. } => *retryable,
-        DeliveryError::BufferFull { .. } | DeliveryError::ShuttingDown => true,
+        DeliveryError::BufferFull { .. }
+        | DeliveryError::Journal { .. }
+        | DeliveryError::ShuttingDown => true,
         DeliveryError::Pipeline { .. } | DeliveryError::Malformed { .. } => false,
     }
 }
