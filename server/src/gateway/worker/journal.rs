@@ -5,19 +5,18 @@
 //!
 //! The journal is a disk buffer log ([`crate::gateway::sinks::buffer::log`]) in its own
 //! directory, written by a thread of its own that appends what arrives in groups (one sync
-//! per group). A record is the statement's index, the rows' arrival time and the rows as a
-//! buffer record.
+//! per group). A record is the statement's index, the rows' arrival time, their signal and
+//! the rows as an OTLP export request.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 
-use penstock_engine::OtapBatch;
+use penstock_engine::{Signal, otlp};
 use penstock_pipeline::HeldRows;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::gateway::base::delivery::{Ack, DeliveryError, Outcome, complete};
 use crate::gateway::base::report;
-use crate::gateway::sinks::buffer::codec;
 use crate::gateway::sinks::buffer::log::{self, Log, Writer};
 
 /// Commands waiting for the journal's thread, at most.
@@ -26,34 +25,47 @@ const COMMANDS: usize = 256;
 const GROUP: usize = 256;
 /// Segments of a journal roll over past this size.
 pub(super) const SEGMENT_BYTES: u64 = 16 << 20;
-/// Bytes of a record before its rows: the statement (u32) and the arrival time (u64).
-const PREFIX: usize = 12;
+/// Bytes of a record before its rows: the statement (u32), the arrival time (u64) and the
+/// signal (u8).
+const PREFIX: usize = 13;
+/// The signals by their tag in a record.
+const SIGNALS: [Signal; 3] = [Signal::Logs, Signal::Traces, Signal::Metrics];
 
-/// The record of rows `held`.
+/// The record of rows `held`: the rows as an OTLP export request, uncompressed (encoding
+/// them costs far less than compressing them).
 pub(super) fn encode(held: &HeldRows) -> Result<Vec<u8>, String> {
-    let rows = codec::encode(&held.batch).map_err(|e| e.to_string())?;
     let step = u32::try_from(held.step).map_err(|_| format!("statement {}", held.step))?;
+    let signal = held.batch.signal();
+    let tag = SIGNALS.iter().position(|s| *s == signal).unwrap_or(0) as u8;
+    let rows = otlp::encode::encode(&held.batch).map_err(|e| e.to_string())?;
     let mut record = Vec::with_capacity(PREFIX + rows.len());
     record.extend_from_slice(&step.to_le_bytes());
     record.extend_from_slice(&held.arrival.to_le_bytes());
+    record.push(tag);
     record.extend_from_slice(&rows);
     Ok(record)
 }
 
-/// The rows of a record.
-pub(super) fn decode(record: &[u8]) -> Result<HeldRows, String> {
+/// The rows of a record (in one batch or more).
+pub(super) fn decode(record: &[u8]) -> Result<Vec<HeldRows>, String> {
     if record.len() < PREFIX {
         return Err(format!("a record of {} bytes", record.len()));
     }
     let (prefix, rows) = record.split_at(PREFIX);
     let step = u32::from_le_bytes(prefix[..4].try_into().unwrap_or_default()) as usize;
-    let arrival = u64::from_le_bytes(prefix[4..].try_into().unwrap_or_default());
-    let batch: OtapBatch = codec::decode(rows)?;
-    Ok(HeldRows {
-        step,
-        batch,
-        arrival,
-    })
+    let arrival = u64::from_le_bytes(prefix[4..12].try_into().unwrap_or_default());
+    let signal = *SIGNALS
+        .get(usize::from(prefix[12]))
+        .ok_or_else(|| format!("signal tag {}", prefix[12]))?;
+    let batches = otlp::decode::decode(signal, rows).map_err(|e| e.to_string())?;
+    Ok(batches
+        .into_iter()
+        .map(|batch| HeldRows {
+            step,
+            batch,
+            arrival,
+        })
+        .collect())
 }
 
 /// What the journal's thread is asked to do.
@@ -309,5 +321,38 @@ impl Group {
             self.appends += 1;
             complete(ack, outcome.clone());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use penstock_engine::datagen::DataGen;
+    use penstock_engine::{Signal, otlp};
+    use penstock_pipeline::HeldRows;
+    use prost::Message;
+
+    #[test]
+    fn a_record_gives_back_its_rows_statement_and_arrival() {
+        let request = DataGen::new(3).traces(200).encode_to_vec();
+        let batch = otlp::decode::decode(Signal::Traces, &request)
+            .unwrap()
+            .remove(0);
+        let held = HeldRows {
+            step: 2,
+            batch,
+            arrival: 1_750_000_000_123_456_789,
+        };
+        let record = super::encode(&held).unwrap();
+        let back = super::decode(&record).unwrap();
+        assert_eq!(back.len(), 1);
+        assert_eq!((back[0].step, back[0].arrival), (2, held.arrival));
+        assert_eq!(
+            otlp::encode::encode(&back[0].batch).unwrap(),
+            otlp::encode::encode(&held.batch).unwrap()
+        );
+        assert!(super::decode(&record[..5]).is_err());
+        let mut bad_signal = record.clone();
+        bad_signal[12] = 9;
+        assert!(super::decode(&bad_signal).is_err());
     }
 }

@@ -210,7 +210,7 @@ fn read_journal(pipeline: &str, dir: &Path, rows: &mut Vec<HeldRows>) -> std::io
     loop {
         match reader.next(&log)? {
             Next::Record(record) => match journal::decode(&record.payload) {
-                Ok(held) => rows.push(held),
+                Ok(held) => rows.extend(held),
                 Err(e) => report::always(
                     tracing::Level::WARN,
                     &subject,

@@ -8,7 +8,7 @@
 //! group, so throughput holds while each batch is acknowledged only once it is on disk), and
 //! the `deliver` loop that reads the log in order into a normal instance of the sink.
 
-pub mod codec;
+mod codec;
 mod deliver;
 pub mod log;
 
