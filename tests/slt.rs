@@ -190,6 +190,9 @@ fn windows(windows: Vec<Windows>) -> Result<Vec<(String, OtapBatch)>, CommandErr
 struct Gateway {
     pipeline: Option<Pipeline>,
     outputs: BTreeMap<String, Vec<String>>,
+    /// The metric data points each sink received from the last input (see
+    /// [`penstock_tests::points`]).
+    points: BTreeMap<String, Vec<String>>,
 }
 
 impl Gateway {
@@ -223,6 +226,7 @@ impl Gateway {
             .as_mut()
             .ok_or_else(|| failed("input before any pipeline"))?;
         self.outputs.clear();
+        self.points.clear();
         let mut sent = Vec::new();
         for (i, line) in lines.lines().enumerate() {
             let (signal, bytes) = json::line_to_protobuf(line, i + 1).map_err(failed)?;
@@ -238,8 +242,11 @@ impl Gateway {
         let mut count = 0;
         for (sink, batch) in sent {
             let line = json::to_line(&batch).map_err(failed)?;
-            let records = render(&serde_json::from_str(&line).map_err(failed)?);
+            let request: Value = serde_json::from_str(&line).map_err(failed)?;
+            let records = render(&request);
             count += records.len() as u64;
+            let points = penstock_tests::points::render(&request);
+            self.points.entry(sink.clone()).or_default().extend(points);
             self.outputs.entry(sink).or_default().extend(records);
         }
         Ok(count)
@@ -256,8 +263,15 @@ impl Gateway {
         Ok(self.outputs.get(sink).cloned().unwrap_or_default())
     }
 
+    /// The metric data points sink `sink` received from the last input, one row each.
+    fn points(&self, sink: &str) -> Result<Vec<String>, CommandError> {
+        self.output(sink)?;
+        Ok(self.points.get(sink).cloned().unwrap_or_default())
+    }
+
     /// The current pipeline's counters: one line per statement, then the unrouted rows (and
-    /// the rows only aggregated, when the pipeline aggregates).
+    /// the rows only aggregated, when the pipeline aggregates, and what its merges of metric
+    /// series merged, when it has some).
     fn stats(&self) -> Result<Vec<String>, CommandError> {
         let p = self
             .pipeline
@@ -279,6 +293,13 @@ impl Gateway {
                 p.aggregates()
                     .then(|| format!("aggregated {}", p.aggregated_rows())),
             )
+            .chain(p.merges().then(|| {
+                let m = p.merge_stats();
+                format!(
+                    "merged points {} -> {}, series {} -> {}, resets {}, refused {}",
+                    m.points_in, m.points_out, m.series_in, m.series_out, m.resets, m.refused
+                )
+            }))
             .collect())
     }
 }
@@ -304,6 +325,7 @@ impl sqllogictest::DB for Gateway {
         match words.as_slice() {
             ["input"] => self.input(rest).map(DBOutput::StatementComplete),
             ["output", sink] if no_more => self.output(sink).map(rows),
+            ["points", sink] if no_more => self.points(sink).map(rows),
             ["stats"] if no_more => self.stats().map(rows),
             _ => self.define(sql).map(|()| DBOutput::StatementComplete(0)),
         }

@@ -183,14 +183,31 @@ fn pipeline(
     let decides = steps
         .iter()
         .any(|s| matches!(s.kind, StepKind::Sample { .. }));
-    if let Some(first) = p.options.first()
+    let merges = steps
+        .iter()
+        .any(|s| matches!(s.kind, StepKind::Reaggregate { .. }));
+    let is_metric = |e: &&ast::OptionEntry| e.key.value.to_lowercase().starts_with("metric_");
+    if let Some(first) = p.options.iter().find(|e| !is_metric(e))
         && !decides
         && !failed
     {
         errors.push(Located::at(
             first.key.span,
             format!(
-                "pipeline '{name}': its options apply to a trace decision, and no statement has one (WHERE trace_id IN (SELECT trace_id FROM spans GROUP BY trace_id HAVING ...))"
+                "pipeline '{name}': option '{}' applies to a trace decision, and no statement has one (WHERE trace_id IN (SELECT trace_id FROM spans GROUP BY trace_id HAVING ...))",
+                first.key.value.to_lowercase()
+            ),
+        ));
+    }
+    if let Some(first) = p.options.iter().find(is_metric)
+        && !merges
+        && !failed
+    {
+        errors.push(Located::at(
+            first.key.span,
+            format!(
+                "pipeline '{name}': option '{}' applies to merged metric series, and no statement merges them (INSERT INTO sink SELECT * FROM metrics GROUP BY ..., or ALTER TABLE metrics DROP ATTRIBUTE ...)",
+                first.key.value.to_lowercase()
             ),
         ));
     }
@@ -269,6 +286,16 @@ fn step(
                         .iter()
                         .map(|(from, to)| Ok((nonempty_key(from)?, nonempty_key(to)?)))
                         .collect::<Result<_>>()?,
+                },
+                // Dropping an identity attribute of metrics merges the series that then
+                // collide.
+                AttrAction::Drop(keys) if table == Table::Metrics => StepKind::Reaggregate {
+                    sink: None,
+                    filter: None,
+                    identity: Identity::Drop {
+                        scope: a.scope,
+                        keys: keys.iter().map(nonempty_key).collect::<Result<_>>()?,
+                    },
                 },
                 AttrAction::Drop(keys) => StepKind::Drop {
                     scope: a.scope,
@@ -453,6 +480,27 @@ fn insert(sink: String, query: &Query, aggregates: &[&str]) -> Result<(Table, St
         }
         _ => false,
     });
+    if table == Table::Metrics
+        && !group_by.is_empty()
+        && matches!(select.projection.as_slice(), [SelectItem::Wildcard(_)])
+    {
+        if let Some(having) = &select.having {
+            return Err(Located::at(
+                having.span(),
+                "HAVING does not apply to a merge of metric series: every merged series is sent"
+                    .to_string(),
+            ));
+        }
+        let identity = crate::identity::kept(&group_by)?;
+        return Ok((
+            table,
+            StepKind::Reaggregate {
+                sink: Some(sink),
+                filter,
+                identity,
+            },
+        ));
+    }
     if group_by.is_empty() && !aggregating {
         if select.having.is_some() {
             return unsupported("HAVING without GROUP BY or aggregates", select.span());

@@ -37,6 +37,7 @@ mod decision;
 mod error;
 mod exprs;
 mod having;
+mod identity;
 pub mod model;
 pub mod options;
 mod parser;

@@ -157,6 +157,18 @@ pub enum StepKind {
         /// Which traces are kept.
         decision: Box<Decision>,
     },
+    /// Merges the metric series that share an identity (see [`Identity`]): each merged
+    /// series gets one data point per interval (`metric_interval`), its values merged by the
+    /// metric's type.
+    Reaggregate {
+        /// The sink (None: the merged points go on to the next statements, as the points of
+        /// `ALTER TABLE metrics DROP ATTRIBUTE` do).
+        sink: Option<String>,
+        /// Which data points (all when None).
+        filter: Option<ResolvedExpr>,
+        /// What stays of a series' identity.
+        identity: Identity,
+    },
     /// Aggregates rows into derived metrics sent to a sink.
     Aggregate {
         /// The sink.
@@ -169,6 +181,28 @@ pub enum StepKind {
         group_by: Vec<ResolvedExpr>,
         /// Which groups are sent (all when None).
         having: Option<Box<Having>>,
+    },
+}
+
+/// What stays of a metric series' identity when series are merged. The metric itself (name,
+/// type, unit, temporality, monotonicity) and its scope's name and version always stay.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Identity {
+    /// Only these attributes stay (`GROUP BY name, resource.attributes['k'], attributes['k']`).
+    Keep {
+        /// Resource attribute keys.
+        resource: Vec<String>,
+        /// Scope attribute keys.
+        scope: Vec<String>,
+        /// Data point attribute keys.
+        point: Vec<String>,
+    },
+    /// Every attribute but these stays (`ALTER TABLE metrics DROP ATTRIBUTE ...`).
+    Drop {
+        /// Whose attributes.
+        scope: AttrScope,
+        /// The keys.
+        keys: Vec<String>,
     },
 }
 
@@ -222,7 +256,7 @@ pub struct SetStep {
 
 impl StepKind {
     /// A short name of the step's kind (`rename`, `drop`, `update`, `delete`, `route`,
-    /// `sample`, `aggregate`).
+    /// `sample`, `aggregate`, `reaggregate`).
     pub fn name(&self) -> &'static str {
         match self {
             StepKind::Rename { .. } => "rename",
@@ -232,6 +266,7 @@ impl StepKind {
             StepKind::Route { .. } => "route",
             StepKind::Sample { .. } => "sample",
             StepKind::Aggregate { .. } => "aggregate",
+            StepKind::Reaggregate { .. } => "reaggregate",
         }
     }
 }

@@ -14,7 +14,7 @@ use crate::ops::compile::compile_step;
 use crate::ops::operator::{Operator, RunContext};
 use crate::ops::routing::Routing;
 use crate::ops::spaces::rows_of;
-use crate::output::{HeldRows, RunOutput, SamplerStats, StepStats};
+use crate::output::{HeldRows, MergeStats, RunOutput, SamplerStats, StepStats};
 use crate::rows::{DATA_POINTS, signal_of};
 use crate::sample::decisions::Decisions;
 use crate::sample::traces::Released;
@@ -51,6 +51,8 @@ pub struct Pipeline {
     aggregates: bool,
     /// Its trace decisions, shared by the statements that write them.
     decisions: Decisions,
+    /// Whether a statement merges metric series.
+    merges: bool,
     /// This worker and the number of workers, when several share the traces.
     partition: Option<(usize, usize)>,
 }
@@ -128,6 +130,9 @@ impl Pipeline {
             return Err(errors);
         }
         let aggregates = steps.iter_mut().any(|s| s.op.aggregation().is_some());
+        let merges = steps
+            .iter()
+            .any(|s| matches!(s.step.kind, penstock_dialect::StepKind::Reaggregate { .. }));
         Ok(Pipeline {
             name: pipeline.name.clone(),
             source: pipeline.source.clone(),
@@ -136,6 +141,7 @@ impl Pipeline {
             aggregated: 0,
             aggregates,
             decisions,
+            merges,
             partition: None,
         })
     }
@@ -186,12 +192,54 @@ impl Pipeline {
         !self.decisions.is_empty()
     }
 
-    /// The rows of traces decided by `now` that are kept, for their sinks (sink, batch): call
-    /// it about once a second. With `finish` (the input ended, or the pipeline is replaced),
-    /// every trace held is decided now.
+    /// Whether a statement holds rows from batch to batch and lets them go over time: it
+    /// decides traces, or merges metric series. See [`Pipeline::decide`].
+    pub fn holds(&self) -> bool {
+        self.samples() || self.merges
+    }
+
+    /// What its statements held and let go by `now`, for their sinks (sink, batch): the rows
+    /// of kept traces decided by then, and the merged points of metric intervals that ended
+    /// (those of `ALTER TABLE metrics DROP ATTRIBUTE` after running through the statements
+    /// that follow it). Call it about once a second. With `finish` (the input ended, or the
+    /// pipeline is replaced), every trace held is decided and every interval ends now.
     pub fn decide(&mut self, now: SystemTime, finish: bool) -> Result<Vec<(String, OtapBatch)>> {
-        let released = self.decisions.decide(nanos_since_epoch(now), finish);
-        Ok(self.released(released?))
+        let now = nanos_since_epoch(now);
+        let released = self.decisions.decide(now, finish);
+        let mut out = self.released(released?);
+        for index in 0..self.steps.len() {
+            let compiled = &mut self.steps[index];
+            let due = compiled.op.due(now, finish);
+            let due = compiled.counted(due)?;
+            compiled.stats.rows_out += due.iter().map(|e| e.batch.num_items() as u64).sum::<u64>();
+            for emitted in due {
+                match emitted.sink {
+                    Some(sink) => out.push((sink, emitted.batch)),
+                    None => {
+                        let mut at = index + 1;
+                        let run = self.run_steps(emitted.batch, now, (index + 1, &mut at));
+                        out.extend(self.failed_at(at, run)?.routed);
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether a statement merges metric series (see [`Pipeline::merge_stats`]).
+    pub fn merges(&self) -> bool {
+        self.merges
+    }
+
+    /// What the statements that merge metric series merged, summed.
+    pub fn merge_stats(&self) -> MergeStats {
+        let mut total = MergeStats::default();
+        for compiled in &self.steps {
+            if let Some(stats) = compiled.op.merge_stats() {
+                total += stats;
+            }
+        }
+        total
     }
 
     /// `released` for their sinks, counted as their statements' rows out.
@@ -232,13 +280,13 @@ impl Pipeline {
             .steps
             .get_mut(step)
             .ok_or_else(|| PipelineError::Execute(format!("no statement {}", step + 1)))?;
+        let now = nanos_since_epoch(now);
         let Some(holder) = compiled.op.holds_for() else {
-            return Err(PipelineError::Execute(format!(
-                "statement {} holds no rows for trace decisions",
-                step + 1
-            )));
+            let taken = compiled.op.take_exchanged(batch, now);
+            compiled.counted(taken)?;
+            return Ok(Vec::new());
         };
-        let taken = holder.hold(&mut self.decisions, &batch, nanos_since_epoch(now), None);
+        let taken = holder.hold(&mut self.decisions, &batch, now, None);
         let taken = compiled.counted(taken)?;
         Ok(self.released(taken))
     }
@@ -335,7 +383,7 @@ impl Pipeline {
     /// Fails on a pipeline that aggregates or holds spans (its windows or held spans would
     /// take the batch twice).
     pub fn run_uncounted(&mut self, batch: OtapBatch) -> Result<RunOutput> {
-        if self.aggregates || self.samples() {
+        if self.aggregates || self.holds() {
             return Err(PipelineError::Execute(
                 "an aggregating pipeline cannot run a batch again".into(),
             ));
@@ -354,26 +402,36 @@ impl Pipeline {
     /// without a time key window rows by). See [`Pipeline::run`].
     pub fn run_at(&mut self, batch: OtapBatch, now: SystemTime) -> Result<RunOutput> {
         let mut at = 0;
-        self.run_steps(batch, nanos_since_epoch(now), &mut at)
-            .map_err(|source| {
-                let Some(failed) = self.steps.get_mut(at) else {
-                    return source;
-                };
-                failed.stats.errors += 1;
-                PipelineError::Statement {
-                    origin: failed.step.origin.to_string(),
-                    sql: failed.step.sql.clone(),
-                    source: Box::new(source),
-                }
-            })
+        let run = self.run_steps(batch, nanos_since_epoch(now), (0, &mut at));
+        self.failed_at(at, run)
     }
 
-    /// Runs the steps; `at` follows the step running.
-    fn run_steps(&mut self, batch: OtapBatch, now: u64, at: &mut usize) -> Result<RunOutput> {
+    /// `run`, whose failure (if any) came from step `at`: counted there, and naming it.
+    fn failed_at<T>(&mut self, at: usize, run: Result<T>) -> Result<T> {
+        run.map_err(|source| {
+            let Some(failed) = self.steps.get_mut(at) else {
+                return source;
+            };
+            failed.stats.errors += 1;
+            PipelineError::Statement {
+                origin: failed.step.origin.to_string(),
+                sql: failed.step.sql.clone(),
+                source: Box::new(source),
+            }
+        })
+    }
+
+    /// Runs the steps from `from` on; `at` follows the step running.
+    fn run_steps(
+        &mut self,
+        batch: OtapBatch,
+        now: u64,
+        (from, at): (usize, &mut usize),
+    ) -> Result<RunOutput> {
         let mut batch = batch;
         let mut out = RunOutput::default();
         let mut routing = Routing::default();
-        for (index, compiled) in self.steps.iter_mut().enumerate() {
+        for (index, compiled) in self.steps.iter_mut().enumerate().skip(from) {
             *at = index;
             let table = compiled.step.table;
             if signal_of(table) != batch.signal() {

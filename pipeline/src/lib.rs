@@ -59,6 +59,7 @@ mod ops;
 mod output;
 pub mod partition;
 pub mod query;
+mod reaggregate;
 pub mod reference;
 mod rows;
 mod sample;
@@ -73,7 +74,7 @@ pub use error::{PipelineError, Result};
 pub use exec::{Pipeline, nanos_since_epoch};
 pub use files::{check_source, compile_sources};
 pub use forwarding::{forwarding_routes, narrowing_reads, narrowing_routes};
-pub use output::{Exchanged, HeldRows, RunOutput, SamplerStats, StepStats};
+pub use output::{Exchanged, HeldRows, MergeStats, RunOutput, SamplerStats, StepStats};
 pub use rows::{signal_of, table_of};
 pub use sample::decisions::{
     DEFAULT_DECISION_CACHE, DEFAULT_DECISION_WAIT, DEFAULT_MAX_HELD_BYTES, DEFAULT_MAX_TRACES,

@@ -59,6 +59,36 @@ pub struct HeldRows {
     pub arrival: u64,
 }
 
+/// What the merges of metric series of a pipeline (summed over its statements) took and sent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MergeStats {
+    /// Data points received.
+    pub points_in: u64,
+    /// Merged data points sent.
+    pub points_out: u64,
+    /// Series followed now, as received (cumulative ones: their last point).
+    pub series_in: u64,
+    /// Merged series now.
+    pub series_out: u64,
+    /// Cumulative series that restarted (a new start time, or a monotonic value that went
+    /// down).
+    pub resets: u64,
+    /// Points not merged: histograms with other bucket bounds than their merged series', a
+    /// series that changed type, or past `metric_max_series`.
+    pub refused: u64,
+}
+
+impl std::ops::AddAssign for MergeStats {
+    fn add_assign(&mut self, other: MergeStats) {
+        self.points_in += other.points_in;
+        self.points_out += other.points_out;
+        self.series_in += other.series_in;
+        self.series_out += other.series_out;
+        self.resets += other.resets;
+        self.refused += other.refused;
+    }
+}
+
 /// What the trace decisions of a statement (or a pipeline, summed) hold and decided.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SamplerStats {

@@ -204,7 +204,9 @@ CREATE PIPELINE p FROM src WITH (decision_wait = '5s') AS BEGIN
 END;";
     let error = check_source("test.sql", sql).unwrap_err().to_string();
     assert!(
-        error.starts_with("test.sql:3:34: pipeline 'p': its options apply to a trace decision"),
+        error.starts_with(
+            "test.sql:3:34: pipeline 'p': option 'decision_wait' applies to a trace decision"
+        ),
         "{error}"
     );
     let sql = sql.replace("decision_wait = '5s'", "decision_wait = 5");

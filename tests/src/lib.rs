@@ -1,1 +1,3 @@
-//! Shared helpers of the end-to-end tests (none yet beyond the test files themselves).
+//! Shared helpers of the end-to-end tests.
+
+pub mod points;

@@ -249,9 +249,34 @@ pub fn sink_options(kind: SinkKind) -> Vec<OptionSpec> {
     specs
 }
 
-/// The options of a pipeline: those of its trace decisions.
+/// The options of a pipeline: those of its trace decisions, and (named `metric_...`) those of
+/// its merges of metric series.
 pub fn pipeline_options() -> Vec<OptionSpec> {
     vec![
+        opt(
+            "metric_interval",
+            Duration,
+            false,
+            "merged metric series get one data point per interval (default 10s)",
+        ),
+        opt(
+            "metric_gauge",
+            Choice(&["last", "min", "max", "avg", "sum"]),
+            false,
+            "how the gauges of merged series combine in an interval (default 'last': the latest point)",
+        ),
+        opt(
+            "metric_temporality",
+            Choice(&["kept", "delta"]),
+            false,
+            "'delta': merged cumulative sums and histograms are sent as deltas per interval (default 'kept')",
+        ),
+        opt(
+            "metric_max_series",
+            Count,
+            false,
+            "series tracked at most, received and merged (default 100000); past it, points of new series are refused, counted",
+        ),
         opt(
             "decision_wait",
             Duration,

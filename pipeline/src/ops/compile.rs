@@ -12,6 +12,7 @@ use super::rename::RenameOp;
 use super::route::RouteOp;
 use super::update::UpdateOp;
 use crate::error::Result;
+use crate::reaggregate::op::ReaggregateOp;
 use crate::sample::decisions::Decisions;
 use crate::sample::op::SampleOp;
 use crate::session::LazySession;
@@ -50,5 +51,6 @@ pub(crate) fn compile_step(
             options,
         )?)),
         StepKind::Aggregate { .. } => Box::new(AggregateOp::compile(session, step, pipeline)?),
+        StepKind::Reaggregate { .. } => Box::new(ReaggregateOp::compile(session, step, options)?),
     })
 }

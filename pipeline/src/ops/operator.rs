@@ -7,7 +7,7 @@ use penstock_engine::OtapBatch;
 use super::routing::Routing;
 use crate::aggregate::Aggregation;
 use crate::error::Result;
-use crate::output::{RunOutput, StepStats};
+use crate::output::{MergeStats, RunOutput, StepStats};
 use crate::sample::decisions::{Decisions, Holder};
 
 /// One compiled statement.
@@ -35,6 +35,24 @@ pub(crate) trait Operator: Send {
         None
     }
 
+    /// Takes rows another worker's copy of this statement received for this worker (see
+    /// [`Operator::partition`]), at `now`.
+    fn take_exchanged(&mut self, _batch: OtapBatch, _now: u64) -> Result<()> {
+        Err(crate::error::PipelineError::Execute(
+            "this statement takes no rows from other workers".into(),
+        ))
+    }
+
+    /// What it holds that is due by `now` (everything it holds, with `finish`).
+    fn due(&mut self, _now: u64, _finish: bool) -> Result<Vec<Emitted>> {
+        Ok(Vec::new())
+    }
+
+    /// For a statement that merges metric series: what it merged.
+    fn merge_stats(&self) -> Option<MergeStats> {
+        None
+    }
+
     /// Appends the plan lines of this operator, which may read the pipeline's decisions.
     fn explain_with(&self, table: Table, _decisions: &Decisions, line: &mut dyn FnMut(String)) {
         self.explain(table, line);
@@ -59,4 +77,12 @@ pub(crate) struct RunContext<'a> {
     pub(crate) step: usize,
     /// The pipeline's trace decisions.
     pub(crate) decisions: &'a mut Decisions,
+}
+
+/// Rows a statement held and now lets go.
+pub(crate) struct Emitted {
+    /// The sink they go to (None: on to the next statements).
+    pub(crate) sink: Option<String>,
+    /// The rows.
+    pub(crate) batch: OtapBatch,
 }

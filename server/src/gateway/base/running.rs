@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use penstock_dialect::Program;
-use penstock_pipeline::{Pipeline, SamplerStats};
+use penstock_pipeline::{MergeStats, Pipeline, SamplerStats};
 
 use crate::gateway::base::forwarding::Forwarding;
 
@@ -49,6 +49,41 @@ pub struct PipelineCounters {
     pub samples: bool,
     /// Its trace decisions' counters ([`SAMPLER_COUNTERS`] order), per worker.
     sampling: Vec<[AtomicU64; SAMPLER_COUNTERS.len()]>,
+    /// Whether it merges metric series.
+    pub merges: bool,
+    /// Its merges' counters ([`MERGE_COUNTERS`] order), per worker.
+    merging: Vec<[AtomicU64; MERGE_COUNTERS.len()]>,
+}
+
+/// The counters of merges of metric series, as `/metrics` names them (without
+/// `penstock_merge_`), whether each is a gauge, and what it counts.
+pub const MERGE_COUNTERS: [(&str, bool, &str); 6] = [
+    ("points_in_total", false, "data points received to merge"),
+    ("points_out_total", false, "merged data points sent"),
+    ("series_in", true, "cumulative series followed, as received"),
+    ("series_out", true, "merged series"),
+    (
+        "resets_total",
+        false,
+        "cumulative series that restarted (a new start time, or a monotonic value that went down)",
+    ),
+    (
+        "points_refused_total",
+        false,
+        "points not merged: other histogram bounds, a changed type, or past metric_max_series",
+    ),
+];
+
+/// `stats` in [`MERGE_COUNTERS`] order.
+fn merge_values(s: &MergeStats) -> [u64; MERGE_COUNTERS.len()] {
+    [
+        s.points_in,
+        s.points_out,
+        s.series_in,
+        s.series_out,
+        s.resets,
+        s.refused,
+    ]
 }
 
 /// The counters of trace decisions, as `/metrics` names them (without `penstock_sampler_`),
@@ -146,6 +181,17 @@ impl PipelineCounters {
         totals
     }
 
+    /// Its merges' counters over all workers, in [`MERGE_COUNTERS`] order.
+    pub fn merging(&self) -> [u64; MERGE_COUNTERS.len()] {
+        let mut totals = [0; MERGE_COUNTERS.len()];
+        for cells in &self.merging {
+            for (t, c) in totals.iter_mut().zip(cells) {
+                *t += c.load(Relaxed);
+            }
+        }
+        totals
+    }
+
     /// Stores the totals of `worker`'s copy of the pipeline.
     pub fn store(&self, worker: usize, pipeline: &Pipeline) {
         for (step, (_, stats)) in self.steps.iter().zip(pipeline.stats()) {
@@ -166,6 +212,14 @@ impl PipelineCounters {
             && self.samples
         {
             let values = sampler_values(&pipeline.sampler_stats());
+            for (cell, value) in cells.iter().zip(values) {
+                cell.store(value, Relaxed);
+            }
+        }
+        if let Some(cells) = self.merging.get(worker)
+            && self.merges
+        {
+            let values = merge_values(&pipeline.merge_stats());
             for (cell, value) in cells.iter().zip(values) {
                 cell.store(value, Relaxed);
             }
@@ -215,6 +269,8 @@ impl Running {
                 aggregated: (0..workers).map(|_| AtomicU64::new(0)).collect(),
                 samples: p.samples(),
                 sampling: (0..workers).map(|_| Default::default()).collect(),
+                merges: p.merges(),
+                merging: (0..workers).map(|_| Default::default()).collect(),
             })
             .collect();
         Running {
@@ -274,18 +330,36 @@ impl Running {
             .pipelines
             .iter()
             .filter(|p| p.samples)
-            .map(|p| (&p.name, p.sampling()))
+            .map(|p| (p.name.as_str(), p.sampling().to_vec()))
             .collect();
-        if sampling.is_empty() {
-            return;
-        }
-        for (i, (metric, gauge, help)) in SAMPLER_COUNTERS.iter().enumerate() {
-            let name = format!("penstock_sampler_{metric}");
-            let kind = if *gauge { "gauge" } else { "counter" };
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-            for (pipeline, values) in &sampling {
-                let _ = writeln!(out, "{name}{{pipeline=\"{pipeline}\"}} {}", values[i]);
-            }
+        write_family(out, "penstock_sampler_", &SAMPLER_COUNTERS, &sampling);
+        let merging: Vec<_> = self
+            .pipelines
+            .iter()
+            .filter(|p| p.merges)
+            .map(|p| (p.name.as_str(), p.merging().to_vec()))
+            .collect();
+        write_family(out, "penstock_merge_", &MERGE_COUNTERS, &merging);
+    }
+}
+
+/// Writes the counters `counters` (named with `prefix`) of each pipeline in `values` (in the
+/// counters' order); nothing when no pipeline has them.
+fn write_family(
+    out: &mut String,
+    prefix: &str,
+    counters: &[(&str, bool, &str)],
+    values: &[(&str, Vec<u64>)],
+) {
+    if values.is_empty() {
+        return;
+    }
+    for (i, (metric, gauge, help)) in counters.iter().enumerate() {
+        let name = format!("{prefix}{metric}");
+        let kind = if *gauge { "gauge" } else { "counter" };
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for (pipeline, values) in values {
+            let _ = writeln!(out, "{name}{{pipeline=\"{pipeline}\"}} {}", values[i]);
         }
     }
 }

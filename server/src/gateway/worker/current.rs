@@ -121,7 +121,7 @@ impl Current {
         let mut out = Vec::new();
         for p in 0..self.pipelines.len() {
             let pipeline = &mut self.pipelines[p];
-            if !pipeline.samples() {
+            if !pipeline.holds() {
                 continue;
             }
             out.extend(routed_or_reported(pipeline, |p| p.decide(at, finish)));
@@ -142,7 +142,7 @@ impl Current {
         let found = self
             .pipelines
             .iter()
-            .position(|p| p.name() == pipeline && p.samples());
+            .position(|p| p.name() == pipeline && p.holds());
         let Some(p) = found else {
             report::throttled(
                 tracing::Level::WARN,

@@ -1,0 +1,170 @@
+//! The identity of a metric series, as received and as merged: its resource, scope, metric
+//! and data point attributes, as bytes to key maps by.
+
+use opentelemetry_proto::tonic::common::v1::{InstrumentationScope, KeyValue};
+use opentelemetry_proto::tonic::metrics::v1::Metric;
+use opentelemetry_proto::tonic::resource::v1::Resource;
+use penstock_dialect::Identity;
+use penstock_dialect::model::AttrScope;
+use prost::Message;
+
+/// The kind of a metric, with what its identity keeps of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Kind {
+    Gauge,
+    Sum { cumulative: bool, monotonic: bool },
+    Histogram { cumulative: bool },
+    Exponential { cumulative: bool },
+    Summary,
+}
+
+impl Kind {
+    /// The kind of `metric` (None when it has no data).
+    pub(crate) fn of(metric: &Metric) -> Option<Kind> {
+        use opentelemetry_proto::tonic::metrics::v1::metric::Data;
+        let cumulative = |t: i32| t == 2;
+        Some(match metric.data.as_ref()? {
+            Data::Gauge(_) => Kind::Gauge,
+            Data::Sum(s) => Kind::Sum {
+                cumulative: cumulative(s.aggregation_temporality),
+                monotonic: s.is_monotonic,
+            },
+            Data::Histogram(h) => Kind::Histogram {
+                cumulative: cumulative(h.aggregation_temporality),
+            },
+            Data::ExponentialHistogram(h) => Kind::Exponential {
+                cumulative: cumulative(h.aggregation_temporality),
+            },
+            Data::Summary(_) => Kind::Summary,
+        })
+    }
+
+    /// Whether its points carry running totals since their start time.
+    pub(crate) fn is_cumulative(self) -> bool {
+        match self {
+            Kind::Sum { cumulative, .. }
+            | Kind::Histogram { cumulative }
+            | Kind::Exponential { cumulative } => cumulative,
+            Kind::Summary => true,
+            Kind::Gauge => false,
+        }
+    }
+
+    fn tag(self) -> u8 {
+        match self {
+            Kind::Gauge => 1,
+            Kind::Sum {
+                cumulative,
+                monotonic,
+            } => 2 | u8::from(cumulative) << 4 | u8::from(monotonic) << 5,
+            Kind::Histogram { cumulative } => 3 | u8::from(cumulative) << 4,
+            Kind::Exponential { cumulative } => 4 | u8::from(cumulative) << 4,
+            Kind::Summary => 5,
+        }
+    }
+}
+
+/// What stays of a series' identity, compiled.
+#[derive(Debug, Clone)]
+pub(crate) struct Kept(Identity);
+
+impl Kept {
+    pub(crate) fn new(identity: &Identity) -> Kept {
+        Kept(identity.clone())
+    }
+
+    /// Whether attribute `key` of `scope` stays.
+    fn keeps(&self, scope: AttrScope, key: &str) -> bool {
+        match &self.0 {
+            Identity::Keep {
+                resource,
+                scope: scope_keys,
+                point,
+            } => {
+                let keys = match scope {
+                    AttrScope::Resource => resource,
+                    AttrScope::Scope => scope_keys,
+                    AttrScope::Record => point,
+                };
+                keys.iter().any(|k| k == key)
+            }
+            Identity::Drop { scope: s, keys } => *s != scope || !keys.iter().any(|k| k == key),
+        }
+    }
+
+    /// The attributes of `scope` that stay, sorted by key.
+    pub(crate) fn attributes(&self, scope: AttrScope, attributes: &[KeyValue]) -> Vec<KeyValue> {
+        let mut kept: Vec<KeyValue> = attributes
+            .iter()
+            .filter(|kv| self.keeps(scope, &kv.key))
+            .cloned()
+            .collect();
+        sorted(&mut kept);
+        kept
+    }
+
+    /// The resource as merged series keep it.
+    pub(crate) fn resource(&self, resource: &Resource) -> Resource {
+        Resource {
+            attributes: self.attributes(AttrScope::Resource, &resource.attributes),
+            dropped_attributes_count: 0,
+            entity_refs: Vec::new(),
+        }
+    }
+
+    /// The scope as merged series keep it.
+    pub(crate) fn scope(&self, scope: &InstrumentationScope) -> InstrumentationScope {
+        InstrumentationScope {
+            name: scope.name.clone(),
+            version: scope.version.clone(),
+            attributes: self.attributes(AttrScope::Scope, &scope.attributes),
+            dropped_attributes_count: 0,
+        }
+    }
+}
+
+/// Sorts attributes by key (the last of a repeated key wins, as OTLP receivers read them).
+pub(crate) fn sorted(attributes: &mut Vec<KeyValue>) {
+    attributes.reverse();
+    attributes.sort_by(|a, b| a.key.cmp(&b.key));
+    attributes.dedup_by(|a, b| a.key == b.key);
+}
+
+/// Bytes that tell series apart: the same for two series exactly when their resource, scope,
+/// metric (name, unit, kind) and point attributes are the same (attributes sorted by key).
+pub(crate) fn series_key(
+    resource: &[KeyValue],
+    scope: &InstrumentationScope,
+    (metric, kind): (&Metric, Kind),
+    point: &[KeyValue],
+) -> Vec<u8> {
+    let mut key = Vec::with_capacity(128);
+    let mut part = |bytes: &[u8]| {
+        key.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+        key.extend_from_slice(bytes);
+    };
+    for attributes in [resource, &scope.attributes, point] {
+        let mut attributes = attributes.to_vec();
+        sorted(&mut attributes);
+        part(&(attributes.len() as u32).to_le_bytes());
+        for kv in &attributes {
+            part(&kv.encode_to_vec());
+        }
+    }
+    part(scope.name.as_bytes());
+    part(scope.version.as_bytes());
+    part(metric.name.as_bytes());
+    part(metric.unit.as_bytes());
+    part(&[kind.tag()]);
+    key
+}
+
+/// The worker of `workers` that merges the series of `key` (the same on every worker).
+pub(crate) fn owner(key: &[u8], workers: usize) -> usize {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in key {
+        hash ^= u64::from(*b);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    (hash % workers.max(1) as u64) as usize
+}
