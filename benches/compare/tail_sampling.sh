@@ -7,7 +7,7 @@
 # decision_wait 2 s; room for every trace of the run (max_traces / num_traces 400000); the
 # Collector batches what tail_sampling keeps before its exporter, as its docs advise. Prints,
 # per system and run: CPU-seconds per million spans (from /proc, from start until every trace
-# was decided and sent), peak RSS (VmHWM), and the spans the receiver got.
+# was decided and sent, and the drain), peak RSS (VmHWM), and the spans the receiver got.
 #
 # usage: [PENSTOCK_BIN=path] [RUNS=3] [SPANS=1000000] benches/compare/tail_sampling.sh
 set -euo pipefail
@@ -19,8 +19,7 @@ benches/compare/build-collector.sh
 collector=benches/compare/bin/otelcol-penstock-bench
 (cd tests/interop-go && go build -o bin/otap-interop .)
 interop=tests/interop-go/bin/otap-interop
-# cpu_ticks PID: user + system clock ticks of PID so far.
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+. benches/compare/measure.sh
 
 cat > "$work/penstock.sql" <<'SQL'
 CREATE SOURCE edge FROM GRPC WITH (listen = '127.0.0.1:4317');
@@ -61,31 +60,9 @@ YAML
 
 for run in $(seq 1 "$runs"); do
   for system in penstock collector; do
-    rm -f "$work/in"; mkfifo "$work/in"
-    "$interop" serve-otlp -listen 127.0.0.1:4418 < "$work/in" > /dev/null 2> "$work/receiver.err" &
-    receiver=$!; pids+=("$receiver")
-    exec 3> "$work/in"
-    wait_port 4418
-    if [ "$system" = penstock ]; then
-      "$bin" run --workers 1 "$work/penstock.sql" > "$work/system.log" 2>&1 &
-    else
-      GOMAXPROCS=1 "$collector" --config "$work/collector.yaml" > "$work/system.log" 2>&1 &
-    fi
-    pid=$!; pids+=("$pid")
-    wait_port 4317
-    before=$(cpu_ticks "$pid")
-    "$interop" export-traces -addr 127.0.0.1:4317 -generate "$spans" -connections 4 -quiet \
-      > "$work/sent.txt"
-    # Every trace is decided 2 s after its first span and then sent: wait until the CPU of
-    # the system stays still for a second, at least 3 s after the load ended.
-    sleep 3
-    last=-1
-    while now=$(cpu_ticks "$pid") && [ "$now" != "$last" ]; do last=$now; sleep 1; done
-    ticks=$(( $(cpu_ticks "$pid") - before ))
-    rss=$(awk '/^VmHWM:/ {print $2 * 1024}' "/proc/$pid/status")
-    kill -TERM "$pid"; wait "$pid" 2>/dev/null || true
-    exec 3>&-
-    wait "$receiver" 2>/dev/null || true
+    # Every trace is decided 2 s after its first span and then sent.
+    measure "$system" 3 "$interop" export-traces -addr 127.0.0.1:4317 -generate "$spans" \
+      -connections 4 -quiet
     got=$(grep -o 'traces [0-9]* exports, [0-9]* spans' "$work/receiver.err" | awk '{print $4}')
     hz=$(getconf CLK_TCK)
     awk -v s="$system" -v r="$run" -v t="$ticks" -v hz="$hz" -v n="$spans" -v rss="$rss" \

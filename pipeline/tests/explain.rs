@@ -27,6 +27,9 @@ CREATE PIPELINE p FROM src AS BEGIN
   INSERT INTO out SELECT * FROM spans
     WHERE kind = 2 AND trace_id IN (SELECT trace_id FROM spans WHERE name <> 'noise'
       GROUP BY trace_id HAVING bool_or(status.code = 2) OR sample(trace_id, 0.05));
+  INSERT INTO metrics SELECT * FROM metrics WHERE name LIKE 'http.%'
+    GROUP BY name, resource.attributes['service.name'], attributes['http.route'];
+  ALTER TABLE metrics DROP RESOURCE ATTRIBUTE 'k8s.pod.name';
 END;";
     let program = check_source("explain.sql", sql).unwrap_or_else(|e| panic!("{e}"));
     let pipeline = Pipeline::compile(&program, "p").unwrap_or_else(|e| panic!("{e}"));

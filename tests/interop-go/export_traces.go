@@ -1,10 +1,12 @@
 package main
 
-// The export-traces subcommand: the pdata ptraceotlp gRPC client, as the Collector's otlp
-// exporter uses it (gzip, its default compression), over several connections: request i goes
-// on connection i mod -connections, and each connection sends its requests one after the
-// other. So the spans of one trace can reach a gateway on different connections. The requests
-// come from stdin, or with -generate from a generator of traces of 1 to 8 spans.
+// The export-traces subcommand: the pdata ptraceotlp gRPC client (pmetricotlp with -signal
+// metrics), as the Collector's otlp exporter uses it (gzip, its default compression), over
+// several connections: request i goes on connection i mod -connections, and each connection
+// sends its requests one after the other. So the spans of one trace (or the series merged into
+// one) can reach a gateway on different connections. The requests come from stdin, or with
+// -generate from a generator of traces of 1 to 8 spans (of delta sums in -series series, see
+// generatedMetrics).
 
 import (
 	"context"
@@ -20,7 +22,9 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 )
 
@@ -40,32 +44,52 @@ func cmdExportTraces(args []string, stdin io.Reader, stdout, stderr io.Writer) e
 	addr := fs.String("addr", "", "the OTLP/gRPC endpoint, HOST:PORT")
 	connections := fs.Int("connections", 2, "connections the requests are spread over")
 	callTimeout := fs.Duration("call-timeout", 10*time.Second, "deadline of each call")
-	generate := fs.Int("generate", 0, "generate this many spans instead of reading stdin")
-	batch := fs.Int("batch", 512, "spans per generated request")
+	generate := fs.Int("generate", 0, "generate this many spans (data points with -signal metrics) instead of reading stdin")
+	batch := fs.Int("batch", 512, "spans (data points) per generated request")
+	series := fs.Int("series", 10000, "series of the generated data points (100 routes times series/100 pods)")
 	quiet := fs.Bool("quiet", false, "print only a summary line, not one line per answer")
+	signal := fs.String("signal", "traces", "what stdin holds: traces or metrics requests")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
 	if *addr == "" || *connections < 1 || *batch < 1 {
 		return usageError{errors.New("-addr is required, -connections and -batch at least 1")}
 	}
-	var requests []ptraceotlp.ExportRequest
-	if *generate > 0 {
-		requests = generatedTraces(*generate, *batch)
-	} else {
-		frames, err := readFrames(stdin)
-		if err != nil {
-			return err
-		}
-		for _, frame := range frames {
-			request := ptraceotlp.NewExportRequest()
-			if err := request.UnmarshalProto(frame); err != nil {
+	var count int
+	var export exportCall
+	switch {
+	case *signal == "metrics":
+		requests := generatedMetrics(*generate, *series, *batch)
+		if *generate == 0 {
+			var err error
+			requests, err = framedRequests(stdin, pmetricotlp.NewExportRequest)
+			if err != nil {
 				return err
 			}
-			requests = append(requests, request)
+		}
+		count = len(requests)
+		export = func(ctx context.Context, conn *grpc.ClientConn, i int) error {
+			_, err := pmetricotlp.NewGRPCClient(conn).Export(ctx, requests[i])
+			return err
+		}
+	case *signal != "traces":
+		return usageError{fmt.Errorf("-signal %q: traces or metrics", *signal)}
+	default:
+		requests := generatedTraces(*generate, *batch)
+		if *generate == 0 {
+			var err error
+			requests, err = framedRequests(stdin, ptraceotlp.NewExportRequest)
+			if err != nil {
+				return err
+			}
+		}
+		count = len(requests)
+		export = func(ctx context.Context, conn *grpc.ClientConn, i int) error {
+			_, err := ptraceotlp.NewGRPCClient(conn).Export(ctx, requests[i])
+			return err
 		}
 	}
-	outcomes := make([]tracesOutcome, len(requests))
+	outcomes := make([]tracesOutcome, count)
 	var wg sync.WaitGroup
 	started := time.Now()
 	for c := 0; c < *connections; c++ {
@@ -74,13 +98,12 @@ func cmdExportTraces(args []string, stdin io.Reader, stdout, stderr io.Writer) e
 			return err
 		}
 		defer conn.Close()
-		client := ptraceotlp.NewGRPCClient(conn)
 		wg.Add(1)
 		go func(c int) {
 			defer wg.Done()
-			for i := c; i < len(requests); i += *connections {
+			for i := c; i < count; i += *connections {
 				ctx, cancel := context.WithTimeout(context.Background(), *callTimeout)
-				_, err := client.Export(ctx, requests[i])
+				err := export(ctx, conn, i)
 				cancel()
 				outcomes[i] = tracesOutcome{Request: i, Connection: c, Code: "OK"}
 				if err != nil {
@@ -104,9 +127,34 @@ func cmdExportTraces(args []string, stdin io.Reader, stdout, stderr io.Writer) e
 	}
 	if *quiet {
 		fmt.Fprintf(stdout, "sent %d requests in %.3f s, %d refused\n",
-			len(requests), time.Since(started).Seconds(), failed)
+			count, time.Since(started).Seconds(), failed)
 	}
 	return nil
+}
+
+// exportCall sends request i on conn.
+type exportCall func(ctx context.Context, conn *grpc.ClientConn, i int) error
+
+// protoRequest is a pdata export request read from protobuf.
+type protoRequest interface {
+	UnmarshalProto([]byte) error
+}
+
+// framedRequests reads the framed protobuf requests on r, each made by newRequest.
+func framedRequests[R protoRequest](r io.Reader, newRequest func() R) ([]R, error) {
+	frames, err := readFrames(r)
+	if err != nil {
+		return nil, err
+	}
+	requests := make([]R, 0, len(frames))
+	for _, frame := range frames {
+		request := newRequest()
+		if err := request.UnmarshalProto(frame); err != nil {
+			return nil, err
+		}
+		requests = append(requests, request)
+	}
+	return requests, nil
 }
 
 // generatedTraces makes about `spans` spans in traces of 1 to 8 spans (one service, a root

@@ -118,6 +118,11 @@ impl Merger {
         }
     }
 
+    /// Its settings.
+    pub(crate) fn settings(&self) -> Settings {
+        self.settings
+    }
+
     /// The counters, with the series followed now.
     pub(crate) fn stats(&self) -> MergeStats {
         MergeStats {
@@ -160,7 +165,6 @@ impl Merger {
                         continue;
                     };
                     for point in points(metric) {
-                        self.stats.points_in += 1;
                         let attributes = self.kept.attributes(AttrScope::Record, &point.attributes);
                         let key = series_key(
                             &out_resource.attributes,
@@ -175,6 +179,7 @@ impl Merger {
                                 continue;
                             }
                         }
+                        self.stats.points_in += 1;
                         let input = kind.is_cumulative().then(|| {
                             series_key(
                                 &resource.attributes,

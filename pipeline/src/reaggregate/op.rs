@@ -217,9 +217,18 @@ impl Operator for ReaggregateOp {
             }
         };
         line(identity);
-        line(
-            "merge the series that collide, one point per interval: sums and histograms added (cumulative ones by their growth), gauges by the last".to_string(),
-        );
+        let settings = self.merger.settings();
+        line(format!(
+            "merge the series that collide, one point per {} s interval: sums and histograms added (cumulative ones by their growth{}), gauges by {:?}; follow at most {} series",
+            settings.interval as f64 / 1e9,
+            if settings.delta {
+                ", sent as deltas"
+            } else {
+                ""
+            },
+            settings.gauge,
+            settings.max_series
+        ));
         line(match &self.sink {
             Some(sink) => format!("send the merged points to sink {sink}"),
             None => "the next statements see the merged points".to_string(),

@@ -109,6 +109,22 @@ impl OtlpReceiver {
     }
 }
 
+impl OtlpReceiver {
+    /// Closes its stdin, waits for the exit and returns every frame not read yet (signal
+    /// byte, OTLP request), in the order they were accepted.
+    pub fn finish_frames(mut self) -> Vec<(u8, Vec<u8>)> {
+        drop(self.child.stdin.take());
+        let status = self.child.wait().unwrap();
+        let summary = self.stderr.take().unwrap().join().unwrap();
+        assert!(status.success(), "the receiver failed: {summary}");
+        let mut frames = Vec::new();
+        while let Ok(frame) = self.frames.recv_timeout(Duration::from_secs(30)) {
+            frames.push(frame);
+        }
+        frames
+    }
+}
+
 /// What a receiver got, per signal: equivalence lines (one per log record, span, metric)
 /// and items (log records, spans, data points).
 #[derive(Default)]

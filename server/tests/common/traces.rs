@@ -57,27 +57,36 @@ pub fn request(spans: Vec<Span>) -> ExportTraceServiceRequest {
 /// Sends `requests` to `addr` with the Go helper `binary`, request i on connection i mod
 /// `connections`; every answer must be OK.
 pub fn send(binary: &Path, addr: &str, connections: u32, requests: &[ExportTraceServiceRequest]) {
+    let frames: Vec<Vec<u8>> = requests.iter().map(Message::encode_to_vec).collect();
+    send_frames(binary, addr, connections, "traces", &frames);
+}
+
+/// Sends the export requests of `signal` (traces or metrics) encoded in `frames` to `addr`
+/// with the pdata gRPC client of the Go helper `binary` (gzip), request i on connection i mod
+/// `connections`, each connection's requests one after the other; every answer must be OK.
+pub fn send_frames(binary: &Path, addr: &str, connections: u32, signal: &str, frames: &[Vec<u8>]) {
     let connections = connections.to_string();
     let mut child = spawn_piped(Command::new(binary).args([
         "export-traces",
+        "-signal",
+        signal,
         "-addr",
         addr,
         "-connections",
         &connections,
     ]));
     let mut stdin = child.stdin.take().unwrap();
-    for r in requests {
-        let bytes = r.encode_to_vec();
+    for bytes in frames {
         stdin
             .write_all(&(bytes.len() as u32).to_le_bytes())
             .unwrap();
-        stdin.write_all(&bytes).unwrap();
+        stdin.write_all(bytes).unwrap();
     }
     drop(stdin);
     let out = BufReader::new(child.stdout.take().unwrap());
     let answers: Vec<String> = out.lines().map(Result::unwrap).collect();
     assert!(child.wait().unwrap().success(), "export-traces failed");
-    assert_eq!(answers.len(), requests.len(), "{answers:?}");
+    assert_eq!(answers.len(), frames.len(), "{answers:?}");
     for a in &answers {
         assert!(a.contains("\"code\":\"OK\""), "{a}");
     }

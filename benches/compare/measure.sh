@@ -1,0 +1,45 @@
+# Sourced by the comparison benchmarks (after benches/e2e/setup.sh): measures one system on
+# one core through one load.
+#
+#   measure SYSTEM SETTLE SENDER...
+#
+# starts a grpc-go OTLP receiver on 127.0.0.1:4418, then SYSTEM (penstock: "$bin" run
+# --workers 1 "$work/penstock.sql"; collector: "$collector" --config "$work/collector.yaml"
+# with GOMAXPROCS=1) on 127.0.0.1:4317, runs SENDER... (its output in "$work/sent.txt"),
+# waits SETTLE seconds and until the system's CPU stays still for a second, stops it with
+# SIGTERM (its drain counted) and sets: ticks (user + system clock ticks from before the
+# load to the exit), rss (peak RSS in bytes, VmHWM, before the drain) and the receiver's
+# summary in "$work/receiver.err".
+
+# cpu_ticks PID: user + system clock ticks of PID so far.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+measure() {
+  local system=$1 settle=$2
+  shift 2
+  rm -f "$work/in"; mkfifo "$work/in"
+  "$interop" serve-otlp -listen 127.0.0.1:4418 < "$work/in" > /dev/null 2> "$work/receiver.err" &
+  local receiver=$!; pids+=("$receiver")
+  exec 3> "$work/in"
+  wait_port 4418
+  if [ "$system" = penstock ]; then
+    "$bin" run --workers 1 "$work/penstock.sql" > "$work/system.log" 2>&1 &
+  else
+    GOMAXPROCS=1 "$collector" --config "$work/collector.yaml" > "$work/system.log" 2>&1 &
+  fi
+  local pid=$!; pids+=("$pid")
+  wait_port 4317
+  local before last now t
+  before=$(cpu_ticks "$pid")
+  "$@" > "$work/sent.txt"
+  sleep "$settle"
+  last=-1
+  while now=$(cpu_ticks "$pid") && [ "$now" != "$last" ]; do last=$now; sleep 1; done
+  rss=$(awk '/^VmHWM:/ {print $2 * 1024}' "/proc/$pid/status")
+  ticks=$(( $(cpu_ticks "$pid") - before ))
+  kill -TERM "$pid"
+  while t=$(cpu_ticks "$pid" 2>/dev/null); do ticks=$(( t - before )); sleep 0.05; done
+  wait "$pid" 2>/dev/null || true
+  exec 3>&-
+  wait "$receiver" 2>/dev/null || true
+}
