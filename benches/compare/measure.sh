@@ -6,10 +6,10 @@
 # starts a grpc-go OTLP receiver on 127.0.0.1:4418, then SYSTEM (penstock: "$bin" run
 # --workers 1 "$work/penstock.sql"; collector: "$collector" --config "$work/collector.yaml"
 # with GOMAXPROCS=1) on 127.0.0.1:4317, runs SENDER... (its output in "$work/sent.txt"),
-# waits SETTLE seconds and until the system's CPU stays still for a second, stops it with
-# SIGTERM (its drain counted) and sets: ticks (user + system clock ticks from before the
-# load to the exit), rss (peak RSS in bytes, VmHWM, before the drain) and the receiver's
-# summary in "$work/receiver.err".
+# waits SETTLE seconds and until the system's CPU stays still for a second (the work is
+# done), stops it with SIGTERM and sets: ticks (user + system clock ticks from before the
+# load until the work was done; the drain is not counted), rss (peak RSS in bytes, VmHWM)
+# and the receiver's summary in "$work/receiver.err".
 
 # cpu_ticks PID: user + system clock ticks of PID so far.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
@@ -29,7 +29,7 @@ measure() {
   fi
   local pid=$!; pids+=("$pid")
   wait_port 4317
-  local before last now t
+  local before last now
   before=$(cpu_ticks "$pid")
   "$@" > "$work/sent.txt"
   sleep "$settle"
@@ -38,7 +38,6 @@ measure() {
   rss=$(awk '/^VmHWM:/ {print $2 * 1024}' "/proc/$pid/status")
   ticks=$(( $(cpu_ticks "$pid") - before ))
   kill -TERM "$pid"
-  while t=$(cpu_ticks "$pid" 2>/dev/null); do ticks=$(( t - before )); sleep 0.05; done
   wait "$pid" 2>/dev/null || true
   exec 3>&-
   wait "$receiver" 2>/dev/null || true

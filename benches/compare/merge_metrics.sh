@@ -5,11 +5,12 @@
 # 10,000 series (100 routes x 100 pods), made and sent by the pdata gRPC metrics client
 # (`otap-interop export-traces -signal metrics -generate`, gzip as the Collector's otlp exporter
 # sends, 4 connections, 1000 points a request), to a grpc-go OTLP receiver. Both drop the pod:
-# 100 series are left. Penstock merges them per 10 s interval across requests
-# (`ALTER TABLE metrics DROP ATTRIBUTE 'k8s.pod.name'`); metricstransform sums the points of
-# one request that collide, so the Collector still sends several points per series and
-# interval. Prints, per system and run: CPU-seconds per million points (from /proc, from
-# start until everything was sent), peak RSS (VmHWM), and the points the receiver got.
+# 100 series are left. Penstock merges them per 1 s interval across requests
+# (`ALTER TABLE metrics DROP ATTRIBUTE 'k8s.pod.name'`, `metric_interval = '1s'`, so that every
+# interval ends while it runs); metricstransform sums the points of one request that collide,
+# so the Collector still sends one point per series and request. Prints, per system and run:
+# CPU-seconds per million points (from /proc, from start until everything was sent), peak
+# RSS (VmHWM), and the points the receiver got.
 #
 # usage: [PENSTOCK_BIN=path] [RUNS=3] [POINTS=1000000] benches/compare/merge_metrics.sh
 set -euo pipefail
@@ -26,7 +27,7 @@ interop=tests/interop-go/bin/otap-interop
 cat > "$work/penstock.sql" <<'SQL'
 CREATE SOURCE edge FROM GRPC WITH (listen = '127.0.0.1:4317');
 CREATE SINK backend TO OTLP WITH (endpoint = 'http://127.0.0.1:4418', compression = 'gzip');
-CREATE PIPELINE pods FROM edge WITH (metric_interval = '10s') AS BEGIN
+CREATE PIPELINE pods FROM edge WITH (metric_interval = '1s') AS BEGIN
   ALTER TABLE metrics DROP ATTRIBUTE 'k8s.pod.name';
   INSERT INTO backend SELECT * FROM metrics;
 END;

@@ -7,7 +7,7 @@
 # decision_wait 2 s; room for every trace of the run (max_traces / num_traces 400000); the
 # Collector batches what tail_sampling keeps before its exporter, as its docs advise. Prints,
 # per system and run: CPU-seconds per million spans (from /proc, from start until every trace
-# was decided and sent, and the drain), peak RSS (VmHWM), and the spans the receiver got.
+# was decided and sent), peak RSS (VmHWM), and the spans the receiver got.
 #
 # usage: [PENSTOCK_BIN=path] [RUNS=3] [SPANS=1000000] benches/compare/tail_sampling.sh
 set -euo pipefail

@@ -103,6 +103,15 @@ impl Kept {
         kept
     }
 
+    /// The data point attributes that stay, sorted by key, not copied.
+    pub(crate) fn point_attributes<'a>(&self, attributes: &'a [KeyValue]) -> Vec<&'a KeyValue> {
+        sorted_refs(
+            attributes
+                .iter()
+                .filter(|kv| self.keeps(AttrScope::Record, &kv.key)),
+        )
+    }
+
     /// The resource as merged series keep it.
     pub(crate) fn resource(&self, resource: &Resource) -> Resource {
         Resource {
@@ -130,32 +139,56 @@ pub(crate) fn sorted(attributes: &mut Vec<KeyValue>) {
     attributes.dedup_by(|a, b| a.key == b.key);
 }
 
-/// Bytes that tell series apart: the same for two series exactly when their resource, scope,
-/// metric (name, unit, kind) and point attributes are the same (attributes sorted by key).
-pub(crate) fn series_key(
-    resource: &[KeyValue],
-    scope: &InstrumentationScope,
-    (metric, kind): (&Metric, Kind),
-    point: &[KeyValue],
-) -> Vec<u8> {
-    let mut key = Vec::with_capacity(128);
-    let mut part = |bytes: &[u8]| {
-        key.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
-        key.extend_from_slice(bytes);
-    };
-    for attributes in [resource, &scope.attributes, point] {
-        let mut attributes = attributes.to_vec();
-        sorted(&mut attributes);
-        part(&(attributes.len() as u32).to_le_bytes());
-        for kv in &attributes {
-            part(&kv.encode_to_vec());
-        }
+/// `attributes` by key, without copying them (the last of a repeated key wins).
+pub(crate) fn sorted_refs<'a>(attributes: impl Iterator<Item = &'a KeyValue>) -> Vec<&'a KeyValue> {
+    let mut refs: Vec<&KeyValue> = attributes.collect();
+    refs.reverse();
+    refs.sort_by(|a, b| a.key.cmp(&b.key));
+    refs.dedup_by(|a, b| a.key == b.key);
+    refs
+}
+
+/// Appends `attributes` (sorted) to `key`, each length-delimited.
+fn append_attributes<'a>(
+    key: &mut Vec<u8>,
+    attributes: impl ExactSizeIterator<Item = &'a KeyValue>,
+) {
+    key.extend_from_slice(&(attributes.len() as u32).to_le_bytes());
+    for kv in attributes {
+        kv.encode_length_delimited(key)
+            .unwrap_or_else(|_| unreachable!("a Vec grows"));
     }
-    part(scope.name.as_bytes());
-    part(scope.version.as_bytes());
-    part(metric.name.as_bytes());
-    part(metric.unit.as_bytes());
-    part(&[kind.tag()]);
+}
+
+/// The part of a series' key its resource and scope give (resource attributes as given, the
+/// scope's sorted here): the same for every point of one scope.
+pub(crate) fn scope_prefix(resource: &[KeyValue], scope: &InstrumentationScope) -> Vec<u8> {
+    let mut key = Vec::with_capacity(128);
+    append_attributes(&mut key, sorted_refs(resource.iter()).into_iter());
+    append_attributes(&mut key, sorted_refs(scope.attributes.iter()).into_iter());
+    for part in [scope.name.as_bytes(), scope.version.as_bytes()] {
+        key.extend_from_slice(&(part.len() as u32).to_le_bytes());
+        key.extend_from_slice(part);
+    }
+    key
+}
+
+/// Bytes that tell series apart: the same for two series exactly when their resource and
+/// scope (`prefix`, see [`scope_prefix`]), metric (name, unit, kind) and point attributes
+/// (sorted, see [`sorted_refs`]) are the same.
+pub(crate) fn series_key(
+    prefix: &[u8],
+    (metric, kind): (&Metric, Kind),
+    point: &[&KeyValue],
+) -> Vec<u8> {
+    let mut key = Vec::with_capacity(prefix.len() + 64);
+    key.extend_from_slice(prefix);
+    for part in [metric.name.as_bytes(), metric.unit.as_bytes()] {
+        key.extend_from_slice(&(part.len() as u32).to_le_bytes());
+        key.extend_from_slice(part);
+    }
+    key.push(kind.tag());
+    append_attributes(&mut key, point.iter().copied());
     key
 }
 

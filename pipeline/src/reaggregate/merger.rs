@@ -16,15 +16,15 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use ahash::RandomState;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{InstrumentationScope, KeyValue};
 use opentelemetry_proto::tonic::metrics::v1::{Exemplar, Metric, ResourceMetrics, ScopeMetrics};
 use opentelemetry_proto::tonic::resource::v1::Resource;
-use penstock_dialect::model::AttrScope;
 use prost::Message;
 
-use super::identity::{Kept, Kind, owner, series_key};
-use super::points::{Point, empty_data, points, push};
+use super::identity::{Kept, Kind, owner, scope_prefix, series_key, sorted_refs};
+use super::points::{Point, empty_data, has_points, points, push};
 use super::values::{Num, Value};
 use crate::output::MergeStats;
 
@@ -93,8 +93,8 @@ struct Output {
 pub(crate) struct Merger {
     kept: Kept,
     settings: Settings,
-    inputs: HashMap<Vec<u8>, Input>,
-    outputs: HashMap<Vec<u8>, Output>,
+    inputs: HashMap<Vec<u8>, Input, RandomState>,
+    outputs: HashMap<Vec<u8>, Output, RandomState>,
     /// The interval being filled (its index since the epoch).
     interval: u64,
     /// Merged points of intervals that ended, to send.
@@ -110,8 +110,8 @@ impl Merger {
         Merger {
             kept,
             settings,
-            inputs: HashMap::new(),
-            outputs: HashMap::new(),
+            inputs: HashMap::default(),
+            outputs: HashMap::default(),
             interval: 0,
             closed: Vec::new(),
             stats: MergeStats::default(),
@@ -142,7 +142,7 @@ impl Merger {
     /// returned for their owners.
     pub(crate) fn add(
         &mut self,
-        request: &ExportMetricsServiceRequest,
+        mut request: ExportMetricsServiceRequest,
         now: u64,
         partition: Option<(usize, usize)>,
     ) -> ForOthers {
@@ -152,26 +152,23 @@ impl Merger {
             self.interval = interval;
         }
         let mut owners = Vec::new();
-        for rm in &request.resource_metrics {
-            let default_resource = Resource::default();
-            let resource = rm.resource.as_ref().unwrap_or(&default_resource);
-            let out_resource = self.kept.resource(resource);
-            for sm in &rm.scope_metrics {
-                let default_scope = InstrumentationScope::default();
-                let scope = sm.scope.as_ref().unwrap_or(&default_scope);
-                let out_scope = self.kept.scope(scope);
-                for metric in &sm.metrics {
+        // The points are taken out of the request; split needs them where they were.
+        let original = partition.map(|_| request.clone());
+        for rm in &mut request.resource_metrics {
+            let resource = rm.resource.take().unwrap_or_default();
+            let out_resource = self.kept.resource(&resource);
+            for sm in &mut rm.scope_metrics {
+                let scope = sm.scope.take().unwrap_or_default();
+                let out_scope = self.kept.scope(&scope);
+                let out_prefix = scope_prefix(&out_resource.attributes, &out_scope);
+                let mut in_prefix = None;
+                for metric in &mut sm.metrics {
                     let Some(kind) = Kind::of(metric) else {
                         continue;
                     };
                     for point in points(metric) {
-                        let attributes = self.kept.attributes(AttrScope::Record, &point.attributes);
-                        let key = series_key(
-                            &out_resource.attributes,
-                            &out_scope,
-                            (metric, kind),
-                            &attributes,
-                        );
+                        let kept = self.kept.point_attributes(&point.attributes);
+                        let key = series_key(&out_prefix, (metric, kind), &kept);
                         if let Some((me, workers)) = partition {
                             let worker = owner(&key, workers);
                             owners.push(worker);
@@ -181,11 +178,12 @@ impl Merger {
                         }
                         self.stats.points_in += 1;
                         let input = kind.is_cumulative().then(|| {
+                            let prefix = in_prefix
+                                .get_or_insert_with(|| scope_prefix(&resource.attributes, &scope));
                             series_key(
-                                &resource.attributes,
-                                scope,
+                                prefix,
                                 (metric, kind),
-                                &point.attributes,
+                                &sorted_refs(point.attributes.iter()),
                             )
                         });
                         let target = Target {
@@ -194,24 +192,24 @@ impl Merger {
                             scope: &out_scope,
                             metric,
                             kind,
-                            attributes,
+                            attributes: &kept,
                         };
-                        self.merge(target, input, point);
+                        self.merge(target, input, &point);
                     }
                 }
             }
         }
-        match partition {
-            Some((me, workers)) => split(request, &owners, me, workers),
-            None => Vec::new(),
+        match (original, partition) {
+            (Some(original), Some((me, workers))) => split(&original, &owners, me, workers),
+            _ => Vec::new(),
         }
     }
 
     /// Merges `point` (of the series `input`, for cumulative points) into `target`.
-    fn merge(&mut self, target: Target<'_>, input: Option<Vec<u8>>, point: Point) {
+    fn merge(&mut self, target: Target<'_>, input: Option<Vec<u8>>, point: &Point) {
         let interval = self.interval;
         let growth = match input {
-            Some(key) => match self.growth(key, &point, target.kind) {
+            Some(key) => match self.growth(key, point, target.kind) {
                 Some(growth) => growth,
                 None => return,
             },
@@ -236,7 +234,7 @@ impl Merger {
                     data: None,
                 },
                 kind: target.kind,
-                attributes: target.attributes.clone(),
+                attributes: target.attributes.iter().map(|kv| (*kv).clone()).collect(),
                 start: point.start,
                 total: None,
                 pending: None,
@@ -266,7 +264,7 @@ impl Merger {
                     points: 1,
                     start: point.start,
                     time: point.time,
-                    exemplars: point.exemplars.into_iter().take(EXEMPLARS).collect(),
+                    exemplars: point.exemplars.iter().take(EXEMPLARS).cloned().collect(),
                 });
                 true
             }
@@ -285,7 +283,7 @@ impl Merger {
                     let room = EXEMPLARS.saturating_sub(pending.exemplars.len());
                     pending
                         .exemplars
-                        .extend(point.exemplars.into_iter().take(room));
+                        .extend(point.exemplars.iter().take(room).cloned());
                 }
                 merged
             }
@@ -448,7 +446,7 @@ struct Target<'a> {
     scope: &'a InstrumentationScope,
     metric: &'a Metric,
     kind: Kind,
-    attributes: Vec<KeyValue>,
+    attributes: &'a [&'a KeyValue],
 }
 
 /// Folds gauge `value` at `time` into `pending`.
@@ -515,7 +513,7 @@ fn split(
                         keep
                     });
                 }
-                sm.metrics.retain(|m| !points(m).is_empty());
+                sm.metrics.retain(has_points);
             }
             rm.scope_metrics.retain(|sm| !sm.metrics.is_empty());
         }

@@ -119,7 +119,7 @@ impl ReaggregateOp {
         let request = ExportMetricsServiceRequest::decode(bytes.as_slice())
             .map_err(|e| PipelineError::Execute(format!("reading metrics to merge: {e}")))?;
         let mut out = Vec::new();
-        for (worker, theirs) in self.merger.add(&request, now, partition) {
+        for (worker, theirs) in self.merger.add(request, now, partition) {
             for batch in batches(&theirs)? {
                 out.push((worker, batch));
             }

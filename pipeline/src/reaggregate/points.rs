@@ -29,29 +29,30 @@ fn buckets(b: Option<&OtlpBuckets>) -> Buckets {
     .unwrap_or_default()
 }
 
-/// The points of `metric` (none for a point without a value).
-pub(crate) fn points(metric: &Metric) -> Vec<Point> {
-    let number = |p: &NumberDataPoint| {
+/// The points of `metric` (none for a point without a value), their attributes and exemplars
+/// taken out of it.
+pub(crate) fn points(metric: &mut Metric) -> Vec<Point> {
+    let number = |p: &mut NumberDataPoint| {
         let value = match p.value? {
             OtlpNumber::AsInt(i) => Num::Int(i),
             OtlpNumber::AsDouble(d) => Num::Double(d),
         };
         Some(Point {
-            attributes: p.attributes.clone(),
+            attributes: std::mem::take(&mut p.attributes),
             start: p.start_time_unix_nano,
             time: p.time_unix_nano,
             value: Value::Number(value),
-            exemplars: p.exemplars.clone(),
+            exemplars: std::mem::take(&mut p.exemplars),
         })
     };
-    match &metric.data {
-        Some(Data::Gauge(g)) => g.data_points.iter().filter_map(number).collect(),
-        Some(Data::Sum(s)) => s.data_points.iter().filter_map(number).collect(),
+    match &mut metric.data {
+        Some(Data::Gauge(g)) => g.data_points.iter_mut().filter_map(number).collect(),
+        Some(Data::Sum(s)) => s.data_points.iter_mut().filter_map(number).collect(),
         Some(Data::Histogram(h)) => h
             .data_points
-            .iter()
+            .iter_mut()
             .map(|p| Point {
-                attributes: p.attributes.clone(),
+                attributes: std::mem::take(&mut p.attributes),
                 start: p.start_time_unix_nano,
                 time: p.time_unix_nano,
                 value: Value::Histogram(Hist {
@@ -62,14 +63,14 @@ pub(crate) fn points(metric: &Metric) -> Vec<Point> {
                     min: p.min,
                     max: p.max,
                 }),
-                exemplars: p.exemplars.clone(),
+                exemplars: std::mem::take(&mut p.exemplars),
             })
             .collect(),
         Some(Data::ExponentialHistogram(h)) => h
             .data_points
-            .iter()
+            .iter_mut()
             .map(|p| Point {
-                attributes: p.attributes.clone(),
+                attributes: std::mem::take(&mut p.attributes),
                 start: p.start_time_unix_nano,
                 time: p.time_unix_nano,
                 value: Value::Exponential(Exp {
@@ -83,14 +84,14 @@ pub(crate) fn points(metric: &Metric) -> Vec<Point> {
                     min: p.min,
                     max: p.max,
                 }),
-                exemplars: p.exemplars.clone(),
+                exemplars: std::mem::take(&mut p.exemplars),
             })
             .collect(),
         Some(Data::Summary(s)) => s
             .data_points
-            .iter()
+            .iter_mut()
             .map(|p| Point {
-                attributes: p.attributes.clone(),
+                attributes: std::mem::take(&mut p.attributes),
                 start: p.start_time_unix_nano,
                 time: p.time_unix_nano,
                 value: Value::Summary {
@@ -101,6 +102,18 @@ pub(crate) fn points(metric: &Metric) -> Vec<Point> {
             })
             .collect(),
         None => Vec::new(),
+    }
+}
+
+/// Whether `metric` has a point (with a value).
+pub(crate) fn has_points(metric: &Metric) -> bool {
+    match &metric.data {
+        Some(Data::Gauge(g)) => g.data_points.iter().any(|p| p.value.is_some()),
+        Some(Data::Sum(s)) => s.data_points.iter().any(|p| p.value.is_some()),
+        Some(Data::Histogram(h)) => !h.data_points.is_empty(),
+        Some(Data::ExponentialHistogram(h)) => !h.data_points.is_empty(),
+        Some(Data::Summary(s)) => !s.data_points.is_empty(),
+        None => false,
     }
 }
 
