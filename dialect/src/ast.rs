@@ -165,12 +165,46 @@ pub enum PipelineStatement {
     Delete(Delete),
     /// `INSERT INTO sink SELECT ... FROM t ...`.
     Insert(Insert),
+    /// `ALTER TABLE t LIMIT RATE n PER key [INTO sink]` or `ALTER TABLE metrics LIMIT SERIES n
+    /// PER key [DROP]`.
+    Limit(Box<Limit>),
+}
+
+/// What a limit bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LimitKind {
+    /// Rows a second per key.
+    Rate,
+    /// Metric series per key.
+    Series,
+}
+
+/// `ALTER TABLE t LIMIT RATE n PER key [INTO sink]`: at most `n` rows a second of each value
+/// of `key`; `ALTER TABLE metrics LIMIT SERIES n PER key [DROP]`: at most `n` series of each.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limit {
+    /// Where the statement starts.
+    pub location: Location,
+    /// The table.
+    pub table: Ident,
+    /// What it bounds.
+    pub kind: LimitKind,
+    /// The bound, as written.
+    pub count: Expr,
+    /// The key.
+    pub per: Expr,
+    /// Where the rows past the rate go (dropped when None).
+    pub into: Option<Ident>,
+    /// Whether the points of series past the bound are dropped (else folded into one
+    /// overflow series).
+    pub drop: bool,
 }
 
 impl PipelineStatement {
     /// Where the statement starts.
     pub fn location(&self) -> Location {
         match self {
+            PipelineStatement::Limit(s) => s.location,
             PipelineStatement::Alter(s) => s.location,
             PipelineStatement::Update(s) => s.location,
             PipelineStatement::Delete(s) => s.location,
@@ -343,10 +377,32 @@ impl fmt::Display for PipelineStatement {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             PipelineStatement::Alter(s) => s.fmt(f),
+            PipelineStatement::Limit(s) => s.fmt(f),
             PipelineStatement::Update(s) => s.fmt(f),
             PipelineStatement::Delete(s) => s.fmt(f),
             PipelineStatement::Insert(s) => s.fmt(f),
         }
+    }
+}
+
+impl fmt::Display for Limit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self.kind {
+            LimitKind::Rate => "RATE",
+            LimitKind::Series => "SERIES",
+        };
+        write!(
+            f,
+            "ALTER TABLE {} LIMIT {what} {} PER {}",
+            self.table, self.count, self.per
+        )?;
+        if let Some(sink) = &self.into {
+            write!(f, " INTO {sink}")?;
+        }
+        if self.drop {
+            f.write_str(" DROP")?;
+        }
+        Ok(())
     }
 }
 

@@ -183,9 +183,12 @@ fn pipeline(
     let decides = steps
         .iter()
         .any(|s| matches!(s.kind, StepKind::Sample { .. }));
-    let merges = steps
-        .iter()
-        .any(|s| matches!(s.kind, StepKind::Reaggregate { .. }));
+    let merges = steps.iter().any(|s| {
+        matches!(
+            s.kind,
+            StepKind::Reaggregate { .. } | StepKind::LimitSeries { fold: true, .. }
+        )
+    });
     let is_metric = |e: &&ast::OptionEntry| e.key.value.to_lowercase().starts_with("metric_");
     if let Some(first) = p.options.iter().find(|e| !is_metric(e))
         && !decides
@@ -379,6 +382,7 @@ fn step(
             let sink = sink(program, &i.sink)?;
             insert(sink, &i.query, aggregates)?
         }
+        PipelineStatement::Limit(l) => limit(program, l)?,
     };
     Ok(Step {
         sql: statement.to_string(),
@@ -386,6 +390,52 @@ fn step(
         table,
         kind,
     })
+}
+
+/// A rate limit or a series limit.
+fn limit(program: &Program, l: &ast::Limit) -> Result<(Table, StepKind)> {
+    let table = table(&l.table)?;
+    let count = match &l.count {
+        Expr::Value(v) => match &v.value {
+            sqlparser::ast::Value::Number(n, _) => n.parse::<u64>().ok(),
+            _ => None,
+        },
+        _ => None,
+    };
+    let (what, most) = match l.kind {
+        ast::LimitKind::Rate => ("LIMIT RATE takes rows a second", 1_000_000_000),
+        ast::LimitKind::Series => ("LIMIT SERIES takes series", 10_000_000),
+    };
+    let count = count.filter(|c| (1..=most).contains(c)).ok_or_else(|| {
+        Located::at(
+            l.count.span(),
+            format!(
+                "{what} as a whole number from 1 to {most}, not `{}`",
+                l.count
+            ),
+        )
+    })?;
+    let kind = match l.kind {
+        ast::LimitKind::Rate => StepKind::LimitRate {
+            rate: count,
+            per: resolve(table, &l.per, &[])?,
+            into: l.into.as_ref().map(|i| sink(program, i)).transpose()?,
+        },
+        ast::LimitKind::Series => {
+            if table != Table::Metrics {
+                return Err(Located::at(
+                    l.table.span,
+                    format!("LIMIT SERIES bounds metric series: ALTER TABLE metrics, not {table}"),
+                ));
+            }
+            StepKind::LimitSeries {
+                series: count,
+                per: crate::identity::kept(std::slice::from_ref(&l.per), "a series limit is per")?,
+                fold: !l.drop,
+            }
+        }
+    };
+    Ok((table, kind))
 }
 
 /// Whether `expr` is a call of one of `aggregates` (by name; the pipeline compiler checks
@@ -491,7 +541,7 @@ fn insert(sink: String, query: &Query, aggregates: &[&str]) -> Result<(Table, St
                     .to_string(),
             ));
         }
-        let identity = crate::identity::kept(&group_by)?;
+        let identity = crate::identity::kept(&group_by, "a merge of metric series groups by")?;
         return Ok((
             table,
             StepKind::Reaggregate {

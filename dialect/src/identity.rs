@@ -11,14 +11,26 @@ use crate::program::Identity;
 
 type Result<T> = std::result::Result<T, Located>;
 
-/// The identity kept by `group_by`: each key is `name` (always kept) or one attribute.
-pub(crate) fn kept(group_by: &[Expr]) -> Result<Identity> {
+/// The identity kept by `group_by`: each key is `name` (always kept) or one attribute (a
+/// tuple of them counts as its items); `what` names the statement in errors ("a merge of
+/// metric series groups by").
+pub(crate) fn kept(group_by: &[Expr], what: &str) -> Result<Identity> {
+    let group_by: Vec<&Expr> = group_by
+        .iter()
+        .flat_map(|e| match e {
+            Expr::Tuple(items) => items.iter().collect(),
+            other => vec![other],
+        })
+        .collect();
     let (mut resource, mut scope, mut point) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut scope_name, mut scope_version) = (false, false);
     for expr in group_by {
         let resolved = resolve(Table::Metrics, expr, &[])?;
         let bare = matches!(&resolved.expr, Expr::Identifier(_));
         match resolved.columns.as_slice() {
             [ColumnRef::Field(f)] if bare && f.name == "name" => {}
+            [ColumnRef::Field(f)] if bare && f.name == "scope.name" => scope_name = true,
+            [ColumnRef::Field(f)] if bare && f.name == "scope.version" => scope_version = true,
             [ColumnRef::Attr { scope: s, key, .. }] if bare => {
                 let keys = match s {
                     AttrScope::Resource => &mut resource,
@@ -33,7 +45,7 @@ pub(crate) fn kept(group_by: &[Expr]) -> Result<Identity> {
                 return Err(Located::at(
                     expr.span(),
                     format!(
-                        "a merge of metric series groups by name and attribute keys (attributes['k'], resource.attributes['k'], scope.attributes['k']), not `{expr}`: the metric, its type, unit and temporality always stay, and time is the interval (metric_interval)"
+                        "{what} name, scope.name, scope.version and attribute keys (attributes['k'], resource.attributes['k'], scope.attributes['k']), not `{expr}`: the metric, its type, unit and temporality always count, and time is the interval (metric_interval)"
                     ),
                 ));
             }
@@ -43,5 +55,7 @@ pub(crate) fn kept(group_by: &[Expr]) -> Result<Identity> {
         resource,
         scope,
         point,
+        scope_name,
+        scope_version,
     })
 }

@@ -508,7 +508,7 @@ impl FileParser {
     fn pipeline_statement(&mut self) -> Result<PipelineStatement> {
         let location = Location::of(self.peek().span);
         if self.eat_word("ALTER") {
-            self.alter(location).map(PipelineStatement::Alter)
+            self.alter(location)
         } else if self.eat_word("UPDATE") {
             self.update(location).map(PipelineStatement::Update)
         } else if self.eat_word("DELETE") {
@@ -520,15 +520,20 @@ impl FileParser {
         }
     }
 
-    fn alter(&mut self, location: Location) -> Result<AlterAttributes> {
+    fn alter(&mut self, location: Location) -> Result<PipelineStatement> {
         self.expect_word("TABLE", "TABLE after ALTER")?;
         let table = self.identifier("a table name: logs, spans or metrics")?;
+        if self.eat_word("LIMIT") {
+            return self
+                .limit(location, table)
+                .map(|l| PipelineStatement::Limit(Box::new(l)));
+        }
         let rename = if self.eat_word("RENAME") {
             true
         } else if self.eat_word("DROP") {
             false
         } else {
-            return self.expected("RENAME or DROP after the table name");
+            return self.expected("RENAME, DROP or LIMIT after the table name");
         };
         let scope = if self.eat_word("RESOURCE") {
             AttrScope::Resource
@@ -563,11 +568,42 @@ impl FileParser {
             }
             AttrAction::Drop(keys)
         };
-        Ok(AlterAttributes {
+        Ok(PipelineStatement::Alter(AlterAttributes {
             location,
             table,
             scope,
             action,
+        }))
+    }
+
+    /// `RATE n PER key [INTO sink]` or `SERIES n PER key [DROP]`, after `ALTER TABLE t LIMIT`.
+    fn limit(&mut self, location: Location, table: Ident) -> Result<Limit> {
+        let kind = if self.eat_word("RATE") {
+            LimitKind::Rate
+        } else if self.eat_word("SERIES") {
+            LimitKind::Series
+        } else {
+            return self.expected("RATE or SERIES after LIMIT");
+        };
+        let count = self.p.parse_expr()?;
+        self.expect_word("PER", "PER and the key after the bound")?;
+        let per = self.p.parse_expr()?;
+        let (into, drop) = match kind {
+            LimitKind::Rate if self.eat_word("INTO") => (
+                Some(self.identifier("the sink the rows past the rate go to")?),
+                false,
+            ),
+            LimitKind::Series => (None, self.eat_word("DROP")),
+            LimitKind::Rate => (None, false),
+        };
+        Ok(Limit {
+            location,
+            table,
+            kind,
+            count,
+            per,
+            into,
+            drop,
         })
     }
 

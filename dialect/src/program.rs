@@ -169,6 +169,27 @@ pub enum StepKind {
         /// What stays of a series' identity.
         identity: Identity,
     },
+    /// Lets at most `rate` rows a second of each value of `per` through, over all workers
+    /// of the gateway; the others go to `into`, or are dropped.
+    LimitRate {
+        /// Rows a second per key.
+        rate: u64,
+        /// The key.
+        per: ResolvedExpr,
+        /// Where the rows past the rate go (dropped when None).
+        into: Option<String>,
+    },
+    /// Lets at most `series` metric series of each value of `per` through, over all workers
+    /// of the gateway (a series once let through stays in until it goes quiet); the points of
+    /// the others are folded into one overflow series per metric (or dropped).
+    LimitSeries {
+        /// Series per key.
+        series: u64,
+        /// The key: the metric's name and attributes it is made of (as in a merge's GROUP BY).
+        per: Identity,
+        /// Whether the points past the bound are folded into an overflow series (else dropped).
+        fold: bool,
+    },
     /// Aggregates rows into derived metrics sent to a sink.
     Aggregate {
         /// The sink.
@@ -185,10 +206,11 @@ pub enum StepKind {
 }
 
 /// What stays of a metric series' identity when series are merged. The metric itself (name,
-/// type, unit, temporality, monotonicity) and its scope's name and version always stay.
+/// type, unit, temporality, monotonicity) always stays.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Identity {
-    /// Only these attributes stay (`GROUP BY name, resource.attributes['k'], attributes['k']`).
+    /// Only these stay (`GROUP BY name, resource.attributes['k'], attributes['k']`, and
+    /// `scope.name`, `scope.version` when listed).
     Keep {
         /// Resource attribute keys.
         resource: Vec<String>,
@@ -196,6 +218,10 @@ pub enum Identity {
         scope: Vec<String>,
         /// Data point attribute keys.
         point: Vec<String>,
+        /// Whether the scope's name stays.
+        scope_name: bool,
+        /// Whether the scope's version stays.
+        scope_version: bool,
     },
     /// Every attribute but these stays (`ALTER TABLE metrics DROP ATTRIBUTE ...`).
     Drop {
@@ -204,6 +230,9 @@ pub enum Identity {
         /// The keys.
         keys: Vec<String>,
     },
+    /// The resource and scope stay; the data point attributes are replaced by
+    /// `otel.metric.overflow = true` (the series past a series limit).
+    Overflow,
 }
 
 /// The `HAVING` condition of an aggregation.
@@ -256,7 +285,7 @@ pub struct SetStep {
 
 impl StepKind {
     /// A short name of the step's kind (`rename`, `drop`, `update`, `delete`, `route`,
-    /// `sample`, `aggregate`, `reaggregate`).
+    /// `sample`, `aggregate`, `reaggregate`, `limit`, `limit_series`).
     pub fn name(&self) -> &'static str {
         match self {
             StepKind::Rename { .. } => "rename",
@@ -267,6 +296,8 @@ impl StepKind {
             StepKind::Sample { .. } => "sample",
             StepKind::Aggregate { .. } => "aggregate",
             StepKind::Reaggregate { .. } => "reaggregate",
+            StepKind::LimitRate { .. } => "limit",
+            StepKind::LimitSeries { .. } => "limit_series",
         }
     }
 }

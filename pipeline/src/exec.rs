@@ -130,9 +130,13 @@ impl Pipeline {
             return Err(errors);
         }
         let aggregates = steps.iter_mut().any(|s| s.op.aggregation().is_some());
-        let merges = steps
-            .iter()
-            .any(|s| matches!(s.step.kind, penstock_dialect::StepKind::Reaggregate { .. }));
+        let merges = steps.iter().any(|s| {
+            matches!(
+                s.step.kind,
+                penstock_dialect::StepKind::Reaggregate { .. }
+                    | penstock_dialect::StepKind::LimitSeries { fold: true, .. }
+            )
+        });
         Ok(Pipeline {
             name: pipeline.name.clone(),
             source: pipeline.source.clone(),
@@ -224,6 +228,14 @@ impl Pipeline {
             }
         }
         Ok(out)
+    }
+
+    /// Has its rate limits take their token buckets from `shared` (one set per gateway, so
+    /// that every worker's copy of a limit counts against the same rate).
+    pub fn share_limits(&mut self, shared: &crate::limits::SharedLimits) {
+        for (index, compiled) in self.steps.iter_mut().enumerate() {
+            compiled.op.share_limits(shared, &self.name, index);
+        }
     }
 
     /// Whether a statement merges metric series (see [`Pipeline::merge_stats`]).

@@ -54,6 +54,7 @@ mod files;
 mod forwarding;
 mod json;
 mod kernels;
+pub mod limits;
 mod names;
 mod ops;
 mod output;

@@ -1,7 +1,7 @@
 package main
 
-// The export-traces subcommand: the pdata ptraceotlp gRPC client (pmetricotlp with -signal
-// metrics), as the Collector's otlp exporter uses it (gzip, its default compression), over
+// The export-traces subcommand: the pdata ptraceotlp gRPC client (pmetricotlp or plogotlp
+// with -signal metrics or logs), as the Collector's otlp exporter uses it (gzip, its default compression), over
 // several connections: request i goes on connection i mod -connections, and each connection
 // sends its requests one after the other. So the spans of one trace (or the series merged into
 // one) can reach a gateway on different connections. The requests come from stdin, or with
@@ -22,6 +22,7 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/grpc"
@@ -48,7 +49,7 @@ func cmdExportTraces(args []string, stdin io.Reader, stdout, stderr io.Writer) e
 	batch := fs.Int("batch", 512, "spans (data points) per generated request")
 	series := fs.Int("series", 10000, "series of the generated data points (100 routes times series/100 pods)")
 	quiet := fs.Bool("quiet", false, "print only a summary line, not one line per answer")
-	signal := fs.String("signal", "traces", "what stdin holds: traces or metrics requests")
+	signal := fs.String("signal", "traces", "what stdin holds: traces, metrics or logs requests")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
@@ -72,8 +73,18 @@ func cmdExportTraces(args []string, stdin io.Reader, stdout, stderr io.Writer) e
 			_, err := pmetricotlp.NewGRPCClient(conn).Export(ctx, requests[i])
 			return err
 		}
+	case *signal == "logs":
+		requests, err := framedRequests(stdin, plogotlp.NewExportRequest)
+		if err != nil {
+			return err
+		}
+		count = len(requests)
+		export = func(ctx context.Context, conn *grpc.ClientConn, i int) error {
+			_, err := plogotlp.NewGRPCClient(conn).Export(ctx, requests[i])
+			return err
+		}
 	case *signal != "traces":
-		return usageError{fmt.Errorf("-signal %q: traces or metrics", *signal)}
+		return usageError{fmt.Errorf("-signal %q: traces, metrics or logs", *signal)}
 	default:
 		requests := generatedTraces(*generate, *batch)
 		if *generate == 0 {

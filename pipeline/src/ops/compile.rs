@@ -12,6 +12,8 @@ use super::rename::RenameOp;
 use super::route::RouteOp;
 use super::update::UpdateOp;
 use crate::error::Result;
+use crate::limits::op::LimitOp;
+use crate::limits::series::SeriesLimitOp;
 use crate::reaggregate::op::ReaggregateOp;
 use crate::sample::decisions::Decisions;
 use crate::sample::op::SampleOp;
@@ -52,5 +54,9 @@ pub(crate) fn compile_step(
         )?)),
         StepKind::Aggregate { .. } => Box::new(AggregateOp::compile(session, step, pipeline)?),
         StepKind::Reaggregate { .. } => Box::new(ReaggregateOp::compile(session, step, options)?),
+        StepKind::LimitRate { .. } => Box::new(LimitOp::compile(session, (step, index), pipeline)?),
+        StepKind::LimitSeries { .. } => {
+            Box::new(SeriesLimitOp::compile((step, index), pipeline, options)?)
+        }
     })
 }

@@ -7,6 +7,7 @@ use penstock_engine::OtapBatch;
 use super::routing::Routing;
 use crate::aggregate::Aggregation;
 use crate::error::Result;
+use crate::limits::SharedLimits;
 use crate::output::{MergeStats, RunOutput, StepStats};
 use crate::sample::decisions::{Decisions, Holder};
 
@@ -52,6 +53,10 @@ pub(crate) trait Operator: Send {
     fn merge_stats(&self) -> Option<MergeStats> {
         None
     }
+
+    /// For a rate limit (statement `step` of `pipeline`): takes its token buckets from
+    /// `shared`, where every worker's copy of it finds the same ones.
+    fn share_limits(&mut self, _shared: &SharedLimits, _pipeline: &str, _step: usize) {}
 
     /// Appends the plan lines of this operator, which may read the pipeline's decisions.
     fn explain_with(&self, table: Table, _decisions: &Decisions, line: &mut dyn FnMut(String)) {

@@ -80,6 +80,7 @@ impl Kept {
                 resource,
                 scope: scope_keys,
                 point,
+                ..
             } => {
                 let keys = match scope {
                     AttrScope::Resource => resource,
@@ -89,7 +90,14 @@ impl Kept {
                 keys.iter().any(|k| k == key)
             }
             Identity::Drop { scope: s, keys } => *s != scope || !keys.iter().any(|k| k == key),
+            Identity::Overflow => scope != AttrScope::Record,
         }
+    }
+
+    /// Whether merged series are overflow series: their data point attributes are
+    /// [`overflow_attribute`] only.
+    pub(crate) fn overflow(&self) -> bool {
+        matches!(self.0, Identity::Overflow)
     }
 
     /// The attributes of `scope` that stay, sorted by key.
@@ -123,9 +131,25 @@ impl Kept {
 
     /// The scope as merged series keep it.
     pub(crate) fn scope(&self, scope: &InstrumentationScope) -> InstrumentationScope {
+        let (name, version) = match &self.0 {
+            Identity::Keep {
+                scope_name,
+                scope_version,
+                ..
+            } => (*scope_name, *scope_version),
+            _ => (true, true),
+        };
         InstrumentationScope {
-            name: scope.name.clone(),
-            version: scope.version.clone(),
+            name: if name {
+                scope.name.clone()
+            } else {
+                String::new()
+            },
+            version: if version {
+                scope.version.clone()
+            } else {
+                String::new()
+            },
             attributes: self.attributes(AttrScope::Scope, &scope.attributes),
             dropped_attributes_count: 0,
         }
@@ -200,4 +224,16 @@ pub(crate) fn owner(key: &[u8], workers: usize) -> usize {
         hash = hash.wrapping_mul(0x0100_0000_01b3);
     }
     (hash % workers.max(1) as u64) as usize
+}
+
+/// The attribute of an overflow series (as the OpenTelemetry SDK's cardinality limit marks
+/// its own).
+pub(crate) fn overflow_attribute() -> KeyValue {
+    KeyValue {
+        key: "otel.metric.overflow".into(),
+        value: Some(opentelemetry_proto::tonic::common::v1::AnyValue {
+            value: Some(opentelemetry_proto::tonic::common::v1::any_value::Value::BoolValue(true)),
+        }),
+        ..Default::default()
+    }
 }

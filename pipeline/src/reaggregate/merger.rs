@@ -23,7 +23,9 @@ use opentelemetry_proto::tonic::metrics::v1::{Exemplar, Metric, ResourceMetrics,
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use prost::Message;
 
-use super::identity::{Kept, Kind, owner, scope_prefix, series_key, sorted_refs};
+use super::identity::{
+    Kept, Kind, overflow_attribute, owner, scope_prefix, series_key, sorted_refs,
+};
 use super::points::{Point, empty_data, has_points, points, push};
 use super::values::{Num, Value};
 use crate::output::MergeStats;
@@ -152,6 +154,7 @@ impl Merger {
             self.interval = interval;
         }
         let mut owners = Vec::new();
+        let overflow = self.kept.overflow().then(overflow_attribute);
         // The points are taken out of the request; split needs them where they were.
         let original = partition.map(|_| request.clone());
         for rm in &mut request.resource_metrics {
@@ -167,7 +170,10 @@ impl Merger {
                         continue;
                     };
                     for point in points(metric) {
-                        let kept = self.kept.point_attributes(&point.attributes);
+                        let kept = match &overflow {
+                            Some(kv) => vec![kv],
+                            None => self.kept.point_attributes(&point.attributes),
+                        };
                         let key = series_key(&out_prefix, (metric, kind), &kept);
                         if let Some((me, workers)) = partition {
                             let worker = owner(&key, workers);
@@ -503,44 +509,40 @@ fn split(
             continue;
         }
         let mut theirs = request.clone();
-        let mut index = 0;
-        for rm in &mut theirs.resource_metrics {
-            for sm in &mut rm.scope_metrics {
-                for metric in &mut sm.metrics {
-                    retain_points(metric, &mut |_| {
-                        let keep = owners.get(index) == Some(&worker);
-                        index += 1;
-                        keep
-                    });
-                }
-                sm.metrics.retain(has_points);
-            }
-            rm.scope_metrics.retain(|sm| !sm.metrics.is_empty());
-        }
-        theirs
-            .resource_metrics
-            .retain(|rm| !rm.scope_metrics.is_empty());
+        let mut owner = owners.iter();
+        retain(&mut theirs, &mut || owner.next() == Some(&worker));
         out.push((worker, theirs));
     }
     out
 }
 
+/// Keeps the points of `request` that `keep` says, asked for each point (with a value) in
+/// order; metrics, scopes and resources left without points go.
+pub(crate) fn retain(request: &mut ExportMetricsServiceRequest, keep: &mut dyn FnMut() -> bool) {
+    for rm in &mut request.resource_metrics {
+        for sm in &mut rm.scope_metrics {
+            for metric in &mut sm.metrics {
+                retain_points(metric, keep);
+            }
+            sm.metrics.retain(has_points);
+        }
+        rm.scope_metrics.retain(|sm| !sm.metrics.is_empty());
+    }
+    request
+        .resource_metrics
+        .retain(|rm| !rm.scope_metrics.is_empty());
+}
+
 /// Keeps the points of `metric` that `keep` says, in order (points without a value are not
-/// counted, as [`points`] skips them).
-fn retain_points(metric: &mut Metric, keep: &mut dyn FnMut(usize) -> bool) {
+/// asked about, as [`points`] skips them).
+fn retain_points(metric: &mut Metric, keep: &mut dyn FnMut() -> bool) {
     use opentelemetry_proto::tonic::metrics::v1::metric::Data;
-    let mut i = 0;
-    let mut next = || {
-        let k = keep(i);
-        i += 1;
-        k
-    };
     match &mut metric.data {
-        Some(Data::Gauge(g)) => g.data_points.retain(|p| p.value.is_some() && next()),
-        Some(Data::Sum(s)) => s.data_points.retain(|p| p.value.is_some() && next()),
-        Some(Data::Histogram(h)) => h.data_points.retain(|_| next()),
-        Some(Data::ExponentialHistogram(h)) => h.data_points.retain(|_| next()),
-        Some(Data::Summary(s)) => s.data_points.retain(|_| next()),
+        Some(Data::Gauge(g)) => g.data_points.retain(|p| p.value.is_some() && keep()),
+        Some(Data::Sum(s)) => s.data_points.retain(|p| p.value.is_some() && keep()),
+        Some(Data::Histogram(h)) => h.data_points.retain(|_| keep()),
+        Some(Data::ExponentialHistogram(h)) => h.data_points.retain(|_| keep()),
+        Some(Data::Summary(s)) => s.data_points.retain(|_| keep()),
         None => {}
     }
 }

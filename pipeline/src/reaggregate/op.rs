@@ -38,7 +38,7 @@ pub(crate) struct ReaggregateOp {
 }
 
 /// The settings of a merge from the pipeline's `options`.
-fn settings(options: &Options) -> Settings {
+pub(crate) fn settings(options: &Options) -> Settings {
     let interval = options
         .duration("metric_interval")
         .unwrap_or(DEFAULT_METRIC_INTERVAL);
@@ -90,6 +90,39 @@ impl ReaggregateOp {
         })
     }
 
+    /// The merge of the points of series past a series limit into one overflow series per
+    /// metric (see [`Identity::Overflow`]), whose points go on to the next statements.
+    pub(crate) fn overflow(options: &Options) -> ReaggregateOp {
+        let identity = Identity::Overflow;
+        ReaggregateOp {
+            sink: None,
+            filter: None,
+            merger: Merger::new(Kept::new(&identity), settings(options)),
+            identity,
+            partition: None,
+        }
+    }
+
+    /// Merges the points of `request`, arrived at `now`; those of series other workers merge
+    /// go to `out` (as the statement `step`).
+    pub(crate) fn merge_request(
+        &mut self,
+        request: ExportMetricsServiceRequest,
+        now: u64,
+        (step, out): (usize, &mut crate::output::RunOutput),
+    ) -> Result<()> {
+        for (worker, theirs) in self.merger.add(request, now, self.partition) {
+            for batch in batches(&theirs)? {
+                out.exchanged.push(Exchanged {
+                    worker,
+                    step,
+                    batch,
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// The points of `batch` the statement takes, and whether that is all of them.
     fn taken(&self, batch: &OtapBatch, cx: &mut RunContext<'_>) -> Result<(OtapBatch, bool)> {
         let mut copy = batch.clone();
@@ -114,10 +147,7 @@ impl ReaggregateOp {
         now: u64,
         partition: Option<(usize, usize)>,
     ) -> Result<Vec<(usize, OtapBatch)>> {
-        let bytes = otlp::encode::encode(batch)
-            .map_err(|e| PipelineError::Execute(format!("reading metrics to merge: {e}")))?;
-        let request = ExportMetricsServiceRequest::decode(bytes.as_slice())
-            .map_err(|e| PipelineError::Execute(format!("reading metrics to merge: {e}")))?;
+        let request = request_of(batch)?;
         let mut out = Vec::new();
         for (worker, theirs) in self.merger.add(request, now, partition) {
             for batch in batches(&theirs)? {
@@ -133,8 +163,16 @@ impl ReaggregateOp {
     }
 }
 
+/// The metrics of `batch` as an OTLP request.
+pub(crate) fn request_of(batch: &OtapBatch) -> Result<ExportMetricsServiceRequest> {
+    let bytes = otlp::encode::encode(batch)
+        .map_err(|e| PipelineError::Execute(format!("reading metrics to merge: {e}")))?;
+    ExportMetricsServiceRequest::decode(bytes.as_slice())
+        .map_err(|e| PipelineError::Execute(format!("reading metrics to merge: {e}")))
+}
+
 /// `request` as batches.
-fn batches(request: &ExportMetricsServiceRequest) -> Result<Vec<OtapBatch>> {
+pub(crate) fn batches(request: &ExportMetricsServiceRequest) -> Result<Vec<OtapBatch>> {
     otlp::decode::decode_metrics(&request.encode_to_vec())
         .map_err(|e| PipelineError::Execute(format!("merged metrics: {e}")))
 }
@@ -196,8 +234,16 @@ impl Operator for ReaggregateOp {
                 resource,
                 scope,
                 point,
+                scope_name,
+                scope_version,
             } => {
                 let mut kept: Vec<String> = vec!["name".to_string()];
+                if *scope_name {
+                    kept.push("scope.name".to_string());
+                }
+                if *scope_version {
+                    kept.push("scope.version".to_string());
+                }
                 kept.extend(
                     resource
                         .iter()
@@ -206,6 +252,10 @@ impl Operator for ReaggregateOp {
                 kept.extend(scope.iter().map(|k| format!("scope.attributes['{k}']")));
                 kept.extend(point.iter().map(|k| format!("attributes['{k}']")));
                 format!("keep only {} in each series' identity", kept.join(", "))
+            }
+            Identity::Overflow => {
+                "replace each series' data point attributes by otel.metric.overflow = true"
+                    .to_string()
             }
             Identity::Drop { scope, keys } => {
                 let keys: Vec<String> = keys.iter().map(|k| format!("'{k}'")).collect();

@@ -105,6 +105,41 @@ pub(crate) fn points(metric: &mut Metric) -> Vec<Point> {
     }
 }
 
+/// The attributes of each point of `metric` (with a value), in the order [`points`] gives
+/// them.
+pub(crate) fn attributes_of(metric: &Metric) -> Vec<&[KeyValue]> {
+    match &metric.data {
+        Some(Data::Gauge(g)) => g
+            .data_points
+            .iter()
+            .filter(|p| p.value.is_some())
+            .map(|p| p.attributes.as_slice())
+            .collect(),
+        Some(Data::Sum(s)) => s
+            .data_points
+            .iter()
+            .filter(|p| p.value.is_some())
+            .map(|p| p.attributes.as_slice())
+            .collect(),
+        Some(Data::Histogram(h)) => h
+            .data_points
+            .iter()
+            .map(|p| p.attributes.as_slice())
+            .collect(),
+        Some(Data::ExponentialHistogram(h)) => h
+            .data_points
+            .iter()
+            .map(|p| p.attributes.as_slice())
+            .collect(),
+        Some(Data::Summary(s)) => s
+            .data_points
+            .iter()
+            .map(|p| p.attributes.as_slice())
+            .collect(),
+        None => Vec::new(),
+    }
+}
+
 /// Whether `metric` has a point (with a value).
 pub(crate) fn has_points(metric: &Metric) -> bool {
     match &metric.data {

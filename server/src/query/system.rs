@@ -129,6 +129,20 @@ pub const TABLES: &[SystemTable] = &[
         rows: System::sampling,
     },
     SystemTable {
+        name: "limits",
+        columns: &[
+            ("pipeline", DataType::Utf8),
+            ("statement", DataType::UInt64),
+            ("kind", DataType::Utf8),
+            ("key", DataType::Utf8),
+            ("bound", DataType::UInt64),
+            ("current", DataType::UInt64),
+            ("passed", DataType::UInt64),
+            ("dropped", DataType::UInt64),
+        ],
+        rows: System::limits,
+    },
+    SystemTable {
         name: "queries",
         columns: &[
             ("id", DataType::UInt64),
@@ -261,6 +275,21 @@ impl System {
         columns
     }
 
+    /// One row per key of each rate or series limit.
+    fn limits(&self) -> Vec<ArrayRef> {
+        let rows = self.running.borrow().limits.rows();
+        vec![
+            text(rows.iter().map(|r| r.pipeline.clone()).collect()),
+            count(rows.iter().map(|r| r.step as u64 + 1).collect()),
+            text(rows.iter().map(|r| r.kind.to_string()).collect()),
+            text(rows.iter().map(|r| r.key.clone()).collect()),
+            count(rows.iter().map(|r| r.bound).collect()),
+            count(rows.iter().map(|r| r.current).collect()),
+            count(rows.iter().map(|r| r.passed).collect()),
+            count(rows.iter().map(|r| r.dropped).collect()),
+        ]
+    }
+
     fn gateway(&self) -> Vec<ArrayRef> {
         let t = &self.telemetry;
         let now = |c: &AtomicU64| count(vec![c.load(Relaxed)]);
@@ -322,11 +351,23 @@ mod tests {
              CREATE PIPELINE tail FROM src AS BEGIN
                INSERT INTO out SELECT * FROM spans WHERE trace_id IN (
                  SELECT trace_id FROM spans GROUP BY trace_id HAVING count(*) > 1);
+             END;
+             CREATE PIPELINE tenants FROM src AS BEGIN
+               ALTER TABLE logs LIMIT RATE 10 PER resource.attributes['tenant'];
              END;",
         )])
         .unwrap();
         let telemetry = Telemetry::new(&program);
-        let running = Running::new(Arc::new(program), &pipelines, 1, 0);
+        let program = Arc::new(program);
+        let running = Running::new(Arc::clone(&program), &pipelines, 1, 0);
+        // A batch through the rate limit, so that it follows a key.
+        let mut limited = penstock_pipeline::Pipeline::compile(&program, "tenants").unwrap();
+        limited.share_limits(&running.limits);
+        let line = r#"{"resourceLogs":[{"resource":{"attributes":[{"key":"tenant","value":{"stringValue":"a"}}]},"scopeLogs":[{"logRecords":[{"body":{"stringValue":"x"}}]}]}]}"#;
+        let (signal, bytes) = penstock_engine::otlp::json::line_to_protobuf(line, 1).unwrap();
+        for batch in penstock_engine::otlp::decode::decode(signal, &bytes).unwrap() {
+            limited.run(batch).unwrap();
+        }
         let (_, running) = watch::channel(Arc::new(running));
         let queries = Arc::new(Queries::default());
         queries.start(RunningQuery {
@@ -366,7 +407,7 @@ mod tests {
             error.to_string(),
             "query:1:15: unknown table 'system.nothing'; tables are \
              [live.|recent.][SOURCE_OR_SINK.]logs|spans|metrics and \
-             system.sources|sinks|statements|sampling|queries|gateway"
+             system.sources|sinks|statements|sampling|limits|queries|gateway"
         );
         assert!(matches!(
             system().table("nothing"),

@@ -160,6 +160,13 @@ fn print_stats(pipeline: &Pipeline, read: u64) {
             first_line(&step.sql)
         );
     }
+    if pipeline.merges() {
+        let m = pipeline.merge_stats();
+        println!(
+            "  merged series: {} points in, {} merged points out; {} series followed, {} merged; {} restarts, {} points refused",
+            m.points_in, m.points_out, m.series_in, m.series_out, m.resets, m.refused
+        );
+    }
     if pipeline.samples() {
         let s = pipeline.sampler_stats();
         println!(

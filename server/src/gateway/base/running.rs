@@ -2,11 +2,13 @@
 //! forwarding plan), replaced as a whole when the files are reloaded, and the programs it
 //! replaced.
 
+use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use penstock_dialect::Program;
+use penstock_pipeline::limits::{LimitRow, SharedLimits};
 use penstock_pipeline::{MergeStats, Pipeline, SamplerStats};
 
 use crate::gateway::base::forwarding::Forwarding;
@@ -239,7 +241,12 @@ pub struct Running {
     pub generation: u64,
     /// Which batches go through as received.
     pub forwarding: Forwarding,
+    /// The token buckets of its rate limits, shared by every worker.
+    pub limits: SharedLimits,
 }
+
+/// Keys per rate limit `/metrics` shows at most (those that dropped the most).
+pub const LIMIT_KEYS_SHOWN: usize = 100;
 
 impl Running {
     /// Counters for `pipelines` (compiled from `program` by any worker) on `workers` workers.
@@ -278,6 +285,7 @@ impl Running {
             program,
             pipelines,
             generation,
+            limits: SharedLimits::default(),
         }
     }
 
@@ -340,7 +348,75 @@ impl Running {
             .map(|p| (p.name.as_str(), p.merging().to_vec()))
             .collect();
         write_family(out, "penstock_merge_", &MERGE_COUNTERS, &merging);
+        self.write_limits(out);
     }
+
+    /// The rate limits' keys: rows let through and past the rate, for at most
+    /// [`LIMIT_KEYS_SHOWN`] keys per statement (those past the rate most), and the keys each
+    /// statement follows.
+    fn write_limits(&self, out: &mut String) {
+        let rows = self.limits.rows();
+        if rows.is_empty() {
+            return;
+        }
+        let mut by_statement: BTreeMap<(&str, usize), Vec<&LimitRow>> = BTreeMap::new();
+        for row in &rows {
+            by_statement
+                .entry((row.pipeline.as_str(), row.step))
+                .or_default()
+                .push(row);
+        }
+        let _ = writeln!(
+            out,
+            "# HELP penstock_limit_keys keys a rate or series limit follows\n# TYPE penstock_limit_keys gauge"
+        );
+        for ((pipeline, step), keys) in &by_statement {
+            let _ = writeln!(
+                out,
+                "penstock_limit_keys{{pipeline=\"{pipeline}\",statement=\"{}\"}} {}",
+                step + 1,
+                keys.len()
+            );
+        }
+        let families: [(&str, &str, LimitCount); 2] = [
+            (
+                "penstock_limit_passed_total",
+                "rows a rate limit let through",
+                |r| r.passed,
+            ),
+            (
+                "penstock_limit_dropped_total",
+                "rows past a rate limit's rate",
+                |r| r.dropped,
+            ),
+        ];
+        for (name, help, value) in families {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+            for ((pipeline, step), keys) in &by_statement {
+                let mut keys = keys.clone();
+                keys.sort_by_key(|r| std::cmp::Reverse(r.dropped));
+                for row in keys.into_iter().take(LIMIT_KEYS_SHOWN) {
+                    let _ = writeln!(
+                        out,
+                        "{name}{{pipeline=\"{pipeline}\",statement=\"{}\",key=\"{}\"}} {}",
+                        step + 1,
+                        label_value(&row.key),
+                        value(row)
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// A count of one key of a rate limit.
+type LimitCount = fn(&LimitRow) -> u64;
+
+/// `text` as a Prometheus label value (backslash, quote and newline escaped).
+fn label_value(text: &str) -> String {
+    text.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 /// Writes the counters `counters` (named with `prefix`) of each pipeline in `values` (in the

@@ -50,13 +50,14 @@ impl Current {
         mut pipelines: Vec<Pipeline>,
         mut running: watch::Receiver<Arc<Running>>,
     ) -> Self {
+        let counters = Arc::clone(&running.borrow_and_update());
         for p in &mut pipelines {
             p.partition_traces(shares.worker, shares.workers);
             if let Some(cap) = shares.held_bytes_cap {
                 p.cap_held_bytes(cap);
             }
+            p.share_limits(&counters.limits);
         }
-        let counters = Arc::clone(&running.borrow_and_update());
         let by_source = counters
             .program
             .sources
