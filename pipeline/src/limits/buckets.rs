@@ -28,6 +28,18 @@ struct Bucket {
     last_second: u64,
 }
 
+impl Bucket {
+    /// Rows of the key in the whole second before `second` (since the epoch).
+    fn in_last_second(&self, second: u64) -> u64 {
+        let (counted, rows) = self.second;
+        match second.checked_sub(counted) {
+            Some(0) => self.last_second,
+            Some(1) => rows,
+            _ => 0,
+        }
+    }
+}
+
 /// The buckets of one statement.
 pub(crate) struct KeyBuckets {
     rate: u64,
@@ -175,6 +187,9 @@ impl SharedLimits {
     /// Every key of every limit, by pipeline, statement and key.
     pub fn rows(&self) -> Vec<LimitRow> {
         let mut rows = Vec::new();
+        let second = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
         for ((pipeline, step), buckets) in statements(&self.rates) {
             let buckets = buckets.lock().unwrap_or_else(PoisonError::into_inner);
             for bucket in buckets.keys.values() {
@@ -184,7 +199,7 @@ impl SharedLimits {
                     kind: "rate",
                     key: bucket.label.clone(),
                     bound: buckets.rate,
-                    current: bucket.last_second,
+                    current: bucket.in_last_second(second),
                     passed: bucket.passed,
                     dropped: bucket.dropped,
                 });
@@ -299,5 +314,10 @@ mod tests {
         assert_eq!(b.take(b"t1", label, 500, 20 * SECOND), 100);
         let t1 = &b.keys[b"t1".as_slice()];
         assert_eq!((t1.passed, t1.dropped), (225, 475));
+        // Rows seen in the second before: 500 in second 20, none in 21.
+        assert_eq!(t1.in_last_second(21), 500);
+        assert_eq!(t1.in_last_second(22), 0);
+        let t2 = &b.keys[b"t2".as_slice()];
+        assert_eq!(t2.in_last_second(11), 40);
     }
 }
