@@ -92,7 +92,7 @@ impl HoldRun {
         if options.str("hold") != Some("disk") {
             return None;
         }
-        let root = resolve_path(&self.base, options.str("hold_path")?);
+        let root = hold_root(&self.base, options.str("hold_path")?);
         Some(root.join(&self.run).join(format!("w{worker}")))
     }
 
@@ -122,7 +122,7 @@ pub fn restore(program: &Program, base: &Path, workers: usize) -> Result<HoldRun
         if pipeline.options.str("hold") != Some("disk") {
             continue;
         }
-        let root = resolve_path(base, path);
+        let root = hold_root(base, path);
         let failed = |path: &Path, source| GatewayError::Journal {
             pipeline: pipeline.name.clone(),
             path: path.to_path_buf(),
@@ -162,6 +162,16 @@ pub fn restore(program: &Program, base: &Path, workers: usize) -> Result<HoldRun
             .insert(pipeline.name.clone(), Arc::new(restored));
     }
     Ok(run)
+}
+
+/// The directory `hold_path` names: as given when absolute or found from the working
+/// directory, else beside the first pipeline file `base` (where it is created).
+fn hold_root(base: &Path, hold_path: &str) -> PathBuf {
+    let found = resolve_path(base, hold_path);
+    if found.is_absolute() || found.exists() {
+        return found;
+    }
+    base.parent().map_or(found, |dir| dir.join(hold_path))
 }
 
 /// The journal directories of previous runs under `root` (`run-*/w*`).
