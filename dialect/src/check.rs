@@ -428,9 +428,16 @@ fn limit(program: &Program, l: &ast::Limit) -> Result<(Table, StepKind)> {
                     format!("LIMIT SERIES bounds metric series: ALTER TABLE metrics, not {table}"),
                 ));
             }
+            let keys: Vec<&Expr> = match &l.per {
+                Expr::Tuple(items) => items.iter().collect(),
+                other => vec![other],
+            };
             StepKind::LimitSeries {
                 series: count,
-                per: crate::identity::kept(std::slice::from_ref(&l.per), "a series limit is per")?,
+                per: keys
+                    .into_iter()
+                    .map(|e| resolve(table, e, &[]))
+                    .collect::<Result<_>>()?,
                 fold: !l.drop,
             }
         }

@@ -11,17 +11,10 @@ use crate::program::Identity;
 
 type Result<T> = std::result::Result<T, Located>;
 
-/// The identity kept by `group_by`: each key is `name` (always kept) or one attribute (a
-/// tuple of them counts as its items); `what` names the statement in errors ("a merge of
-/// metric series groups by").
+/// The identity kept by `group_by`: each key is `name` (always kept), `scope.name`,
+/// `scope.version` or one attribute; `what` names the statement in errors ("a merge of metric
+/// series groups by").
 pub(crate) fn kept(group_by: &[Expr], what: &str) -> Result<Identity> {
-    let group_by: Vec<&Expr> = group_by
-        .iter()
-        .flat_map(|e| match e {
-            Expr::Tuple(items) => items.iter().collect(),
-            other => vec![other],
-        })
-        .collect();
     let (mut resource, mut scope, mut point) = (Vec::new(), Vec::new(), Vec::new());
     let (mut scope_name, mut scope_version) = (false, false);
     for expr in group_by {

@@ -185,8 +185,8 @@ pub enum StepKind {
     LimitSeries {
         /// Series per key.
         series: u64,
-        /// The key: the metric's name and attributes it is made of (as in a merge's GROUP BY).
-        per: Identity,
+        /// The key: expressions over the data points, their values together.
+        per: Vec<ResolvedExpr>,
         /// Whether the points past the bound are folded into an overflow series (else dropped).
         fold: bool,
     },

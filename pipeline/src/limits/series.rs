@@ -8,22 +8,31 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
+use std::collections::HashMap;
+
 use ahash::RandomState;
-use opentelemetry_proto::tonic::common::v1::KeyValue;
+use arrow::array::{Array, ArrayRef};
+use arrow::row::{RowConverter, SortField};
+use arrow::util::display::array_value_to_string;
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use penstock_dialect::model::Table;
 use penstock_dialect::options::Options;
 use penstock_dialect::{Step, StepKind};
 use penstock_engine::OtapBatch;
 use penstock_engine::merge::Concat;
+use penstock_engine::schema::PayloadType;
 
 use super::buckets::{Asking, SeriesSets, SharedLimits};
 use crate::error::{PipelineError, Result};
+use crate::expr::{CompiledExpr, compile};
 use crate::ops::operator::{Emitted, Operator, RunContext};
 use crate::output::MergeStats;
-use crate::reaggregate::identity::{Kept, Kind, scope_prefix, series_key, sorted_refs};
+use crate::reaggregate::identity::{Kind, scope_prefix, series_key, sorted_refs};
 use crate::reaggregate::merger::{FORGET_AFTER, retain};
 use crate::reaggregate::op::{ReaggregateOp, batches, request_of, settings};
-use crate::reaggregate::points::attributes_of;
+use crate::reaggregate::points::all_points;
+use crate::rows::{Rows, spaces};
+use crate::session::LazySession;
 
 /// Series hashes are the same on every worker.
 const SERIES_HASH: RandomState =
@@ -32,7 +41,7 @@ const SERIES_HASH: RandomState =
 /// Lets at most `max` series of each key through.
 pub(crate) struct SeriesLimitOp {
     max: usize,
-    per: Kept,
+    per: Vec<CompiledExpr>,
     /// The merge of the overflow series (None: their points are dropped).
     overflow: Option<ReaggregateOp>,
     sets: Arc<Mutex<SeriesSets>>,
@@ -44,6 +53,7 @@ impl SeriesLimitOp {
     /// The operator of `step` (statement `index` of `pipeline`, with `options`), with series
     /// sets of its own until [`Operator::share_limits`] gives it the gateway's.
     pub(crate) fn compile(
+        session: &LazySession,
         (step, index): (&Step, usize),
         pipeline: &str,
         options: &Options,
@@ -51,16 +61,63 @@ impl SeriesLimitOp {
         let StepKind::LimitSeries { series, per, fold } = &step.kind else {
             return Err(PipelineError::plan(&step.origin, "not a series limit"));
         };
+        let per = per
+            .iter()
+            .map(|e| session.plan(&e.expr, |state| compile(state, e, &step.origin)))
+            .collect::<Result<Vec<_>>>()?;
         let max = usize::try_from(*series).unwrap_or(usize::MAX);
         Ok(SeriesLimitOp {
             max,
-            per: Kept::new(per),
+            per,
             overflow: fold.then(|| ReaggregateOp::overflow(options)),
             sets: SharedLimits::default().series(pipeline, index, max),
             interval: settings(options).interval,
         })
     }
+
+    /// The key (bytes, and as text) of each data point of `decoded`, by table, in row order.
+    fn keys(&self, decoded: &OtapBatch) -> Result<Keys> {
+        let mut keys = HashMap::new();
+        for space in spaces(decoded, Table::Metrics) {
+            let rows = Rows::new(decoded, space)?;
+            let arrays = self
+                .per
+                .iter()
+                .map(|e| e.evaluate(&rows))
+                .collect::<Result<Vec<ArrayRef>>>()?;
+            drop(rows);
+            let fields = arrays
+                .iter()
+                .map(|a| SortField::new(a.data_type().clone()))
+                .collect();
+            let converter = RowConverter::new(fields)
+                .map_err(|e| PipelineError::arrow("series limit keys", e))?;
+            let encoded = converter
+                .convert_columns(&arrays)
+                .map_err(|e| PipelineError::arrow("series limit keys", e))?;
+            let texts = (0..encoded.num_rows())
+                .map(|i| {
+                    let text: Vec<String> = arrays
+                        .iter()
+                        .map(|a| {
+                            if a.is_null(i) {
+                                "NULL".to_string()
+                            } else {
+                                array_value_to_string(a, i).unwrap_or_default()
+                            }
+                        })
+                        .collect();
+                    (encoded.row(i).data().to_vec(), text.join(", "))
+                })
+                .collect();
+            keys.insert(space, texts);
+        }
+        Ok(keys)
+    }
 }
+
+/// The key (bytes, and as text) of each data point, by table, in row order.
+type Keys = HashMap<PayloadType, Vec<(Vec<u8>, String)>>;
 
 /// The key of a point and its series.
 struct Ask {
@@ -69,41 +126,47 @@ struct Ask {
     series: u64,
 }
 
-/// The key of each point of `request` (its metric's name and the attributes `per` lists) and
-/// the hash of its series, in order.
-fn asks(
-    per: &Kept,
-    request: &opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest,
-) -> Vec<Ask> {
+/// The data point table of metrics of `kind`.
+fn table_of(kind: Kind) -> PayloadType {
+    match kind {
+        Kind::Gauge | Kind::Sum { .. } => PayloadType::NumberDataPoints,
+        Kind::Histogram { .. } => PayloadType::HistogramDataPoints,
+        Kind::Exponential { .. } => PayloadType::ExpHistogramDataPoints,
+        Kind::Summary => PayloadType::SummaryDataPoints,
+    }
+}
+
+/// Each point of `request` (with a value) with its key from `keys` (the rows of `request`
+/// decoded, in the same order) and the hash of its series, in order.
+fn asks(request: &ExportMetricsServiceRequest, mut keys: Keys) -> Vec<Ask> {
+    let mut next: HashMap<PayloadType, usize> = HashMap::new();
     let mut asks = Vec::new();
     for rm in &request.resource_metrics {
         let resource = rm.resource.clone().unwrap_or_default();
-        let key_resource = per.resource(&resource);
         for sm in &rm.scope_metrics {
             let scope = sm.scope.clone().unwrap_or_default();
-            let key_scope = per.scope(&scope);
-            let key_prefix = scope_prefix(&key_resource.attributes, &key_scope);
-            let series_prefix = scope_prefix(&resource.attributes, &scope);
+            let prefix = scope_prefix(&resource.attributes, &scope);
             for metric in &sm.metrics {
                 let Some(kind) = Kind::of(metric) else {
                     continue;
                 };
-                // The key counts the metric by name only.
-                let key_metric = opentelemetry_proto::tonic::metrics::v1::Metric {
-                    name: metric.name.clone(),
-                    ..Default::default()
-                };
-                for attributes in attributes_of(metric) {
-                    let kept = per.point_attributes(attributes);
-                    let key = series_key(&key_prefix, (&key_metric, Kind::Gauge), &kept);
-                    let series = series_key(
-                        &series_prefix,
-                        (metric, kind),
-                        &sorted_refs(attributes.iter()),
-                    );
+                let table = table_of(kind);
+                for (attributes, valued) in all_points(metric) {
+                    let row = next.entry(table).or_insert(0);
+                    let key = keys
+                        .get_mut(&table)
+                        .and_then(|k| k.get_mut(*row))
+                        .map(std::mem::take)
+                        .unwrap_or_default();
+                    *row += 1;
+                    if !valued {
+                        continue;
+                    }
+                    let series =
+                        series_key(&prefix, (metric, kind), &sorted_refs(attributes.iter()));
                     asks.push(Ask {
-                        label: label(&metric.name, &key_resource.attributes, &kept),
-                        key,
+                        key: key.0,
+                        label: key.1,
                         series: SERIES_HASH.hash_one(&series),
                     });
                 }
@@ -113,40 +176,8 @@ fn asks(
     asks
 }
 
-/// A key as text: the metric's name, then the attributes it counts by.
-fn label(name: &str, resource: &[KeyValue], point: &[&KeyValue]) -> String {
-    let mut text = name.to_string();
-    let parts: Vec<String> = resource
-        .iter()
-        .map(|kv| format!("resource.{}={}", kv.key, value_text(kv)))
-        .chain(
-            point
-                .iter()
-                .map(|kv| format!("{}={}", kv.key, value_text(kv))),
-        )
-        .collect();
-    if !parts.is_empty() {
-        text.push_str(&format!(" {{{}}}", parts.join(", ")));
-    }
-    text
-}
-
-fn value_text(kv: &KeyValue) -> String {
-    use opentelemetry_proto::tonic::common::v1::any_value::Value;
-    match kv.value.as_ref().and_then(|v| v.value.as_ref()) {
-        Some(Value::StringValue(s)) => s.clone(),
-        Some(Value::IntValue(i)) => i.to_string(),
-        Some(Value::DoubleValue(d)) => d.to_string(),
-        Some(Value::BoolValue(b)) => b.to_string(),
-        Some(other) => format!("{other:?}"),
-        None => "null".to_string(),
-    }
-}
-
 /// `request` as one batch.
-fn one_batch(
-    request: &opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest,
-) -> Result<OtapBatch> {
+fn one_batch(request: &ExportMetricsServiceRequest) -> Result<OtapBatch> {
     let mut all = Concat::new(penstock_engine::Signal::Metrics);
     for batch in batches(request)? {
         all.push(batch).map_err(|_| {
@@ -160,7 +191,9 @@ fn one_batch(
 impl Operator for SeriesLimitOp {
     fn run(&mut self, batch: OtapBatch, cx: &mut RunContext<'_>) -> Result<OtapBatch> {
         let request = request_of(&batch)?;
-        let asks = asks(&self.per, &request);
+        // The request decoded again: its rows are in the order of its points.
+        let keys = self.keys(&one_batch(&request)?)?;
+        let asks = asks(&request, keys);
         let interval = cx.now / self.interval.max(1);
         let admitted: Vec<bool> = {
             let mut sets = self.sets.lock().unwrap_or_else(PoisonError::into_inner);

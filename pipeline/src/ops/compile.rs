@@ -55,8 +55,11 @@ pub(crate) fn compile_step(
         StepKind::Aggregate { .. } => Box::new(AggregateOp::compile(session, step, pipeline)?),
         StepKind::Reaggregate { .. } => Box::new(ReaggregateOp::compile(session, step, options)?),
         StepKind::LimitRate { .. } => Box::new(LimitOp::compile(session, (step, index), pipeline)?),
-        StepKind::LimitSeries { .. } => {
-            Box::new(SeriesLimitOp::compile((step, index), pipeline, options)?)
-        }
+        StepKind::LimitSeries { .. } => Box::new(SeriesLimitOp::compile(
+            session,
+            (step, index),
+            pipeline,
+            options,
+        )?),
     })
 }

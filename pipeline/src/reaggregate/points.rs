@@ -105,36 +105,30 @@ pub(crate) fn points(metric: &mut Metric) -> Vec<Point> {
     }
 }
 
-/// The attributes of each point of `metric` (with a value), in the order [`points`] gives
-/// them.
-pub(crate) fn attributes_of(metric: &Metric) -> Vec<&[KeyValue]> {
+/// The attributes of every point of `metric`, in order, each with whether it has a value
+/// ([`points`] gives those that do, in the same order).
+pub(crate) fn all_points(metric: &Metric) -> Vec<(&[KeyValue], bool)> {
     match &metric.data {
-        Some(Data::Gauge(g)) => g
-            .data_points
-            .iter()
-            .filter(|p| p.value.is_some())
-            .map(|p| p.attributes.as_slice())
-            .collect(),
-        Some(Data::Sum(s)) => s
-            .data_points
-            .iter()
-            .filter(|p| p.value.is_some())
-            .map(|p| p.attributes.as_slice())
-            .collect(),
+        Some(Data::Gauge(Gauge { data_points }) | Data::Sum(Sum { data_points, .. })) => {
+            data_points
+                .iter()
+                .map(|p| (p.attributes.as_slice(), p.value.is_some()))
+                .collect()
+        }
         Some(Data::Histogram(h)) => h
             .data_points
             .iter()
-            .map(|p| p.attributes.as_slice())
+            .map(|p| (p.attributes.as_slice(), true))
             .collect(),
         Some(Data::ExponentialHistogram(h)) => h
             .data_points
             .iter()
-            .map(|p| p.attributes.as_slice())
+            .map(|p| (p.attributes.as_slice(), true))
             .collect(),
         Some(Data::Summary(s)) => s
             .data_points
             .iter()
-            .map(|p| p.attributes.as_slice())
+            .map(|p| (p.attributes.as_slice(), true))
             .collect(),
         None => Vec::new(),
     }
