@@ -450,6 +450,10 @@ fn run_doc_sql(at: &str, sql: &str, samples: &[OtapBatch]) -> Result<(), String>
             .run(batch.clone())
             .map_err(|e| format!("{at}: {e}"))?;
     }
+    // What statements hold (traces, merged series) goes on to the statements after them.
+    pipeline
+        .decide(std::time::SystemTime::now(), true)
+        .map_err(|e| format!("{at}: {e}"))?;
     for (step, stats) in pipeline.stats() {
         if stats.rows_in == 0 {
             return Err(format!(

@@ -183,12 +183,7 @@ fn pipeline(
     let decides = steps
         .iter()
         .any(|s| matches!(s.kind, StepKind::Sample { .. }));
-    let merges = steps.iter().any(|s| {
-        matches!(
-            s.kind,
-            StepKind::Reaggregate { .. } | StepKind::LimitSeries { fold: true, .. }
-        )
-    });
+    let merges = steps.iter().any(Step::merges_series);
     let is_metric = |e: &&ast::OptionEntry| e.key.value.to_lowercase().starts_with("metric_");
     if let Some(first) = p.options.iter().find(|e| !is_metric(e))
         && !decides

@@ -107,6 +107,29 @@ pub struct Step {
     pub kind: StepKind,
 }
 
+impl Step {
+    /// Whether it merges metric series that collide: a merge, a series limit that folds the
+    /// series past it into an overflow series, and an `UPDATE` of metrics that sets what
+    /// tells series apart (an attribute, the name, the unit, the scope's name or version).
+    pub fn merges_series(&self) -> bool {
+        match &self.kind {
+            StepKind::Reaggregate { .. } | StepKind::LimitSeries { fold: true, .. } => true,
+            StepKind::Update { assignments, .. } => {
+                self.table == Table::Metrics && assignments.iter().any(|a| sets_identity(&a.target))
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Whether setting `target` of a data point may change its series.
+fn sets_identity(target: &SetTarget) -> bool {
+    match target {
+        SetTarget::Attr { .. } => true,
+        SetTarget::Field(f) => matches!(f.name, "name" | "unit" | "scope.name" | "scope.version"),
+    }
+}
+
 /// What a step does.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StepKind {

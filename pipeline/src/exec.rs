@@ -130,13 +130,7 @@ impl Pipeline {
             return Err(errors);
         }
         let aggregates = steps.iter_mut().any(|s| s.op.aggregation().is_some());
-        let merges = steps.iter().any(|s| {
-            matches!(
-                s.step.kind,
-                penstock_dialect::StepKind::Reaggregate { .. }
-                    | penstock_dialect::StepKind::LimitSeries { fold: true, .. }
-            )
-        });
+        let merges = steps.iter().any(|s| s.step.merges_series());
         Ok(Pipeline {
             name: pipeline.name.clone(),
             source: pipeline.source.clone(),

@@ -14,7 +14,7 @@ use super::update::UpdateOp;
 use crate::error::Result;
 use crate::limits::op::LimitOp;
 use crate::limits::series::SeriesLimitOp;
-use crate::reaggregate::op::ReaggregateOp;
+use crate::reaggregate::op::{ReaggregateOp, ThenMerge};
 use crate::sample::decisions::Decisions;
 use crate::sample::op::SampleOp;
 use crate::session::LazySession;
@@ -34,7 +34,18 @@ pub(crate) fn compile_step(
         StepKind::Update {
             assignments,
             filter,
-        } => Box::new(UpdateOp::compile(session, step, assignments, filter)?),
+        } => {
+            let update = UpdateOp::compile(session, step, assignments, filter)?;
+            if step.merges_series() {
+                // The series the update makes collide are merged, never sent side by side.
+                Box::new(ThenMerge::new(
+                    Box::new(update),
+                    ReaggregateOp::keeping_all(options),
+                ))
+            } else {
+                Box::new(update)
+            }
+        }
         StepKind::Delete { filter } => Box::new(DeleteOp {
             filter: compile_filter(session, step, filter)?,
         }),

@@ -72,6 +72,8 @@ struct Pending {
     start: u64,
     time: u64,
     exemplars: Vec<Exemplar>,
+    /// The flags of the points merged, together.
+    flags: u32,
 }
 
 /// A merged series.
@@ -236,7 +238,7 @@ impl Merger {
                     name: target.metric.name.clone(),
                     description: target.metric.description.clone(),
                     unit: target.metric.unit.clone(),
-                    metadata: Vec::new(),
+                    metadata: target.metric.metadata.clone(),
                     data: None,
                 },
                 kind: target.kind,
@@ -271,6 +273,7 @@ impl Merger {
                     start: point.start,
                     time: point.time,
                     exemplars: point.exemplars.iter().take(EXEMPLARS).cloned().collect(),
+                    flags: point.flags,
                 });
                 true
             }
@@ -286,6 +289,7 @@ impl Merger {
                     pending.points += 1;
                     pending.start = pending.start.min(point.start);
                     pending.time = pending.time.max(point.time);
+                    pending.flags |= point.flags;
                     let room = EXEMPLARS.saturating_sub(pending.exemplars.len());
                     pending
                         .exemplars
@@ -385,6 +389,7 @@ impl Merger {
                 time: pending.time,
                 value,
                 exemplars: pending.exemplars,
+                flags: pending.flags,
             };
             let resource_key = output.resource.encode_to_vec();
             let scope_key = output.scope.encode_to_vec();

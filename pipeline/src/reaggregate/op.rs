@@ -103,6 +103,22 @@ impl ReaggregateOp {
         }
     }
 
+    /// The merge of the series that collide after a statement changed what tells series
+    /// apart (every attribute stays), whose points go on to the next statements.
+    pub(crate) fn keeping_all(options: &Options) -> ReaggregateOp {
+        let identity = Identity::Drop {
+            scope: penstock_dialect::model::AttrScope::Record,
+            keys: Vec::new(),
+        };
+        ReaggregateOp {
+            sink: None,
+            filter: None,
+            merger: Merger::new(Kept::new(&identity), settings(options)),
+            identity,
+            partition: None,
+        }
+    }
+
     /// Merges the points of `request`, arrived at `now`; those of series other workers merge
     /// go to `out` (as the statement `step`).
     pub(crate) fn merge_request(
@@ -257,6 +273,9 @@ impl Operator for ReaggregateOp {
                 "replace each series' data point attributes by otel.metric.overflow = true"
                     .to_string()
             }
+            Identity::Drop { keys, .. } if keys.is_empty() => {
+                "keep every attribute in each series' identity".to_string()
+            }
             Identity::Drop { scope, keys } => {
                 let keys: Vec<String> = keys.iter().map(|k| format!("'{k}'")).collect();
                 format!(
@@ -283,5 +302,56 @@ impl Operator for ReaggregateOp {
             Some(sink) => format!("send the merged points to sink {sink}"),
             None => "the next statements see the merged points".to_string(),
         });
+    }
+}
+
+/// A statement whose output may hold series that collide (an `UPDATE` of what tells metric
+/// series apart), then the merge of every series it writes: the next statements see the merged
+/// points when their interval ends.
+pub(crate) struct ThenMerge {
+    first: Box<dyn Operator>,
+    merge: ReaggregateOp,
+}
+
+impl ThenMerge {
+    pub(crate) fn new(first: Box<dyn Operator>, merge: ReaggregateOp) -> ThenMerge {
+        ThenMerge { first, merge }
+    }
+}
+
+impl Operator for ThenMerge {
+    fn run(&mut self, batch: OtapBatch, cx: &mut RunContext<'_>) -> Result<OtapBatch> {
+        // Its rows out are the merged points, counted when they are sent.
+        let rows_out = cx.stats.rows_out;
+        let batch = self.first.run(batch, cx)?;
+        cx.stats.rows_out = rows_out;
+        self.merge.run(batch, cx)
+    }
+
+    fn take_exchanged(&mut self, batch: OtapBatch, now: u64) -> Result<()> {
+        self.merge.take_exchanged(batch, now)
+    }
+
+    fn due(&mut self, now: u64, finish: bool) -> Result<Vec<Emitted>> {
+        self.merge.due(now, finish)
+    }
+
+    fn merge_stats(&self) -> Option<MergeStats> {
+        self.merge.merge_stats()
+    }
+
+    fn partition(
+        &mut self,
+        decisions: &mut crate::sample::decisions::Decisions,
+        worker: usize,
+        workers: usize,
+    ) {
+        self.merge.partition(decisions, worker, workers);
+    }
+
+    fn explain(&self, table: Table, line: &mut dyn FnMut(String)) {
+        self.first.explain(table, line);
+        line("then merge the series it makes collide:".to_string());
+        self.merge.explain(table, line);
     }
 }

@@ -19,6 +19,8 @@ pub(crate) struct Point {
     pub(crate) time: u64,
     pub(crate) value: Value,
     pub(crate) exemplars: Vec<Exemplar>,
+    /// OTLP data point flags.
+    pub(crate) flags: u32,
 }
 
 fn buckets(b: Option<&OtlpBuckets>) -> Buckets {
@@ -43,6 +45,7 @@ pub(crate) fn points(metric: &mut Metric) -> Vec<Point> {
             time: p.time_unix_nano,
             value: Value::Number(value),
             exemplars: std::mem::take(&mut p.exemplars),
+            flags: p.flags,
         })
     };
     match &mut metric.data {
@@ -64,6 +67,7 @@ pub(crate) fn points(metric: &mut Metric) -> Vec<Point> {
                     max: p.max,
                 }),
                 exemplars: std::mem::take(&mut p.exemplars),
+                flags: p.flags,
             })
             .collect(),
         Some(Data::ExponentialHistogram(h)) => h
@@ -85,6 +89,7 @@ pub(crate) fn points(metric: &mut Metric) -> Vec<Point> {
                     max: p.max,
                 }),
                 exemplars: std::mem::take(&mut p.exemplars),
+                flags: p.flags,
             })
             .collect(),
         Some(Data::Summary(s)) => s
@@ -99,6 +104,7 @@ pub(crate) fn points(metric: &mut Metric) -> Vec<Point> {
                     sum: p.sum,
                 },
                 exemplars: Vec::new(),
+                flags: p.flags,
             })
             .collect(),
         None => Vec::new(),
@@ -186,6 +192,7 @@ pub(crate) fn push(data: &mut Data, point: Point) {
         time,
         value,
         exemplars,
+        flags,
     } = point;
     match (data, value) {
         (
@@ -197,7 +204,7 @@ pub(crate) fn push(data: &mut Data, point: Point) {
                 start_time_unix_nano: start,
                 time_unix_nano: time,
                 exemplars,
-                flags: 0,
+                flags,
                 value: Some(match n {
                     Num::Int(i) => OtlpNumber::AsInt(i),
                     Num::Double(d) => OtlpNumber::AsDouble(d),
@@ -213,7 +220,7 @@ pub(crate) fn push(data: &mut Data, point: Point) {
             bucket_counts: v.counts,
             explicit_bounds: v.bounds,
             exemplars,
-            flags: 0,
+            flags,
             min: v.min,
             max: v.max,
         }),
@@ -228,7 +235,7 @@ pub(crate) fn push(data: &mut Data, point: Point) {
                 zero_count: v.zero_count,
                 positive: otlp_buckets(v.positive),
                 negative: otlp_buckets(v.negative),
-                flags: 0,
+                flags,
                 exemplars,
                 min: v.min,
                 max: v.max,
@@ -243,7 +250,7 @@ pub(crate) fn push(data: &mut Data, point: Point) {
                 count,
                 sum,
                 quantile_values: Vec::new(),
-                flags: 0,
+                flags,
             });
         }
         _ => {}
