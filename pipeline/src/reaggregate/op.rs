@@ -93,14 +93,7 @@ impl ReaggregateOp {
     /// The merge of the points of series past a series limit into one overflow series per
     /// metric (see [`Identity::Overflow`]), whose points go on to the next statements.
     pub(crate) fn overflow(options: &Options) -> ReaggregateOp {
-        let identity = Identity::Overflow;
-        ReaggregateOp {
-            sink: None,
-            filter: None,
-            merger: Merger::new(Kept::new(&identity), settings(options)),
-            identity,
-            partition: None,
-        }
+        ReaggregateOp::passing_on(Identity::Overflow, options)
     }
 
     /// The merge of the series that collide after a statement changed what tells series
@@ -110,6 +103,12 @@ impl ReaggregateOp {
             scope: penstock_dialect::model::AttrScope::Record,
             keys: Vec::new(),
         };
+        ReaggregateOp::passing_on(identity, options)
+    }
+
+    /// A merge keeping `identity` of every point it is given, whose points go on to the next
+    /// statements.
+    fn passing_on(identity: Identity, options: &Options) -> ReaggregateOp {
         ReaggregateOp {
             sink: None,
             filter: None,
