@@ -178,10 +178,34 @@ fn array<'a>(value: &'a Value, key: &str) -> impl Iterator<Item = &'a Value> {
 }
 
 fn scalar(value: &Value) -> String {
-    let Some((_, v)) = value.as_object().and_then(|o| o.iter().next()) else {
-        return String::new();
+    match readable(value) {
+        Value::Null => String::new(),
+        other => plain(&other),
+    }
+}
+
+/// An OTLP JSON `AnyValue` as plain JSON: maps (`kvlistValue`) as objects, arrays
+/// (`arrayValue`) as arrays, ints as numbers, nested values the same way.
+fn readable(value: &Value) -> Value {
+    let Some((kind, v)) = value.as_object().and_then(|o| o.iter().next()) else {
+        return Value::Null;
     };
-    plain(v)
+    match kind.as_str() {
+        "kvlistValue" => Value::Object(
+            array(v, "values")
+                .map(|kv| {
+                    let key = kv["key"].as_str().unwrap_or("").to_string();
+                    (key, readable(&kv["value"]))
+                })
+                .collect(),
+        ),
+        "arrayValue" => Value::Array(array(v, "values").map(readable).collect()),
+        "intValue" => match v {
+            Value::String(s) => s.parse::<i64>().map_or_else(|_| v.clone(), Value::from),
+            other => other.clone(),
+        },
+        _ => v.clone(),
+    }
 }
 
 /// A JSON value as text, strings without quotes.
@@ -309,6 +333,18 @@ mod tests {
         assert_eq!(utc(0), "1970-01-01T00:00:00Z");
         assert_eq!(utc(1_700_000_000_000_000_000), "2023-11-14T22:13:20Z");
         assert_eq!(utc(951_825_600_000_000_000), "2000-02-29T12:00:00Z");
+    }
+
+    #[test]
+    fn a_map_body_shows_as_json_and_nested_values_read_plainly() {
+        let log: Value = serde_json::from_str(
+            r#"{"severityText":"INFO","body":{"kvlistValue":{"values":[{"key":"event","value":{"stringValue":"login"}},{"key":"user","value":{"kvlistValue":{"values":[{"key":"id","value":{"intValue":"42"}},{"key":"roles","value":{"arrayValue":{"values":[{"stringValue":"admin"},{"boolValue":true}]}}}]}}}]}},"attributes":[{"key":"n","value":{"intValue":"7"}},{"key":"tags","value":{"arrayValue":{"values":[{"stringValue":"a"}]}}}]}"#,
+        )
+        .unwrap_or_default();
+        assert_eq!(
+            describe(&log),
+            [r#"INFO {"event":"login","user":{"id":42,"roles":["admin",true]}} | n=7 tags=["a"]"#]
+        );
     }
 
     #[test]
