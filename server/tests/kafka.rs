@@ -551,3 +551,73 @@ fn a_message_no_sink_can_take_is_skipped_to_the_dead_letter_topic() {
             .contains("penstock_source_failures_total{source=\"bus\"} 3")
     });
 }
+
+#[test]
+fn a_keyed_sink_waits_for_the_topic_a_broker_creates_on_first_use() {
+    let dir = temp_dir("kafka-new-topic");
+    // A broker that creates topics on first use, 3 partitions each.
+    let Some(broker) = Broker::start_with(&dir, "auto.create.topics.enable=true\nnum.partitions=3")
+    else {
+        return;
+    };
+    let gateway = Gateway::start(
+        &dir,
+        "fresh",
+        &format!(
+            "CREATE SOURCE edge FROM GRPC WITH (listen = '127.0.0.1:0');
+             CREATE SINK k TO KAFKA WITH (brokers = '{}', topic = 'fresh', key = 'service');
+             CREATE PIPELINE p FROM edge AS BEGIN INSERT INTO k SELECT * FROM logs; END;",
+            broker.addr
+        ),
+    );
+    // Every request accepted the first time, the first one while the topic is created.
+    let requests = logs_requests(3, 100, 40);
+    let sent = send_all(&gateway.url(), &requests);
+    assert_eq!(sent.len(), 300);
+    let messages = broker.consume("fresh", "logs", "otlp_proto", sent.len());
+    let mut got: Vec<String> = messages
+        .iter()
+        .flat_map(|m| equiv::logs(&ExportLogsServiceRequest::decode(&m.value[..]).unwrap()))
+        .collect();
+    let mut want = sent;
+    got.sort();
+    want.sort();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn a_topic_that_does_not_appear_is_refused_for_good_naming_it() {
+    let dir = temp_dir("kafka-missing-topic");
+    // The test broker creates no topics.
+    let Some(broker) = Broker::start(&dir) else {
+        return;
+    };
+    let gateway = Gateway::start(
+        &dir,
+        "missing",
+        &format!(
+            "CREATE SOURCE edge FROM GRPC WITH (listen = '127.0.0.1:0');
+             CREATE SINK k TO KAFKA WITH (brokers = '{}', topic = 'missing', key = 'service',
+                                          topic_wait = '1s');
+             CREATE PIPELINE p FROM edge AS BEGIN INSERT INTO k SELECT * FROM logs; END;",
+            broker.addr
+        ),
+    );
+    let started = Instant::now();
+    let refused = block_on(send_logs(
+        &gateway.url(),
+        DataGen::new(3).logs(10),
+        CompressionEncoding::Zstd,
+    ))
+    .unwrap_err();
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "waited for the topic"
+    );
+    // Not UNAVAILABLE: sending again would not help.
+    assert_ne!(refused.code(), tonic::Code::Unavailable, "{refused:?}");
+    assert!(
+        refused.message().contains("topic 'missing'") && refused.message().contains("topic_wait"),
+        "{refused:?}"
+    );
+}

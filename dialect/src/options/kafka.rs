@@ -134,6 +134,12 @@ pub(super) fn sink() -> Vec<OptionSpec> {
             false,
             "how long the producer waits to fill a request (default '5ms')",
         ),
+        opt(
+            "topic_wait",
+            Duration,
+            false,
+            "how long a topic the cluster does not know yet is waited for (a broker that              creates topics on first use), before its batches are refused for good              (default '30s')",
+        ),
     ]);
     specs
 }

@@ -42,6 +42,12 @@ impl Broker {
     /// accepts connections; `None`, with the reason printed, where Java, Maven or Go is
     /// missing.
     pub fn start(dir: &Path) -> Option<Broker> {
+        Broker::start_with(dir, "")
+    }
+
+    /// As [`Broker::start`], with more broker `properties` (lines of `server.properties`,
+    /// which win over the defaults).
+    pub fn start_with(dir: &Path, properties: &str) -> Option<Broker> {
         for (tool, arg) in [("java", "-version"), ("mvn", "-v"), ("go", "version")] {
             if !runs(tool, arg) {
                 println!(
@@ -61,6 +67,7 @@ impl Broker {
             .arg("start")
             .arg(dir.join("broker"))
             .arg(port.to_string())
+            .env("PENSTOCK_KAFKA_PROPERTIES", properties)
             .stdout(log.try_clone().unwrap())
             .stderr(log)
             .spawn()

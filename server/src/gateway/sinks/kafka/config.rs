@@ -20,6 +20,10 @@ const DEFAULT_MAX_MESSAGE_BYTES: u64 = 1_000_000;
 const PRODUCER_QUEUE_KIB: u64 = 32 << 10;
 
 /// A KAFKA sink instance's settings.
+/// How long a new topic is waited for without `topic_wait` (librdkafka's own
+/// `topic.metadata.propagation.max.ms` is the same).
+pub const DEFAULT_TOPIC_WAIT: Duration = Duration::from_secs(30);
+
 pub struct KafkaSinkConfig {
     /// The sink's name.
     pub name: String,
@@ -35,6 +39,8 @@ pub struct KafkaSinkConfig {
     pub max_message_bytes: usize,
     /// How long a message may wait for room in the producer's queue.
     pub timeout: Duration,
+    /// How long a topic the cluster does not know yet is waited for.
+    pub topic_wait: Duration,
     /// Whether Kafka compresses messages (OTAP bodies are then left uncompressed).
     pub compressed: bool,
     /// The producer.
@@ -98,6 +104,7 @@ impl KafkaSinkConfig {
             key_text: options.str("key").map(str::to_string),
             max_message_bytes: max_message_bytes as usize,
             timeout,
+            topic_wait: options.duration("topic_wait").unwrap_or(DEFAULT_TOPIC_WAIT),
             compressed: compression != "none",
             producer,
         })

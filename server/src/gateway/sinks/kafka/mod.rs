@@ -67,20 +67,15 @@ async fn run(config: KafkaSinkConfig, context: SinkContext) {
         let signal = batch.signal();
         let topic = config.topic_of(signal);
         let counted = match &config.key {
-            Some(_) => partitions.count(&config.producer, topic).await,
+            Some(_) => partitions.count(&config, topic).await,
             None => Ok(None),
         };
-        let messages = counted
-            .map_err(|message| Unwritable {
+        let messages = counted.and_then(|count| {
+            encode::messages(&config, &batch, count).map_err(|message| Unwritable {
                 message,
-                retryable: true,
+                retryable: false,
             })
-            .and_then(|count| {
-                encode::messages(&config, &batch, count).map_err(|message| Unwritable {
-                    message,
-                    retryable: false,
-                })
-            });
+        });
         let messages = match messages {
             Ok(messages) => messages,
             Err(Unwritable { message, retryable }) => {
@@ -160,54 +155,99 @@ struct Unwritable {
 }
 
 /// The partition counts of topics, asked of the cluster and kept for [`METADATA_TTL`]; a
-/// count that cannot be refreshed is used until it can.
+/// count that cannot be refreshed is used until it can. A topic the cluster does not know yet
+/// (a broker that creates topics on first use is creating it) is asked for again until it
+/// appears or `topic_wait` passed.
 #[derive(Default)]
 struct Partitions(HashMap<String, (u32, Instant)>);
+
+/// How often a topic being created is asked for.
+const TOPIC_POLL: Duration = Duration::from_millis(200);
+
+/// What asking the cluster for a topic's partitions gave.
+enum Asked {
+    Count(u32),
+    /// The topic is not there (yet).
+    Missing(String),
+    Failed(String),
+}
 
 impl Partitions {
     async fn count(
         &mut self,
-        producer: &FutureProducer<KafkaContext>,
+        config: &KafkaSinkConfig,
         topic: &str,
-    ) -> Result<Option<u32>, String> {
+    ) -> Result<Option<u32>, Unwritable> {
         if let Some((count, at)) = self.0.get(topic)
             && at.elapsed() < METADATA_TTL
         {
             return Ok(Some(*count));
         }
-        let (producer, name) = (producer.clone(), topic.to_string());
-        let asked = tokio::task::spawn_blocking(move || {
-            let metadata = producer
-                .client()
-                .fetch_metadata(Some(&name), Duration::from_secs(10))
-                .map_err(|e| format!("reading the partitions of topic '{name}': {e}"))?;
-            let topic = metadata
-                .topics()
-                .iter()
-                .find(|t| t.name() == name)
-                .ok_or_else(|| format!("topic '{name}' is not in the cluster's metadata"))?;
-            if let Some(error) = topic.error() {
-                return Err(format!("topic '{name}': {}", RDKafkaErrorCode::from(error)));
+        let started = Instant::now();
+        let asked = loop {
+            match ask(&config.producer, topic).await {
+                Asked::Missing(why) if started.elapsed() < config.topic_wait => {
+                    tracing::debug!(sink = %config.name, "{why}; waiting for it to be created");
+                    tokio::time::sleep(TOPIC_POLL).await;
+                }
+                Asked::Missing(why) => {
+                    return Err(Unwritable {
+                        message: format!(
+                            "{why}, and it did not appear within topic_wait ({} s): create it,                              or let the brokers create topics (auto.create.topics.enable)",
+                            config.topic_wait.as_secs_f64()
+                        ),
+                        retryable: false,
+                    });
+                }
+                other => break other,
             }
-            match topic.partitions().len() {
-                0 => Err(format!("topic '{name}' has no partitions")),
-                n => Ok(n as u32),
-            }
-        })
-        .await
-        .map_err(|e| format!("reading partitions: {e}"))
-        .and_then(|asked| asked);
+        };
         match (asked, self.0.get_mut(topic)) {
-            (Ok(count), _) => {
+            (Asked::Count(count), _) => {
                 self.0.insert(topic.to_string(), (count, Instant::now()));
                 Ok(Some(count))
             }
-            (Err(why), Some((count, at))) => {
+            (Asked::Failed(why) | Asked::Missing(why), Some((count, at))) => {
                 tracing::warn!("{why}; keeping {count} partitions for now");
                 *at = Instant::now();
                 Ok(Some(*count))
             }
-            (Err(why), None) => Err(why),
+            (Asked::Failed(why) | Asked::Missing(why), None) => Err(Unwritable {
+                message: why,
+                retryable: true,
+            }),
         }
     }
+}
+
+/// The partitions of `topic`, asked of the cluster.
+async fn ask(producer: &FutureProducer<KafkaContext>, topic: &str) -> Asked {
+    let (producer, name) = (producer.clone(), topic.to_string());
+    let asked = tokio::task::spawn_blocking(move || {
+        let metadata = match producer
+            .client()
+            .fetch_metadata(Some(&name), Duration::from_secs(10))
+        {
+            Ok(metadata) => metadata,
+            Err(e) => {
+                return Asked::Failed(format!("reading the partitions of topic '{name}': {e}"));
+            }
+        };
+        let Some(topic) = metadata.topics().iter().find(|t| t.name() == name) else {
+            return Asked::Missing(format!("topic '{name}' is not in the cluster's metadata"));
+        };
+        match topic.error().map(RDKafkaErrorCode::from) {
+            Some(
+                code @ (RDKafkaErrorCode::UnknownTopicOrPartition
+                | RDKafkaErrorCode::LeaderNotAvailable),
+            ) => Asked::Missing(format!("topic '{name}': {code}")),
+            Some(code) => Asked::Failed(format!("topic '{name}': {code}")),
+            None if topic.partitions().is_empty() => {
+                Asked::Missing(format!("topic '{name}' has no partitions yet"))
+            }
+            None => Asked::Count(topic.partitions().len() as u32),
+        }
+    })
+    .await;
+    asked.unwrap_or_else(|e| Asked::Failed(format!("reading partitions: {e}")))
 }
