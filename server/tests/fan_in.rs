@@ -689,3 +689,80 @@ fn broken_request_frames_are_refused_and_the_connection_goes_on() {
     let (clean, _) = gateway.terminate();
     assert!(clean, "the gateway did not stop cleanly");
 }
+
+/// One OTAP logs stream whose body is `frames` (the client half-closes after them): the gRPC
+/// status that ends it and the batch statuses sent before.
+async fn otap_stream_of(
+    sender: &mut SendRequest<Full<Bytes>>,
+    url: &str,
+    frames: Bytes,
+) -> (Status, Vec<BatchStatus>) {
+    let request = http::Request::post(format!(
+        "{url}/opentelemetry.proto.experimental.arrow.v1.ArrowLogsService/ArrowLogs"
+    ))
+    .header("content-type", "application/grpc")
+    .header("te", "trailers")
+    .body(Full::new(frames))
+    .unwrap();
+    let call = async {
+        sender.ready().await.unwrap();
+        let response = sender.send_request(request).await.unwrap();
+        if let Some(status) = Status::from_header_map(response.headers()) {
+            return (status, Vec::new());
+        }
+        let collected = response.into_body().collect().await.unwrap();
+        let status = collected
+            .trailers()
+            .and_then(Status::from_header_map)
+            .expect("a stream that ends without a gRPC status");
+        let body = collected.to_bytes();
+        let mut statuses = Vec::new();
+        let mut rest = &body[..];
+        while rest.len() >= 5 {
+            let len = u32::from_be_bytes([rest[1], rest[2], rest[3], rest[4]]) as usize;
+            statuses.push(BatchStatus::decode(&rest[5..5 + len]).unwrap());
+            rest = &rest[5 + len..];
+        }
+        (status, statuses)
+    };
+    tokio::time::timeout(DEADLINE, call)
+        .await
+        .expect("no answer within the deadline")
+}
+
+#[test]
+fn an_otap_stream_whose_second_message_is_broken_ends_with_a_status_saying_why() {
+    let _serial = one_at_a_time();
+    let gateway = gateway("fan_in_broken_otap", "1", "");
+    let good = grpc_frame(&otap_message().encode_to_vec(), false);
+    let mut flagged = good.to_vec();
+    flagged[0] = 2;
+    let mut compressed_without_encoding = good.to_vec();
+    compressed_without_encoding[0] = 1;
+    let broken: [(&str, Bytes); 4] = [
+        ("not a BatchArrowRecords", grpc_frame(&[0xff; 40], false)),
+        ("compressed flag 2", Bytes::from(flagged)),
+        (
+            "compressed without grpc-encoding",
+            Bytes::from(compressed_without_encoding),
+        ),
+        ("cut short", good.slice(..good.len() - 1)),
+    ];
+    let url = gateway.url();
+    block_on(async {
+        let mut sender = connect_h2(url.trim_start_matches("http://")).await;
+        for (what, second) in broken {
+            let mut frames = good.to_vec();
+            frames.extend_from_slice(&second);
+            let (status, batches) = otap_stream_of(&mut sender, &url, Bytes::from(frames)).await;
+            assert_ne!(status.code(), Code::Ok, "{what}: {status:?}");
+            assert!(!status.message().is_empty(), "{what}: {status:?}");
+            assert!(
+                batches.first().is_some_and(|b| b.status_code == 0),
+                "{what}: the first batch is answered: {batches:?}"
+            );
+        }
+    });
+    let (clean, _) = gateway.terminate();
+    assert!(clean, "the gateway did not stop cleanly");
+}

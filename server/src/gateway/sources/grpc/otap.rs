@@ -225,12 +225,18 @@ fn check_headers(
 }
 
 /// The status that ends a stream whose next message could not be read: INVALID_ARGUMENT for
-/// bytes that are not a `BatchArrowRecords`, RESOURCE_EXHAUSTED for one over
+/// bytes that are not a `BatchArrowRecords` or a broken frame (a bad compressed flag, a
+/// compressed message without `grpc-encoding`), RESOURCE_EXHAUSTED for one over
 /// `max_message_bytes`; None when the sender went away.
 fn unreadable_message(status: &Status, signal: Signal) -> Option<Status> {
     let what = format!("OTAP {} stream", signal.name());
     match status.code() {
-        tonic::Code::Internal if status.message().contains("decode") => {
+        tonic::Code::Internal
+        | tonic::Code::InvalidArgument
+        | tonic::Code::DataLoss
+        | tonic::Code::Unimplemented
+            if !went_away(status) =>
+        {
             Some(Fault::Malformed.to_status(format!(
                 "{what}: a message is not a valid BatchArrowRecords: {}",
                 status.message()
@@ -244,6 +250,20 @@ fn unreadable_message(status: &Status, signal: Signal) -> Option<Status> {
         }
         _ => None,
     }
+}
+
+/// Whether reading a stream failed because its sender went away (the connection or the
+/// stream was reset), not because of what it sent.
+fn went_away(status: &Status) -> bool {
+    let message = status.message().to_lowercase();
+    [
+        "reset",
+        "broken pipe",
+        "connection closed",
+        "stream no longer needed",
+    ]
+    .iter()
+    .any(|m| message.contains(m))
 }
 
 /// A stream being served: its decoder, its forwarding state and what it holds.
@@ -302,6 +322,9 @@ async fn serve_stream(
         let taken = match taken {
             Ok(taken) => taken,
             Err(ending) => {
+                // The batches before it get their statuses first: a sender learns what of
+                // the stream was accepted before it ended.
+                while in_flight.join_next().await.is_some() {}
                 served.refuse(ending).await;
                 break;
             }
