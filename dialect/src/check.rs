@@ -184,30 +184,36 @@ fn pipeline(
         .iter()
         .any(|s| matches!(s.kind, StepKind::Sample { .. }));
     let merges = steps.iter().any(Step::merges_series);
-    let is_metric = |e: &&ast::OptionEntry| e.key.value.to_lowercase().starts_with("metric_");
-    if let Some(first) = p.options.iter().find(|e| !is_metric(e))
-        && !decides
-        && !failed
-    {
-        errors.push(Located::at(
-            first.key.span,
-            format!(
-                "pipeline '{name}': option '{}' applies to a trace decision, and no statement has one (WHERE trace_id IN (SELECT trace_id FROM spans GROUP BY trace_id HAVING ...))",
-                first.key.value.to_lowercase()
-            ),
-        ));
-    }
-    if let Some(first) = p.options.iter().find(is_metric)
-        && !merges
-        && !failed
-    {
-        errors.push(Located::at(
-            first.key.span,
-            format!(
-                "pipeline '{name}': option '{}' applies to merged metric series, and no statement merges them (INSERT INTO sink SELECT * FROM metrics GROUP BY ..., or ALTER TABLE metrics DROP ATTRIBUTE ...)",
-                first.key.value.to_lowercase()
-            ),
-        ));
+    // Options named metric_... apply to merged metric series, the others to trace decisions.
+    let applies = [
+        (
+            false,
+            decides,
+            "a trace decision, and no statement has one (WHERE trace_id IN (SELECT trace_id FROM spans GROUP BY trace_id HAVING ...))",
+        ),
+        (
+            true,
+            merges,
+            "merged metric series, and no statement merges them (INSERT INTO sink SELECT * FROM metrics GROUP BY ..., or ALTER TABLE metrics DROP ATTRIBUTE ...)",
+        ),
+    ];
+    for (metric, present, what) in applies {
+        let unused = p
+            .options
+            .iter()
+            .find(|e| e.key.value.to_lowercase().starts_with("metric_") == metric);
+        if let Some(first) = unused
+            && !present
+            && !failed
+        {
+            errors.push(Located::at(
+                first.key.span,
+                format!(
+                    "pipeline '{name}': option '{}' applies to {what}",
+                    first.key.value.to_lowercase()
+                ),
+            ));
+        }
     }
     Pipeline {
         name,

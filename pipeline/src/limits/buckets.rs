@@ -64,21 +64,30 @@ impl KeyBuckets {
         now: u64,
     ) -> u64 {
         let rate = self.rate as f64;
-        let full = self.keys.len() >= MAX_KEYS && !self.keys.contains_key(key);
-        let key: &[u8] = if full { OTHER_KEYS.as_bytes() } else { key };
-        let bucket = self.keys.entry(key.to_vec()).or_insert_with(|| Bucket {
-            label: if full {
-                OTHER_KEYS.to_string()
-            } else {
-                label()
-            },
-            tokens: rate,
-            filled: now,
-            passed: 0,
-            dropped: 0,
-            second: (now / 1_000_000_000, 0),
-            last_second: 0,
-        });
+        let known = self.keys.contains_key(key);
+        let key: &[u8] = match known || self.keys.len() < MAX_KEYS {
+            true => key,
+            false => OTHER_KEYS.as_bytes(),
+        };
+        if !self.keys.contains_key(key) {
+            let label = match known || key != OTHER_KEYS.as_bytes() {
+                true => label(),
+                false => OTHER_KEYS.to_string(),
+            };
+            let bucket = Bucket {
+                label,
+                tokens: rate,
+                filled: now,
+                passed: 0,
+                dropped: 0,
+                second: (now / 1_000_000_000, 0),
+                last_second: 0,
+            };
+            self.keys.insert(key.to_vec(), bucket);
+        }
+        let Some(bucket) = self.keys.get_mut(key) else {
+            return 0;
+        };
         let elapsed = now.saturating_sub(bucket.filled) as f64 / NANOS;
         bucket.tokens = (bucket.tokens + elapsed * rate).min(rate);
         bucket.filled = bucket.filled.max(now);
@@ -230,6 +239,8 @@ struct KeySeries {
     label: String,
     /// Each series' hash, and the interval it was last seen in.
     admitted: HashMap<u64, u64, RandomState>,
+    /// The interval silent series were last looked for in.
+    swept: u64,
     passed: u64,
     dropped: u64,
 }
@@ -259,22 +270,28 @@ impl SeriesSets {
     /// room for it. Series not seen for `forget_after` intervals make room first.
     pub(crate) fn admit(&mut self, asking: &Asking<'_>, interval: u64, forget_after: u64) -> bool {
         let max = self.max;
-        let set = self
-            .keys
-            .entry(asking.key.to_vec())
-            .or_insert_with(|| KeySeries {
+        if !self.keys.contains_key(asking.key) {
+            let set = KeySeries {
                 label: (asking.label)(),
                 admitted: HashMap::default(),
+                swept: interval,
                 passed: 0,
                 dropped: 0,
-            });
+            };
+            self.keys.insert(asking.key.to_vec(), set);
+        }
+        let Some(set) = self.keys.get_mut(asking.key) else {
+            return false;
+        };
         let admitted = match set.admitted.get_mut(&asking.series) {
             Some(seen) => {
                 *seen = interval;
                 true
             }
             None => {
-                if set.admitted.len() >= max {
+                // Silent series make room, looked for once an interval (not once a point).
+                if set.admitted.len() >= max && set.swept != interval {
+                    set.swept = interval;
                     set.admitted
                         .retain(|_, seen| interval.saturating_sub(*seen) < forget_after);
                 }

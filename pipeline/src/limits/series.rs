@@ -77,7 +77,7 @@ impl SeriesLimitOp {
 
     /// The key (bytes, and as text) of each data point of `decoded`, by table, in row order.
     fn keys(&self, decoded: &OtapBatch) -> Result<Keys> {
-        let mut keys = HashMap::new();
+        let mut keys = Keys::default();
         for space in spaces(decoded, Table::Metrics) {
             let rows = Rows::new(decoded, space)?;
             let arrays = self
@@ -95,34 +95,43 @@ impl SeriesLimitOp {
             let encoded = converter
                 .convert_columns(&arrays)
                 .map_err(|e| PipelineError::arrow("series limit keys", e))?;
-            let texts = (0..encoded.num_rows())
-                .map(|i| {
-                    let text: Vec<String> = arrays
-                        .iter()
-                        .map(|a| {
-                            if a.is_null(i) {
-                                "NULL".to_string()
-                            } else {
-                                array_value_to_string(a, i).unwrap_or_default()
-                            }
-                        })
-                        .collect();
-                    (encoded.row(i).data().to_vec(), text.join(", "))
-                })
-                .collect();
-            keys.insert(space, texts);
+            let mut of_rows = Vec::with_capacity(encoded.num_rows());
+            for i in 0..encoded.num_rows() {
+                let key = encoded.row(i).data().to_vec();
+                // A key's text is made once, from its first row.
+                if !keys.labels.contains_key(&key) {
+                    keys.labels.insert(key.clone(), label(&arrays, i));
+                }
+                of_rows.push(key);
+            }
+            keys.rows.insert(space, of_rows);
         }
         Ok(keys)
     }
 }
 
-/// The key (bytes, and as text) of each data point, by table, in row order.
-type Keys = HashMap<PayloadType, Vec<(Vec<u8>, String)>>;
+/// The values of row `i` of `arrays`, as text.
+fn label(arrays: &[ArrayRef], i: usize) -> String {
+    let text: Vec<String> = arrays
+        .iter()
+        .map(|a| match a.is_null(i) {
+            true => "NULL".to_string(),
+            false => array_value_to_string(a, i).unwrap_or_default(),
+        })
+        .collect();
+    text.join(", ")
+}
+
+/// The key of each data point, by table, in row order, and each key as text.
+#[derive(Default)]
+struct Keys {
+    rows: HashMap<PayloadType, Vec<Vec<u8>>>,
+    labels: HashMap<Vec<u8>, String>,
+}
 
 /// The key of a point and its series.
 struct Ask {
     key: Vec<u8>,
-    label: String,
     series: u64,
 }
 
@@ -138,7 +147,7 @@ fn table_of(kind: Kind) -> PayloadType {
 
 /// Each point of `request` (with a value) with its key from `keys` (the rows of `request`
 /// decoded, in the same order) and the hash of its series, in order.
-fn asks(request: &ExportMetricsServiceRequest, mut keys: Keys) -> Vec<Ask> {
+fn asks(request: &ExportMetricsServiceRequest, keys: &mut Keys) -> Vec<Ask> {
     let mut next: HashMap<PayloadType, usize> = HashMap::new();
     let mut asks = Vec::new();
     for rm in &request.resource_metrics {
@@ -154,6 +163,7 @@ fn asks(request: &ExportMetricsServiceRequest, mut keys: Keys) -> Vec<Ask> {
                 for (attributes, valued) in all_points(metric) {
                     let row = next.entry(table).or_insert(0);
                     let key = keys
+                        .rows
                         .get_mut(&table)
                         .and_then(|k| k.get_mut(*row))
                         .map(std::mem::take)
@@ -165,8 +175,7 @@ fn asks(request: &ExportMetricsServiceRequest, mut keys: Keys) -> Vec<Ask> {
                     let series =
                         series_key(&prefix, (metric, kind), &sorted_refs(attributes.iter()));
                     asks.push(Ask {
-                        key: key.0,
-                        label: key.1,
+                        key,
                         series: SERIES_HASH.hash_one(&series),
                     });
                 }
@@ -192,14 +201,14 @@ impl Operator for SeriesLimitOp {
     fn run(&mut self, batch: OtapBatch, cx: &mut RunContext<'_>) -> Result<OtapBatch> {
         let request = request_of(&batch)?;
         // The request decoded again: its rows are in the order of its points.
-        let keys = self.keys(&one_batch(&request)?)?;
-        let asks = asks(&request, keys);
+        let mut keys = self.keys(&one_batch(&request)?)?;
+        let asks = asks(&request, &mut keys);
         let interval = cx.now / self.interval.max(1);
         let admitted: Vec<bool> = {
             let mut sets = self.sets.lock().unwrap_or_else(PoisonError::into_inner);
             asks.iter()
                 .map(|a| {
-                    let label = || a.label.clone();
+                    let label = || keys.labels.get(&a.key).cloned().unwrap_or_default();
                     let asking = Asking {
                         key: &a.key,
                         label: &label,

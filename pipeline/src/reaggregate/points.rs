@@ -23,30 +23,45 @@ pub(crate) struct Point {
     pub(crate) flags: u32,
 }
 
-fn buckets(b: Option<&OtlpBuckets>) -> Buckets {
+fn buckets(b: Option<OtlpBuckets>) -> Buckets {
     b.map(|b| Buckets {
         offset: b.offset,
-        counts: b.bucket_counts.clone(),
+        counts: b.bucket_counts,
     })
     .unwrap_or_default()
 }
 
-/// The points of `metric` (none for a point without a value), their attributes and exemplars
-/// taken out of it.
+/// A point of `value` whose attributes and exemplars are taken out of the OTLP point's.
+fn taken(
+    attributes: &mut Vec<KeyValue>,
+    exemplars: &mut Vec<Exemplar>,
+    (start, time, flags): (u64, u64, u32),
+    value: Value,
+) -> Point {
+    Point {
+        attributes: std::mem::take(attributes),
+        start,
+        time,
+        value,
+        exemplars: std::mem::take(exemplars),
+        flags,
+    }
+}
+
+/// The points of `metric` (none for a point without a value), taken out of it.
 pub(crate) fn points(metric: &mut Metric) -> Vec<Point> {
     let number = |p: &mut NumberDataPoint| {
         let value = match p.value? {
             OtlpNumber::AsInt(i) => Num::Int(i),
             OtlpNumber::AsDouble(d) => Num::Double(d),
         };
-        Some(Point {
-            attributes: std::mem::take(&mut p.attributes),
-            start: p.start_time_unix_nano,
-            time: p.time_unix_nano,
-            value: Value::Number(value),
-            exemplars: std::mem::take(&mut p.exemplars),
-            flags: p.flags,
-        })
+        let times = (p.start_time_unix_nano, p.time_unix_nano, p.flags);
+        Some(taken(
+            &mut p.attributes,
+            &mut p.exemplars,
+            times,
+            Value::Number(value),
+        ))
     };
     match &mut metric.data {
         Some(Data::Gauge(g)) => g.data_points.iter_mut().filter_map(number).collect(),
@@ -54,57 +69,48 @@ pub(crate) fn points(metric: &mut Metric) -> Vec<Point> {
         Some(Data::Histogram(h)) => h
             .data_points
             .iter_mut()
-            .map(|p| Point {
-                attributes: std::mem::take(&mut p.attributes),
-                start: p.start_time_unix_nano,
-                time: p.time_unix_nano,
-                value: Value::Histogram(Hist {
-                    bounds: p.explicit_bounds.clone(),
-                    counts: p.bucket_counts.clone(),
+            .map(|p| {
+                let value = Value::Histogram(Hist {
+                    bounds: std::mem::take(&mut p.explicit_bounds),
+                    counts: std::mem::take(&mut p.bucket_counts),
                     count: p.count,
                     sum: p.sum,
                     min: p.min,
                     max: p.max,
-                }),
-                exemplars: std::mem::take(&mut p.exemplars),
-                flags: p.flags,
+                });
+                let times = (p.start_time_unix_nano, p.time_unix_nano, p.flags);
+                taken(&mut p.attributes, &mut p.exemplars, times, value)
             })
             .collect(),
         Some(Data::ExponentialHistogram(h)) => h
             .data_points
             .iter_mut()
-            .map(|p| Point {
-                attributes: std::mem::take(&mut p.attributes),
-                start: p.start_time_unix_nano,
-                time: p.time_unix_nano,
-                value: Value::Exponential(Exp {
+            .map(|p| {
+                let value = Value::Exponential(Exp {
                     scale: p.scale,
                     zero_count: p.zero_count,
                     zero_threshold: p.zero_threshold,
-                    positive: buckets(p.positive.as_ref()),
-                    negative: buckets(p.negative.as_ref()),
+                    positive: buckets(p.positive.take()),
+                    negative: buckets(p.negative.take()),
                     count: p.count,
                     sum: p.sum,
                     min: p.min,
                     max: p.max,
-                }),
-                exemplars: std::mem::take(&mut p.exemplars),
-                flags: p.flags,
+                });
+                let times = (p.start_time_unix_nano, p.time_unix_nano, p.flags);
+                taken(&mut p.attributes, &mut p.exemplars, times, value)
             })
             .collect(),
         Some(Data::Summary(s)) => s
             .data_points
             .iter_mut()
-            .map(|p| Point {
-                attributes: std::mem::take(&mut p.attributes),
-                start: p.start_time_unix_nano,
-                time: p.time_unix_nano,
-                value: Value::Summary {
+            .map(|p| {
+                let value = Value::Summary {
                     count: p.count,
                     sum: p.sum,
-                },
-                exemplars: Vec::new(),
-                flags: p.flags,
+                };
+                let times = (p.start_time_unix_nano, p.time_unix_nano, p.flags);
+                taken(&mut p.attributes, &mut Vec::new(), times, value)
             })
             .collect(),
         None => Vec::new(),
