@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use ahash::RandomState;
 
-/// Keys a statement keeps a bucket for at most; past it, the rows of new keys share one
-/// bucket (labelled [`OTHER_KEYS`]).
+/// Keys a statement keeps a bucket (or a set of series) for at most; past it, the rows of
+/// new keys share one (labelled [`OTHER_KEYS`]).
 pub const MAX_KEYS: usize = 10_000;
 /// The label of the bucket keys past [`MAX_KEYS`] share.
 const OTHER_KEYS: &str = "(other keys)";
@@ -270,17 +270,26 @@ impl SeriesSets {
     /// room for it. Series not seen for `forget_after` intervals make room first.
     pub(crate) fn admit(&mut self, asking: &Asking<'_>, interval: u64, forget_after: u64) -> bool {
         let max = self.max;
-        if !self.keys.contains_key(asking.key) {
+        let known = self.keys.contains_key(asking.key);
+        // Past MAX_KEYS keys, the points of new keys share one set.
+        let key: &[u8] = match known || self.keys.len() < MAX_KEYS {
+            true => asking.key,
+            false => OTHER_KEYS.as_bytes(),
+        };
+        if !self.keys.contains_key(key) {
             let set = KeySeries {
-                label: (asking.label)(),
+                label: match key == OTHER_KEYS.as_bytes() && !known {
+                    true => OTHER_KEYS.to_string(),
+                    false => (asking.label)(),
+                },
                 admitted: HashMap::default(),
                 swept: interval,
                 passed: 0,
                 dropped: 0,
             };
-            self.keys.insert(asking.key.to_vec(), set);
+            self.keys.insert(key.to_vec(), set);
         }
-        let Some(set) = self.keys.get_mut(asking.key) else {
+        let Some(set) = self.keys.get_mut(key) else {
             return false;
         };
         let admitted = match set.admitted.get_mut(&asking.series) {
@@ -313,7 +322,68 @@ impl SeriesSets {
 
 #[cfg(test)]
 mod tests {
-    use super::KeyBuckets;
+    use super::{Asking, KeyBuckets, MAX_KEYS, OTHER_KEYS, SeriesSets};
+
+    #[test]
+    fn past_the_most_keys_new_keys_share_one_bucket() {
+        let mut b = KeyBuckets::new(1);
+        for k in 0..MAX_KEYS {
+            let key = k.to_le_bytes();
+            assert_eq!(b.take(&key, || k.to_string(), 1, 0), 1);
+        }
+        // Two new keys: one bucket between them, one row a second.
+        let (x, y) = ((MAX_KEYS + 1).to_le_bytes(), (MAX_KEYS + 2).to_le_bytes());
+        assert_eq!(b.take(&x, || "x".into(), 1, 0), 1);
+        assert_eq!(b.take(&y, || "y".into(), 1, 0), 0);
+        assert_eq!(b.keys.len(), MAX_KEYS + 1);
+        assert_eq!(b.keys[OTHER_KEYS.as_bytes()].label, OTHER_KEYS);
+        // A key followed already keeps its own.
+        assert_eq!(
+            b.take(&0usize.to_le_bytes(), || "0".into(), 1, 2_000_000_000),
+            1
+        );
+    }
+
+    #[test]
+    fn a_series_limit_keeps_its_bound_and_frees_room_from_silent_series() {
+        let mut sets = SeriesSets::new(2);
+        let label = || "cpu".to_string();
+        let ask = |series| Asking {
+            key: b"cpu",
+            label: &label,
+            series,
+        };
+        assert!(sets.admit(&ask(1), 0, 10));
+        assert!(sets.admit(&ask(2), 0, 10));
+        assert!(!sets.admit(&ask(3), 0, 10), "past the bound");
+        assert!(sets.admit(&ask(1), 5, 10), "a series in stays in");
+        // Series 2 has been silent for 10 intervals: 3 takes its place.
+        assert!(sets.admit(&ask(3), 10, 10));
+        assert!(!sets.admit(&ask(2), 10, 10));
+        let set = &sets.keys[b"cpu".as_slice()];
+        assert_eq!((set.passed, set.dropped, set.admitted.len()), (4, 2, 2));
+        // Past MAX_KEYS keys, new keys share one set, bounded the same way.
+        let mut sets = SeriesSets::new(1);
+        for k in 0..MAX_KEYS {
+            let key = k.to_le_bytes();
+            let asking = Asking {
+                key: &key,
+                label: &label,
+                series: 1,
+            };
+            assert!(sets.admit(&asking, 0, 10));
+        }
+        for (k, admitted) in [(MAX_KEYS + 1, true), (MAX_KEYS + 2, false)] {
+            let key = k.to_le_bytes();
+            let asking = Asking {
+                key: &key,
+                label: &label,
+                series: k as u64,
+            };
+            assert_eq!(sets.admit(&asking, 0, 10), admitted);
+        }
+        assert_eq!(sets.keys.len(), MAX_KEYS + 1);
+    }
 
     const SECOND: u64 = 1_000_000_000;
 
