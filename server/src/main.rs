@@ -151,9 +151,24 @@ enum Command {
         /// call header, default 10s).
         #[arg(long, default_value = "5m", value_parser = parse_duration_arg)]
         query_max_for: std::time::Duration,
-        /// A token every query call must carry (`authorization: Bearer TOKEN`).
-        #[arg(long)]
+        /// A token every query call must carry (`authorization: Bearer TOKEN`); its holder
+        /// reads what --query-scope says.
+        #[arg(long, conflicts_with = "query_tokens")]
         query_token: Option<String>,
+        /// What the holder of --query-token reads: `all` (sources too: the data before the
+        /// pipelines), `sinks` (what sinks are sent, and the gateway's own tables) or `system`
+        /// (the gateway's own tables only).
+        #[arg(long, default_value = "all", requires = "query_token", value_parser = parse_scope_arg)]
+        query_scope: penstock_server::query::access::Scope,
+        /// The query service's principals, one a line: `NAME SCOPE TOKEN`, where TOKEN is the
+        /// token itself, `sha256:HEX` (its SHA-256) or `cert:SUBJECT` (a client certificate's
+        /// subject, with --query-client-ca); reloaded on SIGHUP.
+        #[arg(long, value_name = "FILE")]
+        query_tokens: Option<PathBuf>,
+        /// Verify query clients' certificates with these CA certificates (PEM): the subject of
+        /// a verified certificate names its principal in --query-tokens.
+        #[arg(long, requires_all = ["query_tls_cert", "query_tokens"])]
+        query_client_ca: Option<PathBuf>,
         /// Serve the query service over TLS with this certificate chain (PEM).
         #[arg(long, requires = "query_tls_key")]
         query_tls_cert: Option<PathBuf>,
@@ -263,6 +278,11 @@ fn parse_duration_arg(text: &str) -> Result<std::time::Duration, String> {
         .ok_or_else(|| format!("'{text}' is not a duration such as 30s, 500ms or 2m"))
 }
 
+fn parse_scope_arg(text: &str) -> Result<penstock_server::query::access::Scope, String> {
+    penstock_server::query::access::Scope::parse(text)
+        .ok_or_else(|| format!("'{text}' is not a scope: all, sinks or system"))
+}
+
 fn parse_size_arg(text: &str) -> Result<u64, String> {
     match penstock_dialect::options::parse_size(text) {
         Some(bytes) if bytes >= 16 << 20 => Ok(bytes),
@@ -306,6 +326,9 @@ fn main() -> ExitCode {
             query_max,
             query_max_for,
             query_token,
+            query_scope,
+            query_tokens,
+            query_client_ca,
             query_tls_cert,
             query_tls_key,
         } => logging::init(log_format).and_then(|()| {
@@ -315,8 +338,16 @@ fn main() -> ExitCode {
                 memory_bytes: query_memory,
                 max_queries: query_max.max(1),
                 max_for: query_max_for,
-                token: query_token,
+                credentials: match (query_token, query_tokens) {
+                    (Some(token), _) => penstock_server::query::Credentials::Token {
+                        token: penstock_server::query::Secret(token),
+                        scope: query_scope,
+                    },
+                    (None, Some(file)) => penstock_server::query::Credentials::File(file),
+                    (None, None) => penstock_server::query::Credentials::None,
+                },
                 tls: query_tls_cert.zip(query_tls_key),
+                client_ca: query_client_ca,
                 ..penstock_server::query::QueryOptions::on(listen)
             });
             let options = gateway::RunOptions {

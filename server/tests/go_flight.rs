@@ -12,30 +12,14 @@ mod common;
 
 use std::process::Command;
 
-use common::flight::{flight_gateway, json_reports, report};
+use common::flight::{flight_gateway, go_probe, json_reports, report};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "grafana-s3cret";
 
-/// The Go probe's path, or None with the reason printed.
-fn probe() -> Option<String> {
-    let Ok(path) = std::env::var("PENSTOCK_FLIGHTSQL_GO") else {
-        println!(
-            "skipped: PENSTOCK_FLIGHTSQL_GO does not name the Go Flight SQL probe \
-             (build it with: cd tests/flightsql-go && go build -o bin/flightsql-probe .)"
-        );
-        return None;
-    };
-    if !std::path::Path::new(&path).is_file() {
-        println!("skipped: PENSTOCK_FLIGHTSQL_GO={path} is not a file");
-        return None;
-    }
-    Some(path)
-}
-
 #[test]
 fn the_go_flight_sql_client_queries_the_gateway_as_grafana_does() {
-    let Some(probe) = probe() else {
+    let Some(probe) = go_probe() else {
         return;
     };
     let (_gateway, address) = flight_gateway("go-flight", &["--query-token", TOKEN]);

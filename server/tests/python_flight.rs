@@ -12,29 +12,14 @@ mod common;
 use std::process::Command;
 
 use common::flight::{flight_gateway, json_reports, report};
-
-/// A Python with ADBC's Flight SQL driver and pyarrow, or None with the reason printed.
-fn python() -> Option<String> {
-    let python = std::env::var("PENSTOCK_PYTHON").unwrap_or_else(|_| "python3".into());
-    let probe = Command::new(&python)
-        .args(["-c", "import adbc_driver_flightsql.dbapi, pyarrow.flight"])
-        .output();
-    match probe {
-        Ok(out) if out.status.success() => Some(python),
-        Ok(_) => {
-            println!("skipped: {python} lacks adbc-driver-flightsql or pyarrow");
-            None
-        }
-        Err(e) => {
-            println!("skipped: no Python ({python}: {e})");
-            None
-        }
-    }
-}
+use common::python_with;
 
 #[test]
 fn adbc_and_pyarrow_query_the_gateway() {
-    let Some(python) = python() else {
+    let Some(python) = python_with(
+        "import adbc_driver_flightsql.dbapi, pyarrow.flight",
+        "adbc-driver-flightsql or pyarrow",
+    ) else {
         return;
     };
     let (_gateway, address) = flight_gateway("python-flight", &[]);

@@ -16,34 +16,15 @@ use opentelemetry_proto::tonic::common::v1::any_value::Value;
 use penstock_engine::otlp;
 use prost::Message;
 
-use common::{Gateway, temp_dir};
-
-/// A Python with the SDK and exporters, or None with the reason printed.
-fn python() -> Option<String> {
-    let python = std::env::var("PENSTOCK_PYTHON").unwrap_or_else(|_| "python3".into());
-    let probe = Command::new(&python)
-        .args([
-            "-c",
-            "import opentelemetry.sdk, opentelemetry.exporter.otlp.proto.grpc, \
-             opentelemetry.exporter.otlp.proto.http",
-        ])
-        .output();
-    match probe {
-        Ok(out) if out.status.success() => Some(python),
-        Ok(_) => {
-            println!("skipped: {python} lacks the OpenTelemetry SDK and OTLP exporters");
-            None
-        }
-        Err(e) => {
-            println!("skipped: no Python ({python}: {e})");
-            None
-        }
-    }
-}
+use common::{Gateway, python_with, temp_dir};
 
 #[test]
 fn the_python_sdk_exports_spans_over_grpc_and_http() {
-    let Some(python) = python() else {
+    let Some(python) = python_with(
+        "import opentelemetry.sdk, opentelemetry.exporter.otlp.proto.grpc, \
+         opentelemetry.exporter.otlp.proto.http",
+        "the OpenTelemetry SDK and OTLP exporters",
+    ) else {
         return;
     };
     let dir = temp_dir("python");

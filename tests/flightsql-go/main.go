@@ -6,6 +6,12 @@
 //
 // Usage: flightsql-probe ADDRESS TOKEN
 //
+//	flightsql-probe scope ADDRESS TOKEN SQL...
+//
+// The second form checks what a principal may read: it prints a "scope-catalog" step (every
+// catalog, catalog.schema and catalog.schema.table the catalog calls list for this token) and
+// a "query" step per SQL (its rows, or its error code and message), live queries reading 1 s.
+//
 // It prints one JSON object per step on standard output, each with a "step" field, and exits
 // with status 1 when a step fails that should not (the failing step is printed with its
 // error). The steps:
@@ -453,19 +459,68 @@ func (p *probe) wrongToken(parent context.Context) step {
 	return step{"step": "wrong-token", "code": st.Code().String(), "message": st.Message()}
 }
 
-func main() {
-	if len(os.Args) != 3 {
-		fmt.Fprintln(os.Stderr, "usage: flightsql-probe ADDRESS TOKEN")
-		os.Exit(2)
+// catalogOnly lists what the catalog calls show this token, as the "catalog" step does.
+func (p *probe) catalogOnly(ctx context.Context) step {
+	out := p.catalog(ctx)
+	out["step"] = "scope-catalog"
+	delete(out, "logs_cols")
+	return out
+}
+
+// query runs `sql` (live queries read 1 s) and reports its rows or its error.
+func (p *probe) query(parent context.Context, sql string) step {
+	out := step{"step": "query", "sql": sql}
+	ctx := p.ctx(parent, forHeader, "1s")
+	info, err := p.client.Execute(ctx, sql)
+	if err == nil {
+		var rows []map[string]any
+		rows, _, _, err = p.readAll(ctx, info)
+		out["rows"] = rows
 	}
-	address, token := os.Args[1], os.Args[2]
+	if err != nil {
+		st, _ := status.FromError(err)
+		out["code"] = st.Code().String()
+		out["message"] = st.Message()
+	} else {
+		out["code"] = "OK"
+	}
+	return out
+}
+
+// connect makes the client, as Grafana's data source does: insecure transport credentials,
+// the token in the metadata of every call.
+func connect(address, token string) *probe {
 	client, err := flightsql.NewClient(address, nil, nil,
 		grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		fail("connect", err)
 	}
-	defer client.Close()
-	p := &probe{client: client, token: token, md: metadata.Pairs("authorization", "Bearer "+token)}
+	return &probe{client: client, token: token, md: metadata.Pairs("authorization", "Bearer "+token)}
+}
+
+// scope runs the second form of the command.
+func scope(address, token string, queries []string) {
+	p := connect(address, token)
+	defer p.client.Close()
+	parent, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	report(p.catalogOnly(p.ctx(parent)))
+	for _, sql := range queries {
+		report(p.query(parent, sql))
+	}
+}
+
+func main() {
+	if len(os.Args) >= 4 && os.Args[1] == "scope" {
+		scope(os.Args[2], os.Args[3], os.Args[4:])
+		return
+	}
+	if len(os.Args) != 3 {
+		fmt.Fprintln(os.Stderr, "usage: flightsql-probe ADDRESS TOKEN")
+		os.Exit(2)
+	}
+	p := connect(os.Args[1], os.Args[2])
+	defer p.client.Close()
 
 	parent, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

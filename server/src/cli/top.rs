@@ -75,7 +75,7 @@ async fn draw(
     out.push('\n');
     let queries = fetch(
         client,
-        "SELECT id, seconds, batches_offered, batches_skipped, sql FROM system.queries \
+        "SELECT id, principal, seconds, batches_offered, batches_skipped, sql FROM system.queries \
          WHERE sql NOT LIKE '%system.%' ORDER BY id",
     )
     .await?;

@@ -132,6 +132,7 @@ async fn start_operations(
         let sources = crate::query::Sources {
             taps: Arc::clone(&services.taps),
             streams,
+            sinks: program.sinks.iter().map(|s| s.name.clone()).collect(),
             telemetry: Arc::clone(&services.telemetry),
             running: running.clone(),
         };

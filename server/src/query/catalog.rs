@@ -1,7 +1,8 @@
 //! What the query service tells clients that browse it (ADBC's `get_objects`, DBeaver,
 //! Grafana): catalogs `live` and `recent`, in each a schema per source and sink plus `all`
 //! (every source), in each the tables `logs`, `spans` and `metrics`; catalog `system` with the
-//! gateway's own tables in its schema `all`; and the server's `SqlInfo`.
+//! gateway's own tables in its schema `all`; and the server's `SqlInfo`. A principal is shown
+//! what its scope reads: `system` only the catalog `system`, `sinks` no source and no `all`.
 
 use std::sync::OnceLock;
 
@@ -15,6 +16,8 @@ use arrow_flight::sql::{
 use penstock_dialect::model::Table;
 use penstock_dialect::query::ALL_SOURCES;
 use penstock_pipeline::query::table_schema;
+
+use super::access::Scope;
 
 /// The catalogs of telemetry: where rows come from.
 pub const CATALOGS: [&str; 2] = ["live", "recent"];
@@ -31,31 +34,44 @@ pub const BASE_TABLE_TYPE: &str = "BASE TABLE";
 /// The type of the gateway's own tables.
 pub const SYSTEM_TABLE_TYPE: &str = "SYSTEM TABLE";
 
-/// The schemas of each catalog: `all`, then every source and sink.
-fn schemas(streams: &[String]) -> Vec<String> {
-    std::iter::once(ALL_SOURCES.to_string())
+/// The schemas of each telemetry catalog a principal of `scope` sees: `all` (for scope
+/// `all`), then the sources and sinks it may read (`streams`).
+fn schemas(scope: Scope, streams: &[String]) -> Vec<String> {
+    let every_source = (scope == Scope::All).then(|| ALL_SOURCES.to_string());
+    every_source
+        .into_iter()
         .chain(streams.iter().cloned())
         .collect()
 }
 
+/// The telemetry catalogs a principal of `scope` sees.
+fn telemetry_catalogs(scope: Scope) -> &'static [&'static str] {
+    match scope {
+        Scope::System => &[],
+        Scope::Sinks | Scope::All => &CATALOGS,
+    }
+}
+
 /// `GetCatalogs`.
-pub fn catalogs(query: CommandGetCatalogs) -> Result<RecordBatch, FlightError> {
+pub fn catalogs(query: CommandGetCatalogs, scope: Scope) -> Result<RecordBatch, FlightError> {
     let mut builder = query.into_builder();
-    for catalog in CATALOGS {
-        builder.append(catalog);
+    for catalog in telemetry_catalogs(scope) {
+        builder.append(*catalog);
     }
     builder.append(SYSTEM_CATALOG);
     builder.build()
 }
 
-/// `GetDbSchemas` (the builder applies the client's catalog and pattern filters).
+/// `GetDbSchemas` (the builder applies the client's catalog and pattern filters), as a
+/// principal of `scope` that reads `streams` sees them.
 pub fn db_schemas(
     query: CommandGetDbSchemas,
+    scope: Scope,
     streams: &[String],
 ) -> Result<RecordBatch, FlightError> {
     let mut builder = query.into_builder();
-    for catalog in CATALOGS {
-        for schema in schemas(streams) {
+    for catalog in telemetry_catalogs(scope) {
+        for schema in schemas(scope, streams) {
             builder.append(catalog, &schema);
         }
     }
@@ -64,16 +80,18 @@ pub fn db_schemas(
 }
 
 /// `GetTables`, with each table's columns when asked: telemetry tables per stream, then
-/// `system` (each with its columns as `system`'s tables have them now).
+/// `system` (each with its columns as `system`'s tables have them now), as a principal of
+/// `scope` that reads `streams` sees them.
 pub fn tables(
     query: CommandGetTables,
+    scope: Scope,
     streams: &[String],
     system: &[(&str, SchemaRef)],
 ) -> Result<RecordBatch, FlightError> {
     let table_type = telemetry_table_type(&query.table_types);
     let mut builder = query.into_builder();
-    for catalog in CATALOGS {
-        for schema in schemas(streams) {
+    for catalog in telemetry_catalogs(scope) {
+        for schema in schemas(scope, streams) {
             for table in Table::ALL {
                 builder.append(
                     catalog,

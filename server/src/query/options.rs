@@ -3,6 +3,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use super::access::Scope;
+
 /// How the query service runs.
 #[derive(Debug, Clone)]
 pub struct QueryOptions {
@@ -18,10 +20,40 @@ pub struct QueryOptions {
     pub memory_bytes: usize,
     /// Bytes of recent batches kept for `recent.*`.
     pub recent_bytes: usize,
-    /// The bearer token every call must carry (`authorization: Bearer TOKEN`), if any.
-    pub token: Option<String>,
+    /// Who may call, and what each may read.
+    pub credentials: Credentials,
     /// The certificate chain and private key (PEM files) to serve TLS with, if any.
     pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
+    /// The CA certificates (PEM) that client certificates are verified with (mutual TLS), if
+    /// any: a verified client's subject names its principal.
+    pub client_ca: Option<std::path::PathBuf>,
+}
+
+/// Who may call the query service (see [`super::access`]).
+#[derive(Debug, Clone, Default)]
+pub enum Credentials {
+    /// Anyone, reading everything.
+    #[default]
+    None,
+    /// The holder of one token (`authorization: Bearer TOKEN`), reading what `scope` reads.
+    Token {
+        /// The token.
+        token: Secret,
+        /// What its holder reads.
+        scope: Scope,
+    },
+    /// The principals of a file, reloaded on SIGHUP.
+    File(std::path::PathBuf),
+}
+
+/// A credential, which debug output does not show.
+#[derive(Clone)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("(secret)")
+    }
 }
 
 impl QueryOptions {
@@ -34,8 +66,9 @@ impl QueryOptions {
             max_queries: 8,
             memory_bytes: 256 << 20,
             recent_bytes: 64 << 20,
-            token: None,
+            credentials: Credentials::None,
             tls: None,
+            client_ca: None,
         }
     }
 

@@ -8,7 +8,6 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
@@ -35,10 +34,12 @@ use prost::Message;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tonic::{Request, Response, Status};
 
+use super::access::{Principal, Scope, table_name};
+use super::audit::{Audited, Outcome, RunningQuery};
 use super::catalog;
 use super::options::QueryOptions;
 use super::prepared::Prepared;
-use super::system::{self, Queries, RunningQuery, System};
+use super::system::{self, System, Viewer};
 use super::taps::Taps;
 
 /// The call header that sets how long a live query reads (e.g. `30s`).
@@ -50,6 +51,8 @@ pub struct QueryService {
     pub(crate) options: QueryOptions,
     /// Source and sink names a query may read.
     pub(crate) streams: Vec<String>,
+    /// The sink names among them.
+    pub(crate) sinks: Vec<String>,
     /// One permit per running query.
     pub(crate) running: Arc<Semaphore>,
     /// Prepared statements.
@@ -100,18 +103,6 @@ fn unknown_statement() -> Status {
     Status::not_found("no such prepared statement (it was closed, or too many were open)")
 }
 
-/// A running query's entry in `system.queries`, removed when the query's stream goes.
-struct Listed {
-    queries: Arc<Queries>,
-    id: u64,
-}
-
-impl Drop for Listed {
-    fn drop(&mut self) {
-        self.queries.end(self.id);
-    }
-}
-
 /// A query that failed while it ran.
 fn aborted(e: impl std::fmt::Display) -> FlightError {
     FlightError::Tonic(Box::new(Status::aborted(e.to_string())))
@@ -122,10 +113,27 @@ fn invalid(e: impl std::fmt::Display) -> Status {
     Status::invalid_argument(e.to_string())
 }
 
+/// Who makes the call: the principal its credential named (see [`super::access`]).
+fn principal<T>(request: &Request<T>) -> Result<Principal, Status> {
+    request
+        .extensions()
+        .get::<Principal>()
+        .cloned()
+        .ok_or_else(|| Status::unauthenticated("the call names no principal"))
+}
+
 impl QueryService {
-    /// Checks `sql` and that the stream it names exists.
-    fn check(&self, sql: &str) -> Result<CheckedQuery, Status> {
-        let query = check_query(sql, system::names()).map_err(invalid)?;
+    /// Checks `sql`, that the stream it names exists and that `principal` may read it; a
+    /// query refused is recorded in the audit trail.
+    fn check(&self, sql: &str, principal: &Principal) -> Result<CheckedQuery, Status> {
+        let not_run = |table: String, outcome: Outcome| {
+            let query = RunningQuery::new(&principal.name, sql, table);
+            self.system.queries.not_run(query, outcome);
+        };
+        let query = check_query(sql, system::names()).map_err(|e| {
+            not_run(String::new(), Outcome::Invalid(e.to_string()));
+            invalid(e)
+        })?;
         let stream = match &query.relation {
             Relation::Live { stream } | Relation::Recent { stream } => stream,
             Relation::System { .. } | Relation::Values => &None,
@@ -133,12 +141,33 @@ impl QueryService {
         if let Some(name) = stream
             && !self.streams.iter().any(|s| s == name)
         {
-            return Err(invalid(format!(
+            let visible = self.visible_streams(principal.scope);
+            let error = format!(
                 "no source or sink named '{name}'; there are: {}",
-                self.streams.join(", ")
-            )));
+                visible.join(", ")
+            );
+            not_run(table_name(&query), Outcome::Invalid(error.clone()));
+            return Err(invalid(error));
+        }
+        if let Err(table) = principal.may_read(&query, &self.sinks) {
+            let error = format!(
+                "principal '{}' (scope {}) may not read {table}",
+                principal.name, principal.scope
+            );
+            not_run(table, Outcome::Refused(error.clone()));
+            return Err(Status::permission_denied(error));
         }
         Ok(query)
+    }
+
+    /// The source and sink names a principal of `scope` may read (their schemas in the
+    /// catalog).
+    fn visible_streams(&self, scope: Scope) -> Vec<String> {
+        self.streams
+            .iter()
+            .filter(|s| scope.reads_stream(Some(s), &self.sinks))
+            .cloned()
+            .collect()
     }
 
     /// How long a live query of this call reads.
@@ -157,12 +186,21 @@ impl QueryService {
         Ok(wanted.min(self.options.max_for))
     }
 
-    /// What `query` is planned over to learn its schema: no rows, or its system table.
-    fn shape_input(&self, query: &CheckedQuery) -> Result<QueryInput, Status> {
+    /// What `query` is planned over to learn its schema: no rows, or its system table as
+    /// `principal` sees it.
+    fn shape_input(
+        &self,
+        query: &CheckedQuery,
+        principal: &Principal,
+    ) -> Result<QueryInput, Status> {
+        let viewer = match principal.scope {
+            Scope::All => Viewer::Everyone,
+            Scope::Sinks | Scope::System => Viewer::Only(&principal.name),
+        };
         Ok(match &query.relation {
             Relation::System { table } => QueryInput::Rows(
                 self.system
-                    .table(table)
+                    .table(table, &viewer)
                     .map_err(|e| Status::internal(e.to_string()))?,
             ),
             Relation::Values => QueryInput::Rows(RecordBatch::new_empty(Arc::new(
@@ -182,15 +220,22 @@ impl QueryService {
         })
     }
 
-    /// Runs `query` for `duration` (live) and streams its rows as Flight data.
+    /// Runs `query` of `principal` for `duration` (live) and streams its rows as Flight
+    /// data; its end is recorded in the audit trail.
     async fn run(
         &self,
         text: &str,
         query: CheckedQuery,
+        principal: &Principal,
         duration: Duration,
         parameters: Option<&RecordBatch>,
     ) -> Result<RowData, Status> {
-        let permit = self.admit()?;
+        let table = table_name(&query);
+        let permit = self.admit().inspect_err(|status| {
+            let query = RunningQuery::new(&principal.name, text, table.clone());
+            let outcome = Outcome::Refused(status.message().to_string());
+            self.system.queries.not_run(query, outcome);
+        })?;
         let limits = QueryLimits {
             memory_bytes: self.options.memory_bytes,
         };
@@ -204,21 +249,23 @@ impl QueryService {
                 let (subscription, receiver) = self.taps.subscribe(signal, stream.clone());
                 (QueryInput::Live(receiver), Some(subscription))
             }
-            _ => (self.shape_input(&query)?, None),
+            _ => (self.shape_input(&query, principal)?, None),
         };
-        let sent = Arc::new(AtomicU64::new(0));
-        let listed = Listed {
-            queries: Arc::clone(&self.system.queries),
-            id: self.system.queries.start(RunningQuery {
-                sql: text.to_string(),
-                started: std::time::Instant::now(),
-                feed: live.clone(),
-                rows: Arc::clone(&sent),
-            }),
+        let mut listed = RunningQuery::new(&principal.name, text, table);
+        listed.feed = live.clone();
+        let (schema, rows) = match execute_with(&query, input, limits, parameters).await {
+            Ok(planned) => planned,
+            Err(e) => {
+                if let Some(subscription) = &live {
+                    self.taps.unsubscribe(subscription.id());
+                }
+                let outcome = Outcome::Invalid(e.to_string());
+                self.system.queries.not_run(listed, outcome);
+                return Err(invalid(e));
+            }
         };
-        let (schema, rows) = execute_with(&query, input, limits, parameters)
-            .await
-            .map_err(invalid)?;
+        let sent = Arc::clone(&listed.rows);
+        let id = self.system.queries.start(listed);
         if let Some(subscription) = &live {
             // The query's time: then its feed ends and it finishes (aggregates are final).
             let taps = Arc::clone(&self.taps);
@@ -231,29 +278,28 @@ impl QueryService {
         // A query that has not finished a while after its time ends with an error.
         let limit = duration + self.options.max_for;
         let deadline = tokio::time::Instant::now() + limit;
-        let rows =
-            futures::stream::unfold((rows, Some((permit, listed))), move |(mut rows, permit)| {
-                let sent = Arc::clone(&sent);
-                async move {
-                    // The permit is held as long as the query runs.
-                    permit.as_ref()?;
-                    match tokio::time::timeout_at(deadline, rows.next()).await {
-                        Ok(Some(Ok(batch))) => {
-                            sent.fetch_add(batch.num_rows() as u64, Relaxed);
-                            Some((Ok(batch), (rows, permit)))
-                        }
-                        Ok(Some(Err(e))) => Some((Err(aborted(e)), (rows, None))),
-                        Ok(None) => None,
-                        Err(_) => Some((
-                            Err(aborted(format!(
-                                "the query ran past its time limit of {} s",
-                                limit.as_secs()
-                            ))),
-                            (rows, None),
-                        )),
+        let rows = futures::stream::unfold((rows, Some(permit)), move |(mut rows, permit)| {
+            let sent = Arc::clone(&sent);
+            async move {
+                // The permit is held as long as the query runs.
+                permit.as_ref()?;
+                match tokio::time::timeout_at(deadline, rows.next()).await {
+                    Ok(Some(Ok(batch))) => {
+                        sent.fetch_add(batch.num_rows() as u64, Relaxed);
+                        Some((Ok(batch), (rows, permit)))
                     }
+                    Ok(Some(Err(e))) => Some((Err(aborted(e)), (rows, None))),
+                    Ok(None) => None,
+                    Err(_) => Some((
+                        Err(aborted(format!(
+                            "the query ran past its time limit of {} s",
+                            limit.as_secs()
+                        ))),
+                        (rows, None),
+                    )),
                 }
-            });
+            }
+        });
         let data = FlightDataEncoderBuilder::new()
             .with_schema(Arc::clone(&schema))
             .build(rows)
@@ -263,7 +309,9 @@ impl QueryService {
             let skipped = live.as_ref().map_or(0, |s| s.skipped.load(Relaxed));
             summary_message(&schema, skipped)
         });
-        Ok(Box::pin(data.chain(summary)))
+        let queries = Arc::clone(&self.system.queries);
+        let data: RowData = Box::pin(data.chain(summary));
+        Ok(Box::pin(Audited::new(data, queries, id)))
     }
 }
 
@@ -295,9 +343,10 @@ impl FlightSqlService for QueryService {
         command: CommandStatementQuery,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let query = self.check(&command.query)?;
+        let principal = principal(&request)?;
+        let query = self.check(&command.query, &principal)?;
         // Planned over no rows: the schema, without reading anything.
-        let input = self.shape_input(&query)?;
+        let input = self.shape_input(&query, &principal)?;
         let (schema, _) = describe_query(&query, input).await.map_err(invalid)?;
         let ticket = TicketStatementQuery {
             statement_handle: command.query.into_bytes().into(),
@@ -312,18 +361,21 @@ impl FlightSqlService for QueryService {
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
         let sql = std::str::from_utf8(&ticket.statement_handle)
             .map_err(|_| invalid("the ticket does not hold a query"))?;
-        let query = self.check(sql)?;
+        let principal = principal(&request)?;
+        let query = self.check(sql, &principal)?;
         let duration = self.duration(&request)?;
-        Ok(Response::new(self.run(sql, query, duration, None).await?))
+        let rows = self.run(sql, query, &principal, duration, None).await?;
+        Ok(Response::new(rows))
     }
 
     async fn do_action_create_prepared_statement(
         &self,
         query: ActionCreatePreparedStatementRequest,
-        _request: Request<Action>,
+        request: Request<Action>,
     ) -> Result<ActionCreatePreparedStatementResult, Status> {
-        let checked = self.check(&query.query)?;
-        let input = self.shape_input(&checked)?;
+        let principal = principal(&request)?;
+        let checked = self.check(&query.query, &principal)?;
+        let input = self.shape_input(&checked, &principal)?;
         let (schema, parameters) = describe_query(&checked, input).await.map_err(invalid)?;
         let handle = self.prepared.add(query.query);
         Ok(ActionCreatePreparedStatementResult {
@@ -366,8 +418,9 @@ impl FlightSqlService for QueryService {
             .prepared
             .get(&command.prepared_statement_handle)
             .ok_or_else(unknown_statement)?;
-        let query = self.check(&statement.sql)?;
-        let input = self.shape_input(&query)?;
+        let principal = principal(&request)?;
+        let query = self.check(&statement.sql, &principal)?;
+        let input = self.shape_input(&query, &principal)?;
         let (schema, _) = describe_query(&query, input).await.map_err(invalid)?;
         info(command, &schema, request.into_inner())
     }
@@ -381,12 +434,14 @@ impl FlightSqlService for QueryService {
             .prepared
             .get(&command.prepared_statement_handle)
             .ok_or_else(unknown_statement)?;
-        let query = self.check(&statement.sql)?;
+        let principal = principal(&request)?;
+        let query = self.check(&statement.sql, &principal)?;
         let duration = self.duration(&request)?;
         let rows = self
             .run(
                 &statement.sql,
                 query,
+                &principal,
                 duration,
                 statement.parameters.as_ref(),
             )
@@ -415,9 +470,10 @@ impl FlightSqlService for QueryService {
     async fn do_get_catalogs(
         &self,
         query: CommandGetCatalogs,
-        _request: Request<Ticket>,
+        request: Request<Ticket>,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
-        one_batch(catalog::catalogs(query))
+        let scope = principal(&request)?.scope;
+        one_batch(catalog::catalogs(query, scope))
     }
 
     async fn get_flight_info_schemas(
@@ -432,9 +488,11 @@ impl FlightSqlService for QueryService {
     async fn do_get_schemas(
         &self,
         query: CommandGetDbSchemas,
-        _request: Request<Ticket>,
+        request: Request<Ticket>,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
-        one_batch(catalog::db_schemas(query, &self.streams))
+        let scope = principal(&request)?.scope;
+        let streams = self.visible_streams(scope);
+        one_batch(catalog::db_schemas(query, scope, &streams))
     }
 
     async fn get_flight_info_tables(
@@ -449,9 +507,11 @@ impl FlightSqlService for QueryService {
     async fn do_get_tables(
         &self,
         query: CommandGetTables,
-        _request: Request<Ticket>,
+        request: Request<Ticket>,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
-        one_batch(catalog::tables(query, &self.streams, &system::schemas()))
+        let scope = principal(&request)?.scope;
+        let streams = self.visible_streams(scope);
+        one_batch(catalog::tables(query, scope, &streams, &system::schemas()))
     }
 
     async fn get_flight_info_primary_keys(

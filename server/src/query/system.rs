@@ -5,55 +5,19 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::{Arc, LazyLock, Mutex};
-use std::time::Instant;
+use std::sync::{Arc, LazyLock};
 
-use arrow::array::{ArrayRef, Float64Array, RecordBatch, StringArray, UInt64Array};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::array::{
+    ArrayRef, Float64Array, RecordBatch, StringArray, TimestampNanosecondArray, UInt64Array,
+};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use arrow::error::ArrowError;
 use tokio::sync::watch;
 
+pub use super::audit::{Queries, RunningQuery};
 use super::taps::Subscription;
 use crate::gateway::base::running::Running;
 use crate::gateway::base::telemetry::{Flow, Telemetry};
-
-/// A query running on the service.
-pub struct RunningQuery {
-    /// Its text.
-    pub sql: String,
-    /// When it started.
-    pub started: Instant,
-    /// Its feed, for a live query.
-    pub feed: Option<Arc<Subscription>>,
-    /// The rows it has sent so far.
-    pub rows: Arc<AtomicU64>,
-}
-
-/// The queries running, by id.
-#[derive(Default)]
-pub struct Queries {
-    next: Mutex<(u64, BTreeMap<u64, RunningQuery>)>,
-}
-
-impl Queries {
-    /// Registers a query; it is listed until [`Queries::end`].
-    pub fn start(&self, query: RunningQuery) -> u64 {
-        let Ok(mut state) = self.next.lock() else {
-            return 0;
-        };
-        state.0 += 1;
-        let id = state.0;
-        state.1.insert(id, query);
-        id
-    }
-
-    /// Unlists query `id`.
-    pub fn end(&self, id: u64) {
-        if let Ok(mut state) = self.next.lock() {
-            state.1.remove(&id);
-        }
-    }
-}
 
 /// Where the system tables are read from.
 pub struct System {
@@ -68,8 +32,27 @@ pub struct SystemTable {
     pub name: &'static str,
     /// Its columns, none nullable.
     columns: &'static [(&'static str, DataType)],
-    /// Its rows now: one array a column, in the order of `columns`.
-    rows: fn(&System) -> Vec<ArrayRef>,
+    /// Its rows now, as `viewer` sees them: one array a column, in the order of `columns`.
+    rows: fn(&System, &Viewer) -> Vec<ArrayRef>,
+}
+
+/// Whose queries `system.queries` and `system.query_log` show: everyone's, or one
+/// principal's own.
+#[derive(Debug, Clone, Copy)]
+pub enum Viewer<'a> {
+    /// Every principal's.
+    Everyone,
+    /// Only those of the principal of this name.
+    Only(&'a str),
+}
+
+impl Viewer<'_> {
+    fn sees(&self, principal: &str) -> bool {
+        match self {
+            Viewer::Everyone => true,
+            Viewer::Only(name) => *name == principal,
+        }
+    }
 }
 
 /// Every system table, in the order the catalog lists them. A new table is one entry here (and
@@ -83,7 +66,7 @@ pub const TABLES: &[SystemTable] = &[
             ("batches", DataType::UInt64),
             ("refused", DataType::UInt64),
         ],
-        rows: |system| flows(&system.telemetry.sources),
+        rows: |system, _| flows(&system.telemetry.sources),
     },
     SystemTable {
         name: "sinks",
@@ -93,7 +76,7 @@ pub const TABLES: &[SystemTable] = &[
             ("batches", DataType::UInt64),
             ("failed", DataType::UInt64),
         ],
-        rows: |system| flows(&system.telemetry.sinks),
+        rows: |system, _| flows(&system.telemetry.sinks),
     },
     SystemTable {
         name: "statements",
@@ -106,7 +89,7 @@ pub const TABLES: &[SystemTable] = &[
             ("rows_dropped", DataType::UInt64),
             ("failed_batches", DataType::UInt64),
         ],
-        rows: System::statements,
+        rows: |system, _| system.statements(),
     },
     SystemTable {
         name: "sampling",
@@ -126,7 +109,7 @@ pub const TABLES: &[SystemTable] = &[
             ("logs_kept", DataType::UInt64),
             ("logs_dropped", DataType::UInt64),
         ],
-        rows: System::sampling,
+        rows: |system, _| system.sampling(),
     },
     SystemTable {
         name: "limits",
@@ -140,19 +123,36 @@ pub const TABLES: &[SystemTable] = &[
             ("passed", DataType::UInt64),
             ("dropped", DataType::UInt64),
         ],
-        rows: System::limits,
+        rows: |system, _| system.limits(),
     },
     SystemTable {
         name: "queries",
         columns: &[
             ("id", DataType::UInt64),
+            ("principal", DataType::Utf8),
             ("sql", DataType::Utf8),
+            ("table_name", DataType::Utf8),
             ("seconds", DataType::Float64),
             ("rows", DataType::UInt64),
             ("batches_offered", DataType::UInt64),
             ("batches_skipped", DataType::UInt64),
         ],
         rows: System::queries,
+    },
+    SystemTable {
+        name: "query_log",
+        columns: &[
+            ("id", DataType::UInt64),
+            ("principal", DataType::Utf8),
+            ("sql", DataType::Utf8),
+            ("table_name", DataType::Utf8),
+            ("started", DataType::Timestamp(TimeUnit::Nanosecond, None)),
+            ("seconds", DataType::Float64),
+            ("rows", DataType::UInt64),
+            ("bytes", DataType::UInt64),
+            ("outcome", DataType::Utf8),
+        ],
+        rows: System::query_log,
     },
     SystemTable {
         name: "gateway",
@@ -165,7 +165,7 @@ pub const TABLES: &[SystemTable] = &[
             ("otap_stream_state_bytes", DataType::UInt64),
             ("derived_metric_failures", DataType::UInt64),
         ],
-        rows: System::gateway,
+        rows: |system, _| system.gateway(),
     },
 ];
 
@@ -226,13 +226,16 @@ fn flows(flows: &BTreeMap<String, Flow>) -> Vec<ArrayRef> {
 }
 
 impl System {
-    /// The rows of system table `name` now.
-    pub fn table(&self, name: &str) -> Result<RecordBatch, SystemError> {
+    /// The rows of system table `name` now, as `viewer` sees them.
+    pub fn table(&self, name: &str, viewer: &Viewer) -> Result<RecordBatch, SystemError> {
         let table = TABLES
             .iter()
             .find(|t| t.name == name)
             .ok_or_else(|| SystemError::Unknown(name.to_string()))?;
-        Ok(RecordBatch::try_new(table.schema(), (table.rows)(self))?)
+        Ok(RecordBatch::try_new(
+            table.schema(),
+            (table.rows)(self, viewer),
+        )?)
     }
 
     fn statements(&self) -> Vec<ArrayRef> {
@@ -304,30 +307,71 @@ impl System {
         ]
     }
 
-    /// The queries running (none when their lock is poisoned).
-    fn queries(&self) -> Vec<ArrayRef> {
-        let state = self.queries.next.lock();
-        let none = BTreeMap::new();
-        let queries = state.as_ref().map_or(&none, |state| &state.1);
-        let feed = |f: fn(&Subscription) -> u64| -> Vec<u64> {
-            queries
-                .values()
-                .map(|q| q.feed.as_deref().map_or(0, f))
-                .collect()
-        };
-        let seconds: ArrayRef = Arc::new(Float64Array::from(
-            queries
-                .values()
-                .map(|q| (q.started.elapsed().as_secs_f64() * 1000.0).round() / 1000.0)
-                .collect::<Vec<_>>(),
-        ));
+    /// The queries running that `viewer` sees.
+    fn queries(&self, viewer: &Viewer) -> Vec<ArrayRef> {
+        self.queries.with_running(|running| {
+            let queries: Vec<_> = running
+                .iter()
+                .filter(|(_, q)| viewer.sees(&q.principal))
+                .collect();
+            let feed = |f: fn(&Subscription) -> u64| -> Vec<u64> {
+                queries
+                    .iter()
+                    .map(|(_, q)| q.feed.as_deref().map_or(0, f))
+                    .collect()
+            };
+            let seconds = queries
+                .iter()
+                .map(|(_, q)| (q.started.elapsed().as_secs_f64() * 1000.0).round() / 1000.0)
+                .collect::<Vec<_>>();
+            vec![
+                count(queries.iter().map(|(id, _)| **id).collect()),
+                text(
+                    queries
+                        .iter()
+                        .map(|(_, q)| q.principal.to_string())
+                        .collect(),
+                ),
+                text(queries.iter().map(|(_, q)| q.sql.clone()).collect()),
+                text(queries.iter().map(|(_, q)| q.table.clone()).collect()),
+                Arc::new(Float64Array::from(seconds)),
+                count(queries.iter().map(|(_, q)| q.rows.load(Relaxed)).collect()),
+                count(feed(|s| s.offered.load(Relaxed))),
+                count(feed(|s| s.skipped.load(Relaxed))),
+            ]
+        })
+    }
+
+    /// The queries that ended (the last [`super::audit::LOG_ENTRIES`]) that `viewer` sees.
+    fn query_log(&self, viewer: &Viewer) -> Vec<ArrayRef> {
+        let log: Vec<_> = self
+            .queries
+            .log()
+            .into_iter()
+            .filter(|q| viewer.sees(&q.principal))
+            .collect();
+        let started = log
+            .iter()
+            .map(|q| {
+                q.started_at
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+            })
+            .collect::<Vec<_>>();
+        let seconds = log
+            .iter()
+            .map(|q| (q.seconds * 1000.0).round() / 1000.0)
+            .collect::<Vec<_>>();
         vec![
-            count(queries.keys().copied().collect()),
-            text(queries.values().map(|q| q.sql.clone()).collect()),
-            seconds,
-            count(queries.values().map(|q| q.rows.load(Relaxed)).collect()),
-            count(feed(|s| s.offered.load(Relaxed))),
-            count(feed(|s| s.skipped.load(Relaxed))),
+            count(log.iter().map(|q| q.id).collect()),
+            text(log.iter().map(|q| q.principal.to_string()).collect()),
+            text(log.iter().map(|q| q.sql.clone()).collect()),
+            text(log.iter().map(|q| q.table.clone()).collect()),
+            Arc::new(TimestampNanosecondArray::from(started)),
+            Arc::new(Float64Array::from(seconds)),
+            count(log.iter().map(|q| q.rows).collect()),
+            count(log.iter().map(|q| q.bytes).collect()),
+            text(log.iter().map(|q| q.outcome.to_string()).collect()),
         ]
     }
 }
@@ -370,12 +414,12 @@ mod tests {
         }
         let (_, running) = watch::channel(Arc::new(running));
         let queries = Arc::new(Queries::default());
-        queries.start(RunningQuery {
-            sql: "SELECT 1".into(),
-            started: Instant::now(),
-            feed: None,
-            rows: Arc::default(),
-        });
+        let who: Arc<str> = "admin".into();
+        queries.start(RunningQuery::new(&who, "SELECT 1", String::new()));
+        queries.not_run(
+            RunningQuery::new(&who, "SELECT * FROM logs", "live.all.logs".into()),
+            super::super::audit::Outcome::Refused("no".into()),
+        );
         System {
             telemetry: Arc::new(telemetry),
             running,
@@ -387,7 +431,7 @@ mod tests {
     fn every_table_has_rows_of_its_columns_and_the_query_checker_knows_it() {
         let system = system();
         for table in TABLES {
-            let batch = system.table(table.name).unwrap();
+            let batch = system.table(table.name, &Viewer::Everyone).unwrap();
             assert_eq!(batch.schema(), table.schema(), "system.{}", table.name);
             assert!(batch.num_rows() > 0, "system.{}", table.name);
             let sql = format!("SELECT * FROM system.{}", table.name.to_uppercase());
@@ -401,16 +445,31 @@ mod tests {
     }
 
     #[test]
+    fn a_principal_short_of_scope_all_sees_its_own_queries_only() {
+        let system = system();
+        for table in ["queries", "query_log"] {
+            let everyone = system.table(table, &Viewer::Everyone).unwrap();
+            let admin = system.table(table, &Viewer::Only("admin")).unwrap();
+            let other = system.table(table, &Viewer::Only("sre")).unwrap();
+            assert_eq!(
+                (everyone.num_rows(), admin.num_rows(), other.num_rows()),
+                (1, 1, 0),
+                "system.{table}"
+            );
+        }
+    }
+
+    #[test]
     fn an_unknown_table_is_refused_by_the_query_checker_and_the_lookup() {
         let error = check_query("SELECT * FROM system.nothing", names()).unwrap_err();
         assert_eq!(
             error.to_string(),
             "query:1:15: unknown table 'system.nothing'; tables are \
              [live.|recent.][SOURCE_OR_SINK.]logs|spans|metrics and \
-             system.sources|sinks|statements|sampling|limits|queries|gateway"
+             system.sources|sinks|statements|sampling|limits|queries|query_log|gateway"
         );
         assert!(matches!(
-            system().table("nothing"),
+            system().table("nothing", &Viewer::Everyone),
             Err(SystemError::Unknown(name)) if name == "nothing"
         ));
     }

@@ -62,3 +62,20 @@ pub fn report<'a>(reports: &'a [Value], key: &str, value: &str) -> &'a Value {
         .find(|r| r[key] == value)
         .unwrap_or_else(|| panic!("no report with {key} = {value} in {reports:?}"))
 }
+
+/// The Go Flight SQL probe (`tests/flightsql-go`, named by `PENSTOCK_FLIGHTSQL_GO`; `.ci/run`
+/// builds it when Go is installed), or None with the reason printed.
+pub fn go_probe() -> Option<String> {
+    let Ok(path) = std::env::var("PENSTOCK_FLIGHTSQL_GO") else {
+        println!(
+            "skipped: PENSTOCK_FLIGHTSQL_GO does not name the Go Flight SQL probe \
+             (build it with: cd tests/flightsql-go && go build -o bin/flightsql-probe .)"
+        );
+        return None;
+    };
+    if !std::path::Path::new(&path).is_file() {
+        println!("skipped: PENSTOCK_FLIGHTSQL_GO={path} is not a file");
+        return None;
+    }
+    Some(path)
+}

@@ -501,3 +501,20 @@ pub fn assert_same_records(mut want: Vec<String>, mut got: Vec<String>) {
     }
     assert_eq!(want.len(), got.len());
 }
+
+/// A Python (`PENSTOCK_PYTHON`, else `python3`) that can run `imports` (a Python statement),
+/// or None with the reason printed: it lacks `what`, or there is no Python.
+pub fn python_with(imports: &str, what: &str) -> Option<String> {
+    let python = std::env::var("PENSTOCK_PYTHON").unwrap_or_else(|_| "python3".into());
+    match Command::new(&python).args(["-c", imports]).output() {
+        Ok(out) if out.status.success() => Some(python),
+        Ok(_) => {
+            println!("skipped: {python} lacks {what}");
+            None
+        }
+        Err(e) => {
+            println!("skipped: no Python ({python}: {e})");
+            None
+        }
+    }
+}

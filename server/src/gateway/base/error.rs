@@ -120,6 +120,9 @@ pub enum GatewayError {
     /// The query service's TLS certificate or key was refused.
     #[error("query service TLS: {0}")]
     QueryTls(String),
+    /// The query service's principals could not be read.
+    #[error("query service: {0}")]
+    QueryPrincipals(#[from] crate::query::access::AccessError),
     /// The admin endpoint could not listen.
     #[error("admin endpoint on {address}")]
     AdminListen {
