@@ -108,6 +108,18 @@ pub fn source_options(kind: SourceKind) -> Vec<OptionSpec> {
                 "OTAP decoder state per stream",
             ),
             opt("max_streams", Count, false, "concurrent OTAP streams"),
+            opt(
+                "max_streams_per_peer",
+                Count,
+                false,
+                "concurrent OTAP streams of one peer address",
+            ),
+            opt(
+                "max_streams_per_connection",
+                Count,
+                false,
+                "concurrent OTAP streams of one connection",
+            ),
         ],
         SourceKind::Http => vec![
             opt("listen", Str, true, "address to listen on, host:port"),

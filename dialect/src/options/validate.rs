@@ -52,7 +52,10 @@ fn literal(expr: &Expr) -> Option<Literal> {
 fn count_range(name: &str) -> (u64, u64) {
     match name {
         "streams" => (1, 256),
-        "max_streams" | "max_connections" | "max_streams_per_connection" => (1, 1_000_000),
+        "max_streams"
+        | "max_connections"
+        | "max_streams_per_connection"
+        | "max_streams_per_peer" => (1, 1_000_000),
         "retries" => (0, 100),
         "batch" => (1, 1 << 20),
         "limit" => (0, 1_000_000),

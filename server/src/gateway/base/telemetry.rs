@@ -104,6 +104,10 @@ pub struct Telemetry {
     pub stream_state_bytes: AtomicU64,
     /// OTAP streams being served.
     pub otap_streams: AtomicU64,
+    /// OTAP streams refused a slot (past `max_streams` or a peer's or connection's share).
+    pub otap_streams_refused: AtomicU64,
+    /// Idle OTAP streams closed to give their slots to new ones.
+    pub otap_streams_evicted: AtomicU64,
     /// OTAP batches forwarded as received, and decoded.
     pub otap_batches: [AtomicU64; 2],
     /// OTLP export requests received: spliced as received, decoded.
@@ -165,6 +169,8 @@ impl Telemetry {
             reloads: Default::default(),
             stream_state_bytes: AtomicU64::new(0),
             otap_streams: AtomicU64::new(0),
+            otap_streams_refused: AtomicU64::new(0),
+            otap_streams_evicted: AtomicU64::new(0),
             otap_batches: [AtomicU64::new(0), AtomicU64::new(0)],
             otap_narrowed: [AtomicU64::new(0), AtomicU64::new(0)],
             otlp_requests: [AtomicU64::new(0), AtomicU64::new(0)],
@@ -347,6 +353,24 @@ impl Telemetry {
             let _ = writeln!(
                 out,
                 "penstock_reloads_total{{result=\"{result}\"}} {}",
+                count.load(Relaxed)
+            );
+        }
+        for (name, help, count) in [
+            (
+                "penstock_otap_streams_refused_total",
+                "OTAP streams refused a slot: past max_streams with no idle stream to close, or past the share of their peer address or connection",
+                &self.otap_streams_refused,
+            ),
+            (
+                "penstock_otap_streams_evicted_total",
+                "idle OTAP streams closed (UNAVAILABLE) to give their slots to new streams",
+                &self.otap_streams_evicted,
+            ),
+        ] {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
                 count.load(Relaxed)
             );
         }

@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use penstock_dialect::Source;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use super::stream_slots::{MIN_IDLE, Opener, Slot, SlotLimits, SlotRefusal, StreamSlots};
 use crate::gateway::base::memory::{BudgetRefusal, Charge, Memory};
 use crate::gateway::base::status::{Fault, Refusal};
 use crate::gateway::base::telemetry::Telemetry;
@@ -32,8 +33,8 @@ pub struct Limits {
     /// OTLP requests per worker whose bodies are being received or wait for admission: what
     /// bounds the memory requests hold before their bytes are admitted.
     pub max_receiving_requests: usize,
-    /// Concurrent OTAP streams per worker.
-    pub max_streams: usize,
+    /// Concurrent OTAP streams per worker, and the shares of one peer and one connection.
+    pub streams: SlotLimits,
     /// Concurrent connections to the source (all workers together).
     pub max_connections: usize,
     /// Bearer token required from clients.
@@ -60,7 +61,7 @@ impl Limits {
             max_receiving_requests: (2 * max_in_flight_bytes / max_message_bytes)
                 .clamp(MIN_RECEIVING_REQUESTS, 1024),
             refuse_when_full: o.str("admission") == Some("refuse"),
-            max_streams: (count("max_streams", 1024) / workers).max(1),
+            streams: stream_limits(&|name, default| count(name, default), workers),
             max_connections: count("max_connections", DEFAULT_MAX_CONNECTIONS).max(1),
             auth_token: o.str("auth_token").map(str::to_string),
             cors_origins: o
@@ -75,6 +76,21 @@ impl Limits {
     }
 }
 
+/// The OTAP stream slots of one worker, from the source's gateway-wide counts: `max_streams`
+/// (default 1024) and `max_streams_per_peer` (default half of it) split over the workers, as
+/// a peer's connections are; `max_streams_per_connection` (default an eighth of
+/// `max_streams`) whole, as a connection is served by one worker.
+fn stream_limits(count: &dyn Fn(&str, u64) -> usize, workers: usize) -> SlotLimits {
+    let max_streams = count("max_streams", 1024);
+    let total = (max_streams / workers).max(1);
+    SlotLimits {
+        total,
+        per_peer: (count("max_streams_per_peer", max_streams as u64 / 2) / workers).max(1),
+        per_connection: count("max_streams_per_connection", max_streams as u64 / 8).clamp(1, total),
+        min_idle: MIN_IDLE,
+    }
+}
+
 /// What admits one listening source's requests on one worker: its limits, the request bytes
 /// in flight, the places of requests being received, its OTAP streams and the process's
 /// memory budget.
@@ -86,8 +102,8 @@ pub struct Admission {
     bytes: Arc<Semaphore>,
     /// One place per OTLP request being received or waiting for admission.
     receiving: Places,
-    /// One permit per open OTAP stream.
-    streams: Arc<Semaphore>,
+    /// The OTAP stream slots.
+    streams: Arc<StreamSlots>,
     memory: Arc<Memory>,
     telemetry: Arc<Telemetry>,
 }
@@ -98,7 +114,7 @@ impl Admission {
         Admission {
             bytes: Arc::new(Semaphore::new(limits.max_in_flight_bytes)),
             receiving: Places::new(limits.max_receiving_requests),
-            streams: Arc::new(Semaphore::new(limits.max_streams)),
+            streams: Arc::new(StreamSlots::new(limits.streams)),
             limits,
             memory,
             telemetry,
@@ -111,10 +127,11 @@ impl Admission {
         bearer_matches(authorization, self.limits.auth_token.as_deref())
     }
 
-    /// A place for one more OTAP stream, held while it is served; None past the source's
-    /// `max_streams`.
-    pub fn open_stream(&self) -> Option<OwnedSemaphorePermit> {
-        Arc::clone(&self.streams).try_acquire_owned().ok()
+    /// A slot for one more OTAP stream of `opener`, held while it is served; refused past the
+    /// source's `max_streams` (when no idle stream can give its slot up) or the share of the
+    /// opener's peer or connection.
+    pub fn open_stream(&self, opener: Opener) -> Result<Slot, SlotRefusal> {
+        self.streams.open(opener)
     }
 
     /// Takes a place among the OTLP requests being received, to be held until the request's

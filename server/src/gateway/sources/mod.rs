@@ -16,6 +16,7 @@ pub mod listener;
 pub mod otlp_export;
 mod splice;
 mod start;
+pub mod stream_slots;
 
 pub use contract::{SourceSetup, Started};
 pub use start::start;

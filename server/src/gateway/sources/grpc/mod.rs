@@ -9,13 +9,17 @@ mod otap;
 mod otlp;
 mod service;
 
+use std::net::IpAddr;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 
 use super::listener::{DRAIN_TIMEOUT, Listening, SourceContext, listen, open};
 use crate::gateway::sources::contract::{SourceDriver, SourceStart, Starting};
+use crate::gateway::sources::stream_slots::Opener;
 pub use service::GrpcService;
 
 /// Streams a client may open at once on one connection (OTLP requests past the worker's
@@ -38,8 +42,17 @@ const CONNECTION_WINDOW_BYTES: u32 = 1 << 20;
 /// connection may hold beyond its window.
 const MAX_FRAME_BYTES: u32 = 64 << 10;
 
+/// Numbers the connections of the process.
+static NEXT_CONNECTION: AtomicU64 = AtomicU64::new(0);
+
 /// Serves one connection (HTTP/2, in the clear or over TLS) on the current worker.
 pub async fn serve(stream: std::net::TcpStream, context: Arc<SourceContext>) {
+    let opener = Opener {
+        peer: stream
+            .peer_addr()
+            .map_or(IpAddr::from([0, 0, 0, 0]), |a| a.ip()),
+        connection: NEXT_CONNECTION.fetch_add(1, Relaxed),
+    };
     let Some(io) = open(stream, &context).await else {
         return;
     };
@@ -54,7 +67,7 @@ pub async fn serve(stream: std::net::TcpStream, context: Arc<SourceContext>) {
         .max_header_list_size(64 << 10)
         .keep_alive_interval(Duration::from_secs(30))
         .keep_alive_timeout(Duration::from_secs(20));
-    let connection = builder.serve_connection(TokioIo::new(io), GrpcService::new(context));
+    let connection = builder.serve_connection(TokioIo::new(io), GrpcService::new(context, opener));
     tokio::pin!(connection);
     tokio::select! {
         _ = connection.as_mut() => return,

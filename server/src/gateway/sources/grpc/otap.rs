@@ -29,6 +29,7 @@ use crate::gateway::base::running::Running;
 use crate::gateway::base::status::{Fault, Refusal};
 use crate::gateway::sources::admission::{Admission, Admitted};
 use crate::gateway::sources::listener::SourceContext;
+use crate::gateway::sources::stream_slots::{Opener, Slot};
 
 /// Batches of one stream in the pipelines at once.
 const IN_FLIGHT_PER_STREAM: usize = 32;
@@ -154,6 +155,8 @@ pub struct OtapStream {
     pub(super) context: Arc<SourceContext>,
     /// The stream itself carried the bearer token (or none is required).
     pub(super) authenticated: bool,
+    /// Who opens it.
+    pub(super) opener: Opener,
 }
 
 type StatusStream = ReceiverStream<Result<BatchStatus, Status>>;
@@ -167,18 +170,23 @@ impl tonic::server::StreamingService<BatchArrowRecords> for OtapStream {
         let context = Arc::clone(&self.context);
         let signal = self.signal;
         let authenticated = self.authenticated;
+        let opener = self.opener;
         Box::pin(async move {
-            let slot = context
-                .admission
-                .open_stream()
-                .ok_or_else(|| Fault::LimitReached.to_status("too many OTAP streams"))?;
+            let slot = context.admission.open_stream(opener).map_err(|refusal| {
+                context.telemetry.otap_streams_refused.fetch_add(1, Relaxed);
+                Fault::LimitReached.to_status(refusal.to_string())
+            })?;
             let (statuses, stream) = mpsc::channel(IN_FLIGHT_PER_STREAM);
             context.telemetry.otap_streams.fetch_add(1, Relaxed);
             tokio::spawn(async move {
                 let incoming = request.into_inner();
                 let telemetry = Arc::clone(&context.telemetry);
-                serve_stream(signal, authenticated, incoming, statuses, context).await;
-                drop(slot);
+                let stream = Opened {
+                    signal,
+                    authenticated,
+                    slot,
+                };
+                serve_stream(stream, incoming, statuses, context).await;
                 telemetry.otap_streams.fetch_sub(1, Relaxed);
             });
             Ok(Response::new(ReceiverStream::new(stream)))
@@ -293,21 +301,54 @@ struct Taken {
     admitted: Admitted,
 }
 
-async fn serve_stream(
+/// The status of a stream whose slot was given to another.
+fn evicted() -> Status {
+    Fault::Unavailable.to_status(
+        "this OTAP stream was idle and every stream slot was taken: it was closed to make room \
+         for another (open a new one)",
+    )
+}
+
+/// A stream given a slot: its signal, whether it carried the bearer token, and the slot.
+struct Opened {
     signal: Signal,
     authenticated: bool,
+    slot: Slot,
+}
+
+async fn serve_stream(
+    opened: Opened,
     mut incoming: Streaming<BatchArrowRecords>,
     statuses: mpsc::Sender<Result<BatchStatus, Status>>,
     context: Arc<SourceContext>,
 ) {
+    let Opened {
+        signal,
+        authenticated,
+        slot,
+    } = opened;
+    let activity = &slot.activity;
     let mut served = Served::open(signal, authenticated, statuses, context);
     let mut shutdown = served.context.shutdown.clone();
     let mut in_flight = JoinSet::new();
     loop {
+        activity.set_busy(in_flight.len());
         let message = tokio::select! {
             m = incoming.message() => m,
             _ = shutdown.wait_for(|stop| *stop) => break,
+            () = activity.evicted() => Err(evicted()),
         };
+        if activity.is_evicted() {
+            served
+                .context
+                .telemetry
+                .otap_streams_evicted
+                .fetch_add(1, Relaxed);
+            while in_flight.join_next().await.is_some() {}
+            let _ = served.statuses.send(Err(evicted())).await;
+            break;
+        }
+        activity.touch();
         let taken = match message {
             Ok(Some(records)) => served.take(&records).await,
             // Half-closed: the statuses of what was sent still go out below.

@@ -17,17 +17,20 @@ use crate::gateway::base::status::{Fault, Refusal};
 use crate::gateway::sources::admission::Admission;
 use crate::gateway::sources::body::discard_body;
 use crate::gateway::sources::listener::SourceContext;
+use crate::gateway::sources::stream_slots::Opener;
 
 /// The gRPC service of one connection.
 #[derive(Debug, Clone)]
 pub struct GrpcService {
     context: Arc<SourceContext>,
+    /// Who the connection is from.
+    opener: Opener,
 }
 
 impl GrpcService {
-    /// Serves calls with `context`.
-    pub fn new(context: Arc<SourceContext>) -> Self {
-        GrpcService { context }
+    /// Serves the calls of the connection of `opener` with `context`.
+    pub fn new(context: Arc<SourceContext>, opener: Opener) -> Self {
+        GrpcService { context, opener }
     }
 }
 
@@ -91,6 +94,7 @@ impl hyper::service::Service<Request<Incoming>> for GrpcService {
         let context = Arc::clone(&self.context);
         let authenticated = authorized(&request, &context.admission);
         let max = context.admission.limits.max_message_bytes;
+        let opener = self.opener;
         match route(request.uri().path()) {
             Some(Route::Otlp(_)) if !authenticated => Box::pin(async move {
                 let refusal = Fault::Unauthenticated.to_status("a valid bearer token is required");
@@ -123,6 +127,7 @@ impl hyper::service::Service<Request<Incoming>> for GrpcService {
                     signal,
                     context,
                     authenticated,
+                    opener,
                 };
                 Ok(grpc.streaming(stream, request).await)
             }),

@@ -1,0 +1,207 @@
+//! OTAP stream slots shared fairly: one client opening 10,000 streams over 10 connections (from
+//! 127.0.0.2) and abandoning them (left open without a message) never keeps another client (the
+//! reference Go producer, from 127.0.0.1) from streaming. With the default shares the greedy
+//! peer holds at most half the slots; when it may hold them all, a new stream takes the slot
+//! of one that has been idle, which ends with UNAVAILABLE. Abandoned streams whose client goes
+//! away give their slots back at once.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::io::Write;
+use std::net::IpAddr;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use penstock_engine::datagen::DataGen;
+use penstock_engine::proto::{BatchArrowRecords, BatchStatus};
+use prost::Message;
+use tonic::codegen::http::uri::PathAndQuery;
+use tonic::{Code, Streaming};
+
+use common::go::interop_binary;
+use common::{Gateway, block_on, temp_dir};
+
+/// The greedy client: connections, and streams it opens on each.
+const CONNECTIONS: usize = 10;
+const STREAMS_PER_CONNECTION: usize = 1000;
+
+/// One worker's slots by default: `max_streams` 1024, a peer half of them.
+const SLOTS: usize = 1024;
+
+fn gateway(name: &str, options: &str) -> Gateway {
+    let dir = temp_dir(name);
+    Gateway::start_with(
+        &dir,
+        name,
+        &format!(
+            "CREATE SOURCE edge FROM GRPC WITH (listen = '127.0.0.1:0'{options});
+             CREATE SINK out TO CONSOLE WITH (limit = 0);
+             CREATE PIPELINE p FROM edge AS BEGIN INSERT INTO out SELECT * FROM logs; END;"
+        ),
+        &["--workers", "1", "--admin-listen", "127.0.0.1:0"],
+    )
+    .keeping(dir)
+}
+
+/// What the greedy client got: the streams it holds open, and how many were refused.
+struct Greedy {
+    held: Vec<Streaming<BatchStatus>>,
+    refused: usize,
+}
+
+/// Opens [`CONNECTIONS`] connections from `local` and [`STREAMS_PER_CONNECTION`] OTAP log
+/// streams on each, none of which sends a message; keeps those the gateway accepted open.
+async fn open_and_abandon(url: &str, local: IpAddr) -> Greedy {
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..CONNECTIONS {
+        let channel = tonic::transport::Endpoint::from_shared(url.to_string())
+            .unwrap()
+            .local_address(Some(local))
+            .connect()
+            .await
+            .unwrap();
+        for _ in 0..STREAMS_PER_CONNECTION {
+            let channel = channel.clone();
+            tasks.spawn(async move {
+                let mut grpc = tonic::client::Grpc::new(channel);
+                grpc.ready().await.unwrap();
+                let codec = tonic_prost::ProstCodec::<BatchArrowRecords, BatchStatus>::default();
+                let path = PathAndQuery::from_static(
+                    "/opentelemetry.proto.experimental.arrow.v1.ArrowLogsService/ArrowLogs",
+                );
+                let never = futures::stream::pending::<BatchArrowRecords>();
+                grpc.streaming(tonic::Request::new(never), path, codec)
+                    .await
+                    .map(tonic::Response::into_inner)
+            });
+        }
+    }
+    let mut greedy = Greedy {
+        held: Vec::new(),
+        refused: 0,
+    };
+    while let Some(opened) = tasks.join_next().await {
+        match opened.unwrap() {
+            Ok(stream) => greedy.held.push(stream),
+            Err(status) => {
+                assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+                greedy.refused += 1;
+            }
+        }
+    }
+    greedy
+}
+
+/// The reference Go producer sends one stream of one logs request to `addr`, from 127.0.0.1:
+/// Ok with its batch status code, or Err with what the stream ended with.
+fn reference_producer_sends(binary: &std::path::Path, addr: &str) -> Result<i64, String> {
+    let request = DataGen::new(5).logs(100).encode_to_vec();
+    let mut child = Command::new(binary)
+        .args(["send", "-signal", "logs", "-addr", addr])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(&(request.len() as u32).to_le_bytes())
+        .unwrap();
+    stdin.write_all(&request).unwrap();
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    if !output.status.success() {
+        return Err(String::from_utf8_lossy(&output.stderr).into_owned());
+    }
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let status: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    Ok(status["code"].as_i64().unwrap())
+}
+
+#[test]
+fn a_greedy_peer_holds_half_the_stream_slots_and_another_peer_streams_meanwhile() {
+    let Some(go) = interop_binary() else {
+        return;
+    };
+    let gateway = gateway("slots-shares", "");
+    let url = gateway.url();
+    block_on(async {
+        let greedy = open_and_abandon(&url, IpAddr::from([127, 0, 0, 2])).await;
+        let opened = CONNECTIONS * STREAMS_PER_CONNECTION;
+        assert_eq!(greedy.held.len(), SLOTS / 2, "the peer's share");
+        assert_eq!(greedy.refused, opened - SLOTS / 2);
+        assert_eq!(gateway.metric("penstock_otap_streams"), (SLOTS / 2) as f64);
+        assert_eq!(
+            gateway.metric("penstock_otap_streams_refused_total"),
+            greedy.refused as f64
+        );
+
+        // Meanwhile, another client's first stream is accepted, its batch acknowledged.
+        let addr = gateway.addr.clone();
+        let go = go.clone();
+        let sent = tokio::task::spawn_blocking(move || reference_producer_sends(&go, &addr));
+        assert_eq!(sent.await.unwrap(), Ok(0));
+
+        // The greedy client goes away: its streams give their slots back at once.
+        drop(greedy);
+    });
+    gateway.wait_until("the abandoned streams are freed", |g| {
+        g.metric("penstock_otap_streams") == 0.0
+    });
+}
+
+#[test]
+fn a_new_stream_takes_the_slot_of_an_idle_one_when_one_peer_holds_them_all() {
+    let Some(go) = interop_binary() else {
+        return;
+    };
+    let gateway = gateway("slots-evicted", ", max_streams_per_peer = 1024");
+    let url = gateway.url();
+    block_on(async {
+        let mut greedy = open_and_abandon(&url, IpAddr::from([127, 0, 0, 2])).await;
+        let opened = CONNECTIONS * STREAMS_PER_CONNECTION;
+        assert_eq!(greedy.held.len() + greedy.refused, opened);
+        assert!(
+            gateway.metric("penstock_otap_streams") <= SLOTS as f64,
+            "never more than max_streams"
+        );
+
+        // A sender that retries what is refused, as exporters do: it is refused only while
+        // every stream holding a slot has been idle less than a second, then takes the slot
+        // of one that has.
+        let started = Instant::now();
+        let mut refusals = 0;
+        loop {
+            let (go, addr) = (go.clone(), gateway.addr.clone());
+            let sent = tokio::task::spawn_blocking(move || reference_producer_sends(&go, &addr));
+            match sent.await.unwrap() {
+                Ok(code) => {
+                    assert_eq!(code, 0);
+                    break;
+                }
+                Err(why) => {
+                    assert!(why.contains("ResourceExhausted"), "{why}");
+                    refusals += 1;
+                    assert!(started.elapsed() < Duration::from_secs(30), "{why}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+        println!("the other client's stream got a slot after {refusals} refusals");
+        assert!(gateway.metric("penstock_otap_streams_evicted_total") >= 1.0);
+
+        // The streams whose slots were taken ended with UNAVAILABLE, saying why.
+        let mut ended = 0;
+        for stream in &mut greedy.held {
+            let next = tokio::time::timeout(Duration::from_millis(1), stream.message()).await;
+            if let Ok(Err(status)) = next {
+                assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+                assert!(status.message().contains("idle"), "{status:?}");
+                ended += 1;
+            }
+        }
+        assert!(ended >= 1, "an evicted stream was told");
+    });
+}
