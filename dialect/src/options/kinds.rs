@@ -120,6 +120,12 @@ pub fn source_options(kind: SourceKind) -> Vec<OptionSpec> {
                 false,
                 "concurrent OTAP streams of one connection",
             ),
+            opt(
+                "max_in_flight_bytes_per_peer",
+                Count,
+                false,
+                "OTAP bytes in flight of one peer address",
+            ),
         ],
         SourceKind::Http => vec![
             opt("listen", Str, true, "address to listen on, host:port"),

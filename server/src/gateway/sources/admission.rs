@@ -2,12 +2,14 @@
 //! requests being received, the request bytes in flight and the memory budget. Every refusal
 //! for now says so ([`AdmissionError`]), so the sender can be asked to come back later.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
 use penstock_dialect::Source;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use super::peer_shares::{PeerBytes, PeerShares, ShareRefusal};
 use super::stream_slots::{MIN_IDLE, Opener, Slot, SlotLimits, SlotRefusal, StreamSlots};
 use crate::gateway::base::memory::{BudgetRefusal, Charge, Memory};
 use crate::gateway::base::status::{Fault, Refusal};
@@ -28,6 +30,8 @@ pub struct Limits {
     pub max_stream_memory_bytes: usize,
     /// Request bytes admitted and not yet acknowledged, per worker.
     pub max_in_flight_bytes: usize,
+    /// The part of them one peer address may hold.
+    pub max_in_flight_bytes_per_peer: usize,
     /// Refuse (rather than wait) past the admission limit.
     pub refuse_when_full: bool,
     /// OTLP requests per worker whose bodies are being received or wait for admission: what
@@ -53,9 +57,12 @@ impl Limits {
             .or(o.count("max_body_bytes"))
             .map_or(16 << 20, |n| n as usize)
             .max(1);
-        let max_in_flight_bytes = (count("max_in_flight_bytes", 256 << 20) / workers).max(1);
+        let in_flight = count("max_in_flight_bytes", 256 << 20);
+        let max_in_flight_bytes = (in_flight / workers).max(1);
+        let per_peer = count("max_in_flight_bytes_per_peer", in_flight as u64 / 2) / workers;
         Limits {
             max_message_bytes,
+            max_in_flight_bytes_per_peer: per_peer.clamp(1, max_in_flight_bytes),
             max_stream_memory_bytes: count("max_stream_memory_bytes", 64 << 20),
             max_in_flight_bytes,
             max_receiving_requests: (2 * max_in_flight_bytes / max_message_bytes)
@@ -104,6 +111,8 @@ pub struct Admission {
     receiving: Places,
     /// The OTAP stream slots.
     streams: Arc<StreamSlots>,
+    /// Each peer's share of the bytes in flight.
+    peers: Arc<PeerShares>,
     memory: Arc<Memory>,
     telemetry: Arc<Telemetry>,
 }
@@ -115,6 +124,7 @@ impl Admission {
             bytes: Arc::new(Semaphore::new(limits.max_in_flight_bytes)),
             receiving: Places::new(limits.max_receiving_requests),
             streams: Arc::new(StreamSlots::new(limits.streams)),
+            peers: PeerShares::new(limits.max_in_flight_bytes_per_peer),
             limits,
             memory,
             telemetry,
@@ -150,8 +160,24 @@ impl Admission {
         })
     }
 
-    /// Waits for (or refuses, as configured) admission of `bytes` more request bytes.
-    pub async fn admit(&self, bytes: usize) -> Result<Admitted, AdmissionError> {
+    /// Waits for (or refuses, as configured) admission of `bytes` more request bytes from
+    /// `peer` (within its share, when known).
+    pub async fn admit(
+        &self,
+        bytes: usize,
+        peer: Option<IpAddr>,
+    ) -> Result<Admitted, AdmissionError> {
+        let wait = !self.limits.refuse_when_full;
+        let share =
+            match peer {
+                Some(peer) => Some(self.peers.take(peer, bytes, wait).await.map_err(
+                    |refusal| match refusal {
+                        ShareRefusal::Full => AdmissionError::PeerFull,
+                        ShareRefusal::Closed => AdmissionError::ShuttingDown,
+                    },
+                )?),
+                None => None,
+            };
         let total = self.limits.max_in_flight_bytes;
         let wanted = bytes.clamp(1, total).min(u32::MAX as usize) as u32;
         let semaphore = Arc::clone(&self.bytes);
@@ -175,6 +201,7 @@ impl Admission {
         Ok(Admitted {
             _charge: charge,
             _permit: permit,
+            _share: share,
             bytes: u64::from(wanted),
             telemetry: Arc::clone(&self.telemetry),
         })
@@ -257,6 +284,7 @@ impl Drop for Receiving {
 pub struct Admitted {
     _charge: Charge,
     _permit: OwnedSemaphorePermit,
+    _share: Option<PeerBytes>,
     bytes: u64,
     telemetry: Arc<Telemetry>,
 }
@@ -275,6 +303,9 @@ pub enum AdmissionError {
     /// The limit is reached and the source refuses rather than waits.
     #[error("too many request bytes in flight; retry later")]
     Full,
+    /// The peer's share of the limit is taken and the source refuses rather than waits.
+    #[error("this peer address has its share of the request bytes in flight; retry later")]
+    PeerFull,
     /// As many requests as allowed are being received, and the source refuses rather than
     /// waits.
     #[error("too many requests being received; retry later")]
@@ -296,7 +327,7 @@ impl From<BudgetRefusal> for AdmissionError {
 impl Refusal for AdmissionError {
     fn fault(&self) -> Fault {
         match self {
-            AdmissionError::Full | AdmissionError::Busy => Fault::Busy,
+            AdmissionError::Full | AdmissionError::PeerFull | AdmissionError::Busy => Fault::Busy,
             AdmissionError::ShuttingDown => Fault::Unavailable,
         }
     }

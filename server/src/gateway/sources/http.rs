@@ -338,7 +338,7 @@ async fn receive_body(
         _ => Some(
             context
                 .admission
-                .admit(body.len())
+                .admit(body.len(), None)
                 .await
                 .map_err(|e| refused_for(&e, context))?,
         ),
@@ -353,7 +353,7 @@ async fn receive_body(
     drop(compressed);
     let admitted = context
         .admission
-        .admit(body.len())
+        .admit(body.len(), None)
         .await
         .map_err(|e| refused_for(&e, context))?;
     drop(receiving);

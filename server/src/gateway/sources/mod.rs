@@ -14,6 +14,7 @@ pub mod http;
 pub mod kafka;
 pub mod listener;
 pub mod otlp_export;
+pub mod peer_shares;
 mod splice;
 mod start;
 pub mod stream_slots;

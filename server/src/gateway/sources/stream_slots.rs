@@ -100,6 +100,11 @@ impl Activity {
         Some(self.born.elapsed().saturating_sub(since))
     }
 
+    /// Who opened the stream.
+    pub fn opener(&self) -> Opener {
+        self.opener
+    }
+
     /// Whether its slot was given to another stream.
     pub fn is_evicted(&self) -> bool {
         self.evicted.load(Relaxed)

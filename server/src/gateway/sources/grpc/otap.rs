@@ -285,6 +285,8 @@ struct Served {
     headers: HeaderDecoder,
     /// The decoder's state, as last counted in the gateway's stream state bytes.
     state_bytes: u64,
+    /// The sender's address, whose share of the bytes in flight its batches take.
+    peer: std::net::IpAddr,
 }
 
 /// Why a stream ends before its sender closed it: the status of the batch that ended it, or
@@ -322,13 +324,9 @@ async fn serve_stream(
     statuses: mpsc::Sender<Result<BatchStatus, Status>>,
     context: Arc<SourceContext>,
 ) {
-    let Opened {
-        signal,
-        authenticated,
-        slot,
-    } = opened;
-    let activity = &slot.activity;
-    let mut served = Served::open(signal, authenticated, statuses, context);
+    let mut served = Served::open(&opened, statuses, context);
+    let signal = opened.signal;
+    let activity = &opened.slot.activity;
     let mut shutdown = served.context.shutdown.clone();
     let mut in_flight = JoinSet::new();
     loop {
@@ -383,11 +381,12 @@ impl Served {
     /// A decoder for a new stream of `signal`, forwarding its batches as received when the
     /// running program lets them through so.
     fn open(
-        signal: Signal,
-        authenticated: bool,
+        opened: &Opened,
         statuses: mpsc::Sender<Result<BatchStatus, Status>>,
         context: Arc<SourceContext>,
     ) -> Served {
+        let (signal, authenticated) = (opened.signal, opened.authenticated);
+        let peer = opened.slot.activity.opener().peer;
         let limits = DecodeLimits {
             max_payload_decompressed_bytes: context.admission.limits.max_message_bytes as u64 * 8,
             ..DecodeLimits::default()
@@ -427,6 +426,7 @@ impl Served {
             forwarding,
             headers: HeaderDecoder::default(),
             state_bytes: 0,
+            peer,
         }
     }
 
@@ -475,7 +475,7 @@ impl Served {
     async fn admit(&self, bytes: usize, id: i64) -> Result<Admitted, Ending> {
         self.context
             .admission
-            .admit(bytes)
+            .admit(bytes, Some(self.peer))
             .await
             .map_err(|e| Ending::Batch(refusal(id, e.fault(), e.to_string())))
     }

@@ -49,7 +49,7 @@ async fn call(
     drop(compressed);
     let _admitted = context
         .admission
-        .admit(message.len())
+        .admit(message.len(), None)
         .await
         .map_err(|e| e.to_status(&context.worker.pushback))?;
     drop(receiving);
@@ -73,7 +73,7 @@ async fn receive_message(
     }
     let admitted = context
         .admission
-        .admit(frame.len())
+        .admit(frame.len(), None)
         .await
         .map_err(|e| e.to_status(&context.worker.pushback))?;
     Ok((frame, Some(admitted)))
