@@ -289,7 +289,7 @@ fn vanished_senders_and_unread_statuses_release_everything_they_held() {
     let dir = temp_dir("abandon");
     let gateway = recorder_with(
         &dir,
-        ", max_streams = 64",
+        ", max_streams = 64, max_streams_per_peer = 64, max_streams_per_connection = 64",
         &["--admin-listen", "127.0.0.1:0"],
     );
     let mut data = DataGen::new(600);

@@ -1,9 +1,9 @@
 //! OTAP stream slots shared fairly: one client opening 10,000 streams over 10 connections (from
-//! 127.0.0.2) and abandoning them (left open without a message) never keeps another client (the
-//! reference Go producer, from 127.0.0.1) from streaming. With the default shares the greedy
-//! peer holds at most half the slots; when it may hold them all, a new stream takes the slot
-//! of one that has been idle, which ends with UNAVAILABLE. Abandoned streams whose client goes
-//! away give their slots back at once.
+//! 127.0.0.2), holding each a second without a message and abandoning it, never keeps another
+//! client (the reference Go producer, from 127.0.0.1) from streaming meanwhile: with the
+//! default shares the greedy peer holds at most half the slots, and abandoned streams give
+//! their slots back at once. When one peer may hold them all and leaves them open, a new
+//! stream takes the slot of one that has been idle, which ends with UNAVAILABLE.
 
 #![allow(clippy::unwrap_used)]
 
@@ -14,6 +14,7 @@ use std::net::IpAddr;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use penstock_engine::datagen::DataGen;
 use penstock_engine::proto::{BatchArrowRecords, BatchStatus};
 use prost::Message;
@@ -45,15 +46,30 @@ fn gateway(name: &str, options: &str) -> Gateway {
     .keeping(dir)
 }
 
-/// What the greedy client got: the streams it holds open, and how many were refused.
+/// What the greedy client got: the streams it holds open, how many it opened and abandoned,
+/// and how many were refused.
+#[derive(Default)]
 struct Greedy {
-    held: Vec<Streaming<BatchStatus>>,
+    held: Vec<(Streaming<BatchStatus>, tokio::sync::oneshot::Sender<()>)>,
+    abandoned: usize,
     refused: usize,
+    /// Streams the client gave up opening (none of its connection's streams to spare).
+    given_up: usize,
 }
 
-/// Opens [`CONNECTIONS`] connections from `local` and [`STREAMS_PER_CONNECTION`] OTAP log
-/// streams on each, none of which sends a message; keeps those the gateway accepted open.
-async fn open_and_abandon(url: &str, local: IpAddr) -> Greedy {
+/// How the greedy client treats the streams the gateway accepts.
+#[derive(Clone, Copy)]
+enum Treat {
+    /// Keeps them open, sending nothing; a stream it could not open within a few seconds
+    /// (its connection's concurrent streams are all held) is given up.
+    Hold,
+    /// Keeps each open a second without sending, then drops it.
+    AbandonAfterASecond,
+}
+
+/// Opens [`CONNECTIONS`] connections from `local` and `streams` OTAP log streams on each,
+/// none of which sends a message.
+async fn greedy_client(url: &str, local: IpAddr, streams: usize, treat: Treat) -> Greedy {
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..CONNECTIONS {
         let channel = tonic::transport::Endpoint::from_shared(url.to_string())
@@ -62,7 +78,7 @@ async fn open_and_abandon(url: &str, local: IpAddr) -> Greedy {
             .connect()
             .await
             .unwrap();
-        for _ in 0..STREAMS_PER_CONNECTION {
+        for _ in 0..streams {
             let channel = channel.clone();
             tasks.spawn(async move {
                 let mut grpc = tonic::client::Grpc::new(channel);
@@ -71,21 +87,34 @@ async fn open_and_abandon(url: &str, local: IpAddr) -> Greedy {
                 let path = PathAndQuery::from_static(
                     "/opentelemetry.proto.experimental.arrow.v1.ArrowLogsService/ArrowLogs",
                 );
-                let never = futures::stream::pending::<BatchArrowRecords>();
-                grpc.streaming(tonic::Request::new(never), path, codec)
-                    .await
-                    .map(tonic::Response::into_inner)
+                // Nothing is sent; the request ends (as a client's does when it gives a
+                // stream up) once `stop` is dropped.
+                let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+                let never = futures::stream::pending::<BatchArrowRecords>().take_until(stopped);
+                let opening = grpc.streaming(tonic::Request::new(never), path, codec);
+                let Ok(opened) = tokio::time::timeout(Duration::from_secs(5), opening).await else {
+                    return None;
+                };
+                let stream = opened.map(tonic::Response::into_inner);
+                match (stream, treat) {
+                    (Ok(stream), Treat::AbandonAfterASecond) => {
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                        drop((stream, stop));
+                        Some(Ok(None))
+                    }
+                    (Ok(stream), Treat::Hold) => Some(Ok(Some((stream, stop)))),
+                    (Err(status), _) => Some(Err(status)),
+                }
             });
         }
     }
-    let mut greedy = Greedy {
-        held: Vec::new(),
-        refused: 0,
-    };
+    let mut greedy = Greedy::default();
     while let Some(opened) = tasks.join_next().await {
         match opened.unwrap() {
-            Ok(stream) => greedy.held.push(stream),
-            Err(status) => {
+            None => greedy.given_up += 1,
+            Some(Ok(Some(stream))) => greedy.held.push(stream),
+            Some(Ok(None)) => greedy.abandoned += 1,
+            Some(Err(status)) => {
                 assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
                 greedy.refused += 1;
             }
@@ -127,26 +156,39 @@ fn a_greedy_peer_holds_half_the_stream_slots_and_another_peer_streams_meanwhile(
     };
     let gateway = gateway("slots-shares", "");
     let url = gateway.url();
-    block_on(async {
-        let greedy = open_and_abandon(&url, IpAddr::from([127, 0, 0, 2])).await;
-        let opened = CONNECTIONS * STREAMS_PER_CONNECTION;
-        assert_eq!(greedy.held.len(), SLOTS / 2, "the peer's share");
-        assert_eq!(greedy.refused, opened - SLOTS / 2);
-        assert_eq!(gateway.metric("penstock_otap_streams"), (SLOTS / 2) as f64);
-        assert_eq!(
-            gateway.metric("penstock_otap_streams_refused_total"),
-            greedy.refused as f64
-        );
-
-        // Meanwhile, another client's first stream is accepted, its batch acknowledged.
-        let addr = gateway.addr.clone();
-        let go = go.clone();
-        let sent = tokio::task::spawn_blocking(move || reference_producer_sends(&go, &addr));
-        assert_eq!(sent.await.unwrap(), Ok(0));
-
-        // The greedy client goes away: its streams give their slots back at once.
-        drop(greedy);
+    let greedy = std::thread::spawn(move || {
+        block_on(greedy_client(
+            &url,
+            IpAddr::from([127, 0, 0, 2]),
+            STREAMS_PER_CONNECTION,
+            Treat::AbandonAfterASecond,
+        ))
     });
+    // While the greedy client holds every slot it may: its share, half of them.
+    gateway.wait_until("the greedy client holds its share", |g| {
+        g.metric("penstock_otap_streams_refused_total") > 0.0
+    });
+    let open = gateway.metric("penstock_otap_streams");
+    assert!(open <= (SLOTS / 2) as f64, "{open} streams open");
+    // Meanwhile, another client's first stream is accepted, its batch acknowledged.
+    assert_eq!(reference_producer_sends(&go, &gateway.addr), Ok(0));
+
+    let greedy = greedy.join().unwrap();
+    println!(
+        "the greedy client: {} streams opened and abandoned, {} refused, {} given up",
+        greedy.abandoned, greedy.refused, greedy.given_up
+    );
+    assert_eq!(
+        greedy.abandoned + greedy.refused,
+        CONNECTIONS * STREAMS_PER_CONNECTION,
+        "every stream was answered"
+    );
+    assert!(greedy.abandoned >= SLOTS / 2, "it held its share");
+    assert_eq!(
+        gateway.metric("penstock_otap_streams_refused_total"),
+        greedy.refused as f64
+    );
+    // Abandoned streams give their slots back at once.
     gateway.wait_until("the abandoned streams are freed", |g| {
         g.metric("penstock_otap_streams") == 0.0
     });
@@ -160,9 +202,11 @@ fn a_new_stream_takes_the_slot_of_an_idle_one_when_one_peer_holds_them_all() {
     let gateway = gateway("slots-evicted", ", max_streams_per_peer = 1024");
     let url = gateway.url();
     block_on(async {
-        let mut greedy = open_and_abandon(&url, IpAddr::from([127, 0, 0, 2])).await;
-        let opened = CONNECTIONS * STREAMS_PER_CONNECTION;
-        assert_eq!(greedy.held.len() + greedy.refused, opened);
+        // Enough streams to take every slot, held open.
+        let streams = 2 * SLOTS / CONNECTIONS;
+        let local = IpAddr::from([127, 0, 0, 2]);
+        let mut greedy = greedy_client(&url, local, streams, Treat::Hold).await;
+        assert!(greedy.held.len() >= SLOTS, "{} held", greedy.held.len());
         assert!(
             gateway.metric("penstock_otap_streams") <= SLOTS as f64,
             "never more than max_streams"
@@ -194,7 +238,7 @@ fn a_new_stream_takes_the_slot_of_an_idle_one_when_one_peer_holds_them_all() {
 
         // The streams whose slots were taken ended with UNAVAILABLE, saying why.
         let mut ended = 0;
-        for stream in &mut greedy.held {
+        for (stream, _) in &mut greedy.held {
             let next = tokio::time::timeout(Duration::from_millis(1), stream.message()).await;
             if let Ok(Err(status)) = next {
                 assert_eq!(status.code(), Code::Unavailable, "{status:?}");

@@ -85,7 +85,7 @@ impl Limits {
 
 /// The OTAP stream slots of one worker, from the source's gateway-wide counts: `max_streams`
 /// (default 1024) and `max_streams_per_peer` (default half of it) split over the workers, as
-/// a peer's connections are; `max_streams_per_connection` (default an eighth of
+/// a peer's connections are; `max_streams_per_connection` (default a quarter of
 /// `max_streams`) whole, as a connection is served by one worker.
 fn stream_limits(count: &dyn Fn(&str, u64) -> usize, workers: usize) -> SlotLimits {
     let max_streams = count("max_streams", 1024);
@@ -93,7 +93,7 @@ fn stream_limits(count: &dyn Fn(&str, u64) -> usize, workers: usize) -> SlotLimi
     SlotLimits {
         total,
         per_peer: (count("max_streams_per_peer", max_streams as u64 / 2) / workers).max(1),
-        per_connection: count("max_streams_per_connection", max_streams as u64 / 8).clamp(1, total),
+        per_connection: count("max_streams_per_connection", max_streams as u64 / 4).clamp(1, total),
         min_idle: MIN_IDLE,
     }
 }
