@@ -472,6 +472,51 @@ fn rename_and_route_batches_go_through_as_received() {
     assert_eq!(labelled(&relay, total, "path=\"forwarded\""), 11.0);
 }
 
+/// A long stream of the reference producer (30 batches of 4096 logs whose trace ids, span
+/// ids and bodies never repeat: every batch sends dictionary deltas, and from time to time a
+/// dictionary whole again or a new schema) is forwarded whole: the dictionaries it replaced
+/// are not kept, so what the stream needs stays under the bound of what a fresh output stream
+/// can be sent at once. Nothing is decoded, nothing falls back, every record arrives renamed.
+#[test]
+fn a_long_stream_of_the_reference_producer_is_forwarded_whole() {
+    let Some(binary) = interop_binary() else {
+        return;
+    };
+    let dir = temp_dir("go-forward-long");
+    let receiver = Receiver::start(&binary);
+    let relay = relay(
+        &dir,
+        &receiver,
+        "ALTER TABLE logs RENAME ATTRIBUTE 'exception.type' TO 'error.type';
+         INSERT INTO downstream SELECT * FROM logs;",
+    );
+    let mut data = DataGen::new(7);
+    let logs: Vec<ExportLogsServiceRequest> = (0..30).map(|_| data.logs(4096)).collect();
+    let frames: Vec<Vec<u8>> = logs.iter().map(Message::encode_to_vec).collect();
+    let flags = ["-compression", "zstdarrow5"];
+    assert_all_ok(&send(&binary, "logs", &relay.addr, &flags, &frames), 30);
+    let total = "penstock_otap_batches_total";
+    assert_eq!(labelled(&relay, total, "path=\"forwarded\""), 30.0);
+    assert_eq!(labelled(&relay, total, "path=\"decoded\""), 0.0);
+    let text = relay.metrics_text();
+    let fell_back: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("penstock_otap_fallbacks_total{") && !l.ends_with(" 0"))
+        .collect();
+    assert!(fell_back.is_empty(), "{fell_back:?}");
+    let mut want: Vec<String> = Vec::new();
+    for request in &logs {
+        let mut request = request.clone();
+        for rl in &mut request.resource_logs {
+            for record in rl.scope_logs.iter_mut().flat_map(|sl| &mut sl.log_records) {
+                rename_keys(&mut record.attributes, "exception.type", "error.type");
+            }
+        }
+        want.extend(equiv::logs(&request));
+    }
+    receiver.assert_received([want, Vec::new(), Vec::new()]);
+}
+
 /// A pipeline that also deletes log records and spans still forwards the reference
 /// producer's batches in their own IPC streams: it runs on a decoded copy, and only the
 /// record batches that lost rows are written again, against the dictionaries the consumer

@@ -10,7 +10,7 @@ use super::ids::{Strings, check_unique_ids, decode_ids_keeping_runs};
 use super::ipc_reader::{Deferred, IpcReader};
 use super::limits::DecodeLimits;
 use super::prescan::check_payload;
-use super::raw::batch::Forwarded;
+use super::raw::batch::{Fallback, Forwarded};
 use super::raw::decoded::DecodedAsSent;
 use super::raw::inflate::is_zstd;
 use super::raw::ipc::{MessageKind, split};
@@ -80,6 +80,8 @@ pub struct OtapDecoder {
     decode_forwarded: Option<Reads>,
     /// Whether the next forwarded batch is decoded whole whatever is read of it.
     whole_next: bool,
+    /// Why the last batch not forwarded had to be decoded.
+    fallback: Option<Fallback>,
 }
 
 /// The root table's columns that are always read: its ids, by which the rows a pipeline kept
@@ -101,6 +103,7 @@ impl OtapDecoder {
             tracker: None,
             decode_forwarded: None,
             whole_next: false,
+            fallback: None,
         }
     }
 
@@ -136,6 +139,12 @@ impl OtapDecoder {
         self.tracker.is_some()
     }
 
+    /// Why the last batch [`OtapDecoder::forward`] did not forward had to be decoded, when
+    /// the stream's batches themselves were the reason.
+    pub fn fallback(&self) -> Option<Fallback> {
+        self.fallback
+    }
+
     /// Forwards `bar` as received: one batch per output, each with that output's key renames
     /// applied to the key dictionaries (see [`crate::otap::raw`]). None when the batch must be
     /// decoded instead: [`OtapDecoder::decode`] then takes it, and every batch after it (the
@@ -161,6 +170,13 @@ impl OtapDecoder {
                 "malformed Arrow IPC data in a forwarded batch".into(),
             ))
         })?;
+        let forwarded = match forwarded {
+            Ok(forwarded) => Some(forwarded),
+            Err(fallback) => {
+                self.fallback = Some(fallback);
+                None
+            }
+        };
         match (forwarded, self.decode_forwarded.take()) {
             (Some(mut forwarded), Some(reads)) => {
                 let decoded = match self.whole_next {

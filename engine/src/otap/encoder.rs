@@ -91,6 +91,16 @@ impl OtapEncoder {
         })
     }
 
+    /// The same encoder sending every dictionary whole again with every batch (not as deltas),
+    /// as a sender that resets its dictionaries does.
+    #[cfg(test)]
+    pub(crate) fn resending_dictionaries(mut self) -> Self {
+        self.write_options = self
+            .write_options
+            .with_dictionary_handling(DictionaryHandling::Resend);
+        self
+    }
+
     /// Encodes one batch; its `batch_id` is the next in the stream.
     pub fn encode(&mut self, batch: &OtapBatch) -> Result<BatchArrowRecords> {
         if batch.signal() != self.signal {

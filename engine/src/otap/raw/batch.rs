@@ -60,3 +60,64 @@ pub struct Forwarded {
     /// [`crate::otap::OtapDecoder::enable_forwarding_decoded`]).
     pub decoded: Option<DecodedAsSent>,
 }
+
+/// Why a batch of a forwarded stream is decoded instead of forwarded as received.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fallback {
+    /// The schemas and dictionaries kept for the stream would pass their bound (what a fresh
+    /// output stream is sent before its first batch must fit one message).
+    StateBound {
+        /// Bytes kept that the batch leaves in place.
+        kept: usize,
+        /// Bytes the batch adds.
+        added: usize,
+        /// The bound.
+        limit: usize,
+    },
+    /// A key to rename is in an attribute table whose keys are not dictionary-encoded.
+    KeysNotDictionary(PayloadType),
+    /// A key to rename is in an attribute table whose key dictionary holds a null.
+    NullKeys(PayloadType),
+    /// A rename would give two keys of one key dictionary the same name.
+    RenameMergesKeys(PayloadType),
+}
+
+impl Fallback {
+    /// Every reason's name, in the order of [`Fallback::index`].
+    pub const NAMES: [&'static str; 4] = [
+        "state_bound",
+        "keys_not_dictionary",
+        "null_keys",
+        "rename_merges_keys",
+    ];
+
+    /// Its place in [`Fallback::NAMES`].
+    pub fn index(&self) -> usize {
+        match self {
+            Fallback::StateBound { .. } => 0,
+            Fallback::KeysNotDictionary(_) => 1,
+            Fallback::NullKeys(_) => 2,
+            Fallback::RenameMergesKeys(_) => 3,
+        }
+    }
+}
+
+impl std::fmt::Display for Fallback {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Fallback::StateBound { kept, added, limit } => write!(
+                f,
+                "the stream's schemas and dictionaries would take {} bytes ({kept} kept, \
+                 {added} added), past the bound of {limit}",
+                kept + added
+            ),
+            Fallback::KeysNotDictionary(table) => {
+                write!(f, "the keys of {table:?} are not dictionary-encoded")
+            }
+            Fallback::NullKeys(table) => write!(f, "the key dictionary of {table:?} holds a null"),
+            Fallback::RenameMergesKeys(table) => {
+                write!(f, "a rename would give two keys of {table:?} one name")
+            }
+        }
+    }
+}

@@ -11,20 +11,84 @@ use super::ipc::{IpcMessage, MessageKind, concat};
 use crate::proto::{ArrowPayload, BatchArrowRecords};
 use crate::schema::PayloadType;
 
-/// One table's IPC stream so far: the schema, then every dictionary message, in order.
+/// One table's IPC stream so far: the schema, then every dictionary message, in order. A
+/// dictionary sent whole again makes its earlier messages useless to every batch placed from
+/// then on; once no batch placed before is left, their bytes are dropped (an empty message
+/// keeps its place, so that positions still count the messages sent).
 #[derive(Debug)]
 struct Prefix {
     schema_id: String,
     epoch: u64,
     messages: Vec<IpcMessage>,
-    /// Held by every [`Placed`] batch of this IPC stream: a retired stream is forgotten once
-    /// no batch placed in it is left.
+    /// Held by every [`Placed`] batch of this IPC stream placed since the last replacement: a
+    /// retired stream is forgotten once no batch placed in it is left.
     users: Arc<()>,
+    /// For each batch that replaced dictionaries, in order: the users of the batches placed
+    /// before it, and the messages it made useless.
+    superseded: std::collections::VecDeque<(Arc<()>, Vec<Replaced>)>,
 }
+
+/// A dictionary sent whole again: its id, and the position of the message that sent it (the
+/// earlier messages of that dictionary are useless to the batches placed from then on).
+type Replaced = (i64, usize);
 
 impl Prefix {
     fn bytes(&self) -> usize {
         self.messages.iter().map(|m| m.bytes.len()).sum()
+    }
+
+    /// Whether a batch placed in it is left.
+    fn in_use(&self) -> bool {
+        Arc::strong_count(&self.users) > 1
+            || self
+                .superseded
+                .iter()
+                .any(|(users, _)| Arc::strong_count(users) > 1)
+    }
+
+    /// Drops the bytes of the messages replaced before every batch left was placed.
+    fn drop_superseded(&mut self) {
+        while let Some((users, _)) = self.superseded.front() {
+            if Arc::strong_count(users) > 1 {
+                return;
+            }
+            let Some((_, replaced)) = self.superseded.pop_front() else {
+                return;
+            };
+            for (id, at) in replaced {
+                for m in &mut self.messages[..at] {
+                    if matches!(m.kind, MessageKind::Dictionary { id: other, .. } if other == id) {
+                        m.bytes = Bytes::new();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Takes the schema and dictionary messages of a batch in; a replacement starts a new
+    /// set of users.
+    fn extend(&mut self, messages: &[IpcMessage]) {
+        let mut replaced = Vec::new();
+        for m in messages {
+            match m.kind {
+                MessageKind::Records { .. } => continue,
+                MessageKind::Dictionary { id, delta: false }
+                    if self.messages.iter().any(|earlier| {
+                        matches!(earlier.kind, MessageKind::Dictionary { id: other, .. } if other == id)
+                            && !earlier.bytes.is_empty()
+                    }) =>
+                {
+                    replaced.push((id, self.messages.len()));
+                }
+                _ => {}
+            }
+            self.messages.push(m.detached());
+        }
+        if !replaced.is_empty() {
+            let before = std::mem::replace(&mut self.users, Arc::new(()));
+            self.superseded.push_back((before, replaced));
+        }
+        self.drop_superseded();
     }
 
     /// The messages `from..to`, without the dictionary messages a later replacement of the
@@ -40,6 +104,8 @@ impl Prefix {
             .iter()
             .enumerate()
             .filter(move |(i, m)| match m.kind {
+                // Emptied: replaced before any batch left was placed.
+                _ if m.bytes.is_empty() => false,
                 MessageKind::Dictionary { id, .. } => {
                     replaced_at.get(&id).is_none_or(|at| *at <= from + i)
                 }
@@ -81,19 +147,15 @@ pub struct Sent {
 impl Forwarder {
     /// Takes `batch`, the next of the input stream.
     pub fn place(&mut self, batch: &RawBatch) -> Placed {
-        self.retired
-            .retain(|(_, p)| Arc::strong_count(&p.users) > 1);
+        self.retired.retain(|(_, p)| p.in_use());
+        for prefix in self.tables.values_mut() {
+            prefix.drop_superseded();
+        }
         let mut placed = Placed::default();
         for payload in &batch.payloads {
             let prefix = self.prefix(payload);
             let before = prefix.messages.len();
-            prefix.messages.extend(
-                payload
-                    .messages
-                    .iter()
-                    .filter(|m| !matches!(m.kind, MessageKind::Records { .. }))
-                    .map(IpcMessage::detached),
-            );
+            prefix.extend(&payload.messages);
             let at = (payload.table, prefix.epoch, before, prefix.messages.len());
             placed.tables.push(at);
             placed.users.push(Arc::clone(&prefix.users));
@@ -115,6 +177,7 @@ impl Forwarder {
                 epoch: self.epochs,
                 messages: Vec::new(),
                 users: Arc::new(()),
+                superseded: Default::default(),
             };
             if let Some(old) = self.tables.insert(payload.table, fresh) {
                 self.retired.push((payload.table, old));

@@ -29,7 +29,7 @@ pub(crate) mod renames;
 mod tests;
 pub(crate) mod track;
 
-pub use batch::{Forwarded, RawBatch, RawPayload};
+pub use batch::{Fallback, Forwarded, RawBatch, RawPayload};
 pub use decoded::DecodedAsSent;
 pub use forward::{Forwarder, Placed, Sent};
 pub use inflate::recompress_zstd_buffers;

@@ -417,3 +417,84 @@ pub(super) fn overdeclared(record: &bytes::Bytes) -> (Vec<u8>, usize, i64) {
     damaged[at..at + 8].copy_from_slice(&(declared + 1).to_le_bytes());
     (damaged, at, declared)
 }
+
+#[test]
+fn a_dictionary_sent_whole_again_is_kept_once_on_both_sides() {
+    // A sender that sends its dictionaries whole again with every batch.
+    let requests = requests(Signal::Logs, 3, &[64; 40]);
+    let mut encoder = OtapEncoder::new(Signal::Logs, EncodeOptions::default())
+        .unwrap()
+        .resending_dictionaries();
+    let bars: Vec<BatchArrowRecords> = requests
+        .iter()
+        .flat_map(|r| otlp::decode::decode(Signal::Logs, r).unwrap())
+        .map(|b| encoder.encode(&b).unwrap())
+        .collect();
+    let replacements = bars[1..]
+        .iter()
+        .flat_map(|bar| &bar.arrow_payloads)
+        .flat_map(|payload| super::ipc::split(&payload.record).unwrap())
+        .filter(|m| matches!(m.kind, super::MessageKind::Dictionary { delta: false, .. }))
+        .count();
+    assert!(
+        replacements > 40,
+        "{replacements} dictionaries sent whole again"
+    );
+    let mut decoder = OtapDecoder::new(Signal::Logs);
+    decoder.enable_forwarding(64 << 20);
+    let mut forwarder = Forwarder::default();
+    let renames = KeyRenames::default();
+    // Per table: its IPC stream, its schema's bytes and each dictionary's live bytes.
+    let mut live: std::collections::HashMap<
+        i32,
+        (String, usize, std::collections::HashMap<i64, usize>),
+    > = Default::default();
+    let mut sent = 0;
+    for (i, bar) in bars.iter().enumerate() {
+        for payload in &bar.arrow_payloads {
+            let table = live.entry(payload.r#type).or_default();
+            for m in super::ipc::split(&payload.record).unwrap() {
+                let bytes = m.bytes.len();
+                match m.kind {
+                    super::MessageKind::Schema => {
+                        *table = (payload.schema_id.clone(), bytes, Default::default())
+                    }
+                    super::MessageKind::Dictionary { id, delta: true } => {
+                        *table.2.entry(id).or_default() += bytes
+                    }
+                    super::MessageKind::Dictionary { id, delta: false } => {
+                        table.2.insert(id, bytes);
+                    }
+                    super::MessageKind::Records { .. } => continue,
+                }
+                sent += bytes;
+            }
+        }
+        let needed: usize = live
+            .values()
+            .map(|(_, schema, dictionaries)| schema + dictionaries.values().sum::<usize>())
+            .sum();
+        let forwarded = decoder.forward(bar, &[&renames]).unwrap().unwrap();
+        // Batches settle one after another.
+        let placed = forwarder.place(&forwarded.outputs[0]);
+        assert_eq!(
+            decoder.state_memory(),
+            needed,
+            "batch {i}: the receiving side"
+        );
+        assert_eq!(forwarder.memory(), needed, "batch {i}: the sending side");
+        drop(placed);
+        // Kept whole, the messages sent so far would take many times that.
+        if i == bars.len() - 1 {
+            assert!(sent > 10 * needed, "{sent} bytes sent, {needed} needed");
+        }
+    }
+    // And what is forwarded still decodes to what was sent, output streams broken or not.
+    let first = OtapDecoder::new(Signal::Logs).decode(&bars[0]).unwrap();
+    check(
+        Signal::Logs,
+        &bars,
+        &renames_for(Signal::Logs, &first, "x"),
+        &[3, 20, 21],
+    );
+}

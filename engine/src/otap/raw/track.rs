@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use arrow::array::{Array, StringArray};
 
-use super::batch::{Forwarded, RawBatch, RawPayload};
+use super::batch::{Fallback, Forwarded, RawBatch, RawPayload};
 use super::ipc::{self, IpcMessage, MessageKind};
 use super::keys::{key_dictionary, read_strings, rename_message, renames_keep_distinct};
 use super::renames::KeyRenames;
@@ -36,6 +36,47 @@ impl Table {
     fn bytes(&self) -> usize {
         self.messages.iter().map(|m| m.bytes.len()).sum()
     }
+
+    /// Bytes of its dictionary messages that `messages` replace (a dictionary sent again
+    /// whole, not as a delta, makes every earlier message of it useless).
+    fn superseded_by(&self, messages: &[IpcMessage]) -> usize {
+        let replaced = replaced_dictionaries(messages);
+        self.messages
+            .iter()
+            .filter(
+                |m| matches!(m.kind, MessageKind::Dictionary { id, .. } if replaced.contains(&id)),
+            )
+            .map(|m| m.bytes.len())
+            .sum()
+    }
+
+    /// Takes `message` in, dropping the messages of a dictionary it replaces; the bytes
+    /// added and dropped.
+    fn push(&mut self, message: &IpcMessage) -> (usize, usize) {
+        let mut dropped = 0;
+        if let MessageKind::Dictionary { id, delta: false } = message.kind {
+            self.messages.retain(|m| match m.kind {
+                MessageKind::Dictionary { id: other, .. } if other == id => {
+                    dropped += m.bytes.len();
+                    false
+                }
+                _ => true,
+            });
+        }
+        self.messages.push(message.detached());
+        (message.bytes.len(), dropped)
+    }
+}
+
+/// The ids of the dictionaries `messages` send whole (not as deltas).
+fn replaced_dictionaries(messages: &[IpcMessage]) -> Vec<i64> {
+    messages
+        .iter()
+        .filter_map(|m| match m.kind {
+            MessageKind::Dictionary { id, delta: false } => Some(id),
+            _ => None,
+        })
+        .collect()
 }
 
 /// One payload read, not yet taken into the tracker.
@@ -99,8 +140,8 @@ impl Tracker {
             .map(|(table, t)| (table, t.schema_id, t.messages))
     }
 
-    /// Reads `bar` and makes one batch per output (`outputs`: each output's renames), or None
-    /// when the batch must be decoded instead (then nothing of it was taken in). Fails on a
+    /// Reads `bar` and makes one batch per output (`outputs`: each output's renames), or says
+    /// why the batch must be decoded instead (then nothing of it was taken in). Fails on a
     /// batch that is not valid OTAP framing.
     pub(crate) fn forward(
         &mut self,
@@ -108,7 +149,7 @@ impl Tracker {
         bar: &BatchArrowRecords,
         outputs: &[&KeyRenames],
         limits: &DecodeLimits,
-    ) -> Result<Option<Forwarded>> {
+    ) -> Result<std::result::Result<Forwarded, Fallback>> {
         let mut staged: Vec<Staged> = Vec::with_capacity(bar.arrow_payloads.len());
         let mut items = 0usize;
         for payload in &bar.arrow_payloads {
@@ -129,13 +170,17 @@ impl Tracker {
             }
             staged.push(s);
         }
-        let replaced: usize = staged
+        // What the tables keep once the batch is in: not the IPC streams it starts afresh,
+        // nor the dictionaries it sends whole again.
+        let dropped: usize = staged
             .iter()
-            .filter(|s| s.fresh)
-            .filter_map(|s| self.tables.get(&s.table))
-            .map(Table::bytes)
+            .filter_map(|s| Some((s, self.tables.get(&s.table)?)))
+            .map(|(s, table)| match s.fresh {
+                true => table.bytes(),
+                false => table.superseded_by(&s.messages),
+            })
             .sum();
-        let kept = self.bytes - replaced;
+        let kept = self.bytes - dropped;
         let added: usize = staged
             .iter()
             .flat_map(|s| &s.messages)
@@ -143,7 +188,11 @@ impl Tracker {
             .map(|m| m.bytes.len())
             .sum();
         if kept + added > self.limit {
-            return Ok(None);
+            return Ok(Err(Fallback::StateBound {
+                kept,
+                added,
+                limit: self.limit,
+            }));
         }
         let mut made: Vec<RawBatch> = Vec::with_capacity(outputs.len());
         for (n, renames) in outputs.iter().enumerate() {
@@ -152,8 +201,9 @@ impl Tracker {
                 made.push(copy);
                 continue;
             }
-            let Some(payloads) = self.outputs(&staged, renames)? else {
-                return Ok(None);
+            let payloads = match self.outputs(&staged, renames)? {
+                Ok(payloads) => payloads,
+                Err(fallback) => return Ok(Err(fallback)),
             };
             made.push(RawBatch {
                 signal,
@@ -162,7 +212,7 @@ impl Tracker {
             });
         }
         self.take(staged);
-        Ok(Some(Forwarded {
+        Ok(Ok(Forwarded {
             items,
             outputs: made,
             decoded: None,
@@ -256,9 +306,13 @@ impl Tracker {
         })
     }
 
-    /// The payloads for an output renaming `renames`, or None when a rename cannot be made on
-    /// the dictionaries alone.
-    fn outputs(&self, staged: &[Staged], renames: &KeyRenames) -> Result<Option<Vec<RawPayload>>> {
+    /// The payloads for an output renaming `renames`, or why a rename cannot be made on the
+    /// dictionaries alone.
+    fn outputs(
+        &self,
+        staged: &[Staged],
+        renames: &KeyRenames,
+    ) -> Result<std::result::Result<Vec<RawPayload>, Fallback>> {
         let mut payloads = Vec::with_capacity(staged.len());
         for s in staged {
             // Metric metadata is not sent on (the reference consumer rejects the table).
@@ -268,15 +322,18 @@ impl Tracker {
             let pairs = renames.of(s.table);
             let mut messages = s.messages.clone();
             if !pairs.is_empty() {
-                if s.key_dictionary.is_none() || s.null_keys {
-                    return Ok(None);
+                if s.key_dictionary.is_none() {
+                    return Ok(Err(Fallback::KeysNotDictionary(s.table)));
+                }
+                if s.null_keys {
+                    return Ok(Err(Fallback::NullKeys(s.table)));
                 }
                 // The dictionary only changes with this payload's messages: when it did not,
                 // the check made when it last did still holds.
                 if let Some(keys) = &s.keys
                     && !renames_keep_distinct(keys, pairs)
                 {
-                    return Ok(None);
+                    return Ok(Err(Fallback::RenameMergesKeys(s.table)));
                 }
                 for (i, values) in &s.key_messages {
                     let renamed =
@@ -298,7 +355,7 @@ impl Tracker {
                 messages,
             });
         }
-        Ok(Some(payloads))
+        Ok(Ok(payloads))
     }
 
     /// Takes the staged payloads' schema and dictionary messages in.
@@ -322,8 +379,8 @@ impl Tracker {
             };
             for m in &s.messages {
                 if !matches!(m.kind, MessageKind::Records { .. }) {
-                    self.bytes += m.bytes.len();
-                    table.messages.push(m.detached());
+                    let (added, dropped) = table.push(m);
+                    self.bytes = self.bytes + added - dropped;
                 }
             }
             if let Some(keys) = s.keys {

@@ -110,6 +110,8 @@ pub struct Telemetry {
     pub otap_streams_evicted: AtomicU64,
     /// OTAP batches forwarded as received, and decoded.
     pub otap_batches: [AtomicU64; 2],
+    /// Forwarded OTAP streams decoded from some batch on, by [`FALLBACK_REASONS`].
+    pub otap_fallbacks: [AtomicU64; FALLBACK_REASONS.len()],
     /// OTLP export requests received: spliced as received, decoded.
     pub otlp_requests: [AtomicU64; 2],
     /// Routed copies of forwarded OTAP batches whose pipelines may remove rows: forwarded
@@ -130,6 +132,17 @@ pub struct Telemetry {
     /// The consumer lag of KAFKA sources, by source.
     pub kafka_lag: BTreeMap<String, Arc<crate::gateway::base::kafka::ConsumerLag>>,
 }
+
+/// Why a forwarded OTAP stream is decoded from some batch on: the program was reloaded, a
+/// live query watches it, or the batch's own reason ([`penstock_engine::otap::raw::Fallback`]).
+pub const FALLBACK_REASONS: [&str; 6] = [
+    "reloaded",
+    "watched",
+    "state_bound",
+    "keys_not_dictionary",
+    "null_keys",
+    "rename_merges_keys",
+];
 
 impl Telemetry {
     /// Counters for the sources and sinks of `program` (pipeline counters live in
@@ -172,6 +185,7 @@ impl Telemetry {
             otap_streams_refused: AtomicU64::new(0),
             otap_streams_evicted: AtomicU64::new(0),
             otap_batches: [AtomicU64::new(0), AtomicU64::new(0)],
+            otap_fallbacks: Default::default(),
             otap_narrowed: [AtomicU64::new(0), AtomicU64::new(0)],
             otlp_requests: [AtomicU64::new(0), AtomicU64::new(0)],
         }
@@ -356,6 +370,17 @@ impl Telemetry {
                 count.load(Relaxed)
             );
         }
+        let _ = writeln!(
+            out,
+            "# HELP penstock_otap_fallbacks_total OTAP streams forwarded as received and then decoded from one batch on, by why\n# TYPE penstock_otap_fallbacks_total counter"
+        );
+        for (reason, count) in FALLBACK_REASONS.iter().zip(&self.otap_fallbacks) {
+            let _ = writeln!(
+                out,
+                "penstock_otap_fallbacks_total{{reason=\"{reason}\"}} {}",
+                count.load(Relaxed)
+            );
+        }
         for (name, help, count) in [
             (
                 "penstock_otap_streams_refused_total",
@@ -378,6 +403,17 @@ impl Telemetry {
             out,
             "# HELP penstock_connections_refused_total connections closed on arrival past a source's max_connections\n# TYPE penstock_connections_refused_total counter\npenstock_connections_refused_total {}",
             self.connections_refused.load(Relaxed)
+        );
+    }
+}
+
+#[cfg(test)]
+mod fallback_tests {
+    #[test]
+    fn the_fallback_reasons_name_the_engine_reasons_in_its_order() {
+        assert_eq!(
+            super::FALLBACK_REASONS[2..],
+            penstock_engine::otap::raw::Fallback::NAMES
         );
     }
 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 
-use penstock_engine::otap::raw::{Forwarder, KeyRenames};
+use penstock_engine::otap::raw::{Fallback, Forwarder, KeyRenames};
 use penstock_engine::otap::{DecodeLimits, OtapDecoder};
 use penstock_engine::proto::{BatchArrowRecords, BatchStatus, StatusCode};
 use penstock_engine::{OtapBatch, Signal};
@@ -27,6 +27,7 @@ use crate::gateway::base::delivery::{AsReceived, DeliveryError, ForwardedOtap};
 use crate::gateway::base::job::{DecodedBeside, ForwardedJob};
 use crate::gateway::base::running::Running;
 use crate::gateway::base::status::{Fault, Refusal};
+use crate::gateway::base::telemetry::FALLBACK_REASONS;
 use crate::gateway::sources::admission::{Admission, Admitted};
 use crate::gateway::sources::listener::SourceContext;
 use crate::gateway::sources::stream_slots::{Opener, Slot};
@@ -34,10 +35,10 @@ use crate::gateway::sources::stream_slots::{Opener, Slot};
 /// Batches of one stream in the pipelines at once.
 const IN_FLIGHT_PER_STREAM: usize = 32;
 
-/// The most schema and dictionary messages kept for a forwarded stream: a fresh output
-/// stream is sent them with its first batch, which must stay well within the 4 MiB a gRPC
-/// server receives by default.
-const MAX_FORWARDED_STATE: usize = 2 << 20;
+/// The most schema and dictionary bytes a forwarded stream may need (dictionaries sent whole
+/// again count only once): a fresh output stream is sent them with its first batch, which
+/// must stay within the 4 MiB a gRPC server receives by default.
+const MAX_FORWARDED_STATE: usize = 3 << 20;
 
 /// Numbers the OTAP streams of the process (sinks keep forwarded streams apart by it).
 static NEXT_STREAM: AtomicU64 = AtomicU64::new(0);
@@ -62,28 +63,65 @@ struct StreamForwarding {
     rows_removed: Arc<AtomicBool>,
 }
 
+/// Why a batch of a forwarded stream is decoded, and every batch of the stream after it.
+#[derive(Debug, Clone, Copy)]
+enum Declined {
+    /// The program was reloaded since the stream started.
+    Reloaded,
+    /// A live query watches the stream's batches.
+    Watched,
+    /// The batch itself (see [`Fallback`]).
+    Batch(Fallback),
+}
+
+impl Declined {
+    /// Its place in [`FALLBACK_REASONS`].
+    fn index(self) -> usize {
+        match self {
+            Declined::Reloaded => 0,
+            Declined::Watched => 1,
+            Declined::Batch(fallback) => 2 + fallback.index(),
+        }
+    }
+}
+
+impl std::fmt::Display for Declined {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Declined::Reloaded => f.write_str("the pipelines were reloaded"),
+            Declined::Watched => f.write_str("a live query watches the stream"),
+            Declined::Batch(fallback) => fallback.fmt(f),
+        }
+    }
+}
+
 impl StreamForwarding {
     /// Forwards `records` when the running program still lets this stream's batches through
-    /// and no query watches them; None to decode it instead.
+    /// and no query watches them; else why it is decoded instead.
     fn job(
         &mut self,
         decoder: &mut OtapDecoder,
         records: &BatchArrowRecords,
         context: &SourceContext,
-    ) -> Result<Option<ForwardedJob>, penstock_engine::Error> {
+    ) -> Result<Result<ForwardedJob, Declined>, penstock_engine::Error> {
         let running: Arc<Running> = Arc::clone(&context.worker.running.borrow());
         let signal = decoder.signal();
         let routes = running.forwarding.routes(context.index, signal);
         let Some(routes) = routes.filter(|_| running.generation == self.generation) else {
-            return Ok(None);
+            return Ok(Err(Declined::Reloaded));
         };
         if context.taps.watching() {
-            return Ok(None);
+            return Ok(Err(Declined::Watched));
         }
         let outputs: Vec<&KeyRenames> = routes.iter().map(|(_, r)| r).collect();
         decoder.decode_whole(self.rows_removed.load(Relaxed));
         let Some(forwarded) = decoder.forward(records, &outputs)? else {
-            return Ok(None);
+            let fallback = decoder.fallback().ok_or_else(|| {
+                penstock_engine::Error::LimitExceeded(
+                    "a forwarded batch declined without a reason".into(),
+                )
+            })?;
+            return Ok(Err(Declined::Batch(fallback)));
         };
         if self.forwarders.len() != routes.len() {
             self.forwarders = routes.iter().map(|_| Arc::default()).collect();
@@ -103,7 +141,7 @@ impl StreamForwarding {
             };
             outputs.push((sink.clone(), AsReceived::Otap(forwarded)));
         }
-        Ok(Some(ForwardedJob {
+        Ok(Ok(ForwardedJob {
             signal,
             items: forwarded.items,
             outputs,
@@ -125,12 +163,24 @@ fn read_batch(
     context: &SourceContext,
 ) -> Result<Work, BatchStatus> {
     let forwarded = match decoder.forwarding() {
-        true => forwarding.job(decoder, records, context),
+        true => forwarding.job(decoder, records, context).map(Some),
         false => Ok(None),
     };
     let outcome = match forwarded {
-        Ok(Some(job)) => Ok(Work::Forwarded(job)),
-        Ok(None) => {
+        Ok(Some(Ok(job))) => Ok(Work::Forwarded(job)),
+        Ok(declined) => {
+            if let Some(Err(why)) = declined {
+                context.telemetry.otap_fallbacks[why.index()].fetch_add(1, Relaxed);
+                tracing::debug!(
+                    source = %context.name,
+                    stream = forwarding.stream,
+                    batch = records.batch_id,
+                    reason = FALLBACK_REASONS[why.index()],
+                    "OTAP stream {} is decoded from batch {} on: {why}",
+                    forwarding.stream,
+                    records.batch_id
+                );
+            }
             // Decoded from now on: the sinks forget the stream once its batches settled.
             forwarding.forwarders.clear();
             decoder.decode(records).map(|b| Work::Decoded(Box::new(b)))

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# OTAP in, OTAP out, with the data the Collector's otelarrow exporter sends: Penstock beside the
+# OpenTelemetry Collector (otelarrow receiver, transform, otelarrow exporter) on one core each
+# (`--workers 1` / GOMAXPROCS=1), renaming one log attribute (`exception.type` to
+# `error.type`), into the reference otel-arrow consumer. The sender is the reference Go
+# producer (`otap-interop send`: github.com/open-telemetry/otel-arrow/go v0.50.0's
+# arrow_record producer, the one inside the otelarrow exporter, with its defaults: dictionary
+# deltas, IPC zstd; gRPC compression zstdarrow5 as the exporter's `zstd` level sends) on one
+# stream, LOGS logs (default 1,048,576, about 320 bytes each, made once by Penstock's
+# generator and kept in target/compare) in requests of 4096. Prints, per system and run:
+# CPU-seconds per million logs (from /proc, from start until the work was done), peak RSS
+# (VmHWM), and for Penstock the batches forwarded as received and decoded, and why streams
+# were decoded (penstock_otap_fallbacks_total).
+#
+# usage: [PENSTOCK_BIN=path] [RUNS=3] [LOGS=1048576] [SYSTEMS="penstock collector"]
+#        benches/compare/otap_reference.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+runs="${RUNS:-3}"
+logs="${LOGS:-1048576}"
+systems="${SYSTEMS:-penstock collector}"
+. benches/e2e/setup.sh
+benches/compare/build-collector.sh
+collector=benches/compare/bin/otelcol-penstock-bench
+(cd tests/interop-go && go build -o bin/otap-interop .)
+interop=tests/interop-go/bin/otap-interop
+. benches/compare/measure.sh
+. benches/compare/rename.sh
+
+# The requests, once: Penstock's generator into a grpc-go OTLP receiver that writes them out
+# (a signal byte and the request, length-prefixed), kept without the signal byte.
+frames="target/compare/otap-reference-logs-$logs.bin"
+if [ ! -s "$frames" ]; then
+  mkdir -p target/compare
+  cat > "$work/generate.sql" <<SQL
+CREATE SOURCE g FROM GENERATOR WITH (signal = 'logs', batch = 4096, records = $logs, rate = 0, seed = 7);
+CREATE SINK o TO OTLP WITH (endpoint = 'http://127.0.0.1:4418', compression = 'none', batch = 4096);
+CREATE PIPELINE p FROM g AS BEGIN INSERT INTO o SELECT * FROM logs; END;
+SQL
+  rm -f "$work/gen.in"; mkfifo "$work/gen.in"
+  "$interop" serve-otlp -listen 127.0.0.1:4418 < "$work/gen.in" > "$work/tagged.bin" 2> /dev/null &
+  gen_receiver=$!
+  exec 4> "$work/gen.in"
+  wait_port 4418
+  "$bin" run --workers 1 "$work/generate.sql" > "$work/generate.log" 2>&1
+  exec 4>&-
+  wait "$gen_receiver" 2>/dev/null || true
+  python3 - "$work/tagged.bin" "$frames" <<'PY'
+import struct, sys
+data = open(sys.argv[1], "rb").read()
+out, at = bytearray(), 0
+while at < len(data):
+    (n,) = struct.unpack_from("<I", data, at)
+    frame = data[at + 5 : at + 4 + n]
+    out += struct.pack("<I", len(frame)) + frame
+    at += 4 + n
+open(sys.argv[2], "wb").write(out)
+PY
+fi
+
+cat > "$work/penstock.sql" <<'SQL'
+CREATE SOURCE edge FROM GRPC WITH (listen = '127.0.0.1:4317');
+CREATE SINK backend TO OTAP WITH (endpoint = 'http://127.0.0.1:4418', compression = 'zstd');
+CREATE PIPELINE p FROM edge AS BEGIN
+  ALTER TABLE logs RENAME ATTRIBUTE 'exception.type' TO 'error.type';
+  INSERT INTO backend SELECT * FROM logs;
+END;
+SQL
+
+cat > "$work/collector.yaml" <<YAML
+receivers:
+  otelarrow: {protocols: {grpc: {endpoint: 127.0.0.1:4317}}}
+processors:
+$RENAME_PROCESSOR
+exporters:
+  otelarrow: {endpoint: 127.0.0.1:4418, tls: {insecure: true}, compression: zstd}
+service:
+  telemetry: {metrics: {level: none}}
+  pipelines:
+    logs: {receivers: [otelarrow], processors: [transform], exporters: [otelarrow]}
+YAML
+
+hz=$(getconf CLK_TCK)
+for run in $(seq 1 "$runs"); do
+  for system in $systems; do
+    RECEIVER=serve PENSTOCK_ARGS="--admin-listen 127.0.0.1:19090" \
+      METRICS_URL=$([ "$system" = penstock ] && echo http://127.0.0.1:19090/metrics) \
+      measure "$system" 1 \
+      sh -c "'$interop' send -signal logs -addr 127.0.0.1:4317 -compression zstdarrow5 < '$frames' | grep -c '\"code\":0'"
+    detail=""
+    if [ -s "$work/metrics.txt" ]; then
+      detail=$(awk '/^penstock_otap_batches_total/ || (/^penstock_otap_fallbacks_total/ && $2 > 0)' \
+        "$work/metrics.txt" | tr '\n' ' ')
+    fi
+    awk -v s="$system" -v r="$run" -v t="$ticks" -v hz="$hz" -v n="$logs" -v rss="$rss" \
+      -v ok="$(cat "$work/sent.txt")" -v d="$detail" 'BEGIN {
+        printf "%s run %d: %.3f CPU-s per million logs, peak RSS %.0f MB, %d batches acknowledged %s\n",
+          s, r, t / hz / (n / 1e6), rss / 1e6, ok, d }'
+  done
+done
