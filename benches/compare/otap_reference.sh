@@ -13,7 +13,9 @@
 # were decoded (penstock_otap_fallbacks_total).
 #
 # usage: [PENSTOCK_BIN=path] [RUNS=3] [LOGS=1048576] [SYSTEMS="penstock collector"]
-#        benches/compare/otap_reference.sh
+#        [SINK_COMPRESSION=zstd|none] benches/compare/otap_reference.sh
+#   (SINK_COMPRESSION: the gRPC compression of Penstock's OTAP sink, zstd as the Collector's
+#   exporter sends)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 runs="${RUNS:-3}"
@@ -28,7 +30,8 @@ interop=tests/interop-go/bin/otap-interop
 . benches/compare/rename.sh
 
 # The requests, once: Penstock's generator into a grpc-go OTLP receiver that writes them out
-# (a signal byte and the request, length-prefixed), kept without the signal byte.
+# (after a line saying where it listens: a signal byte and the request, length-prefixed),
+# kept without the signal byte.
 frames="target/compare/otap-reference-logs-$logs.bin"
 if [ ! -s "$frames" ]; then
   mkdir -p target/compare
@@ -48,7 +51,8 @@ SQL
   python3 - "$work/tagged.bin" "$frames" <<'PY'
 import struct, sys
 data = open(sys.argv[1], "rb").read()
-out, at = bytearray(), 0
+# After the receiver's "listening ADDR" line.
+out, at = bytearray(), data.index(b"\n") + 1
 while at < len(data):
     (n,) = struct.unpack_from("<I", data, at)
     frame = data[at + 5 : at + 4 + n]
@@ -58,9 +62,9 @@ open(sys.argv[2], "wb").write(out)
 PY
 fi
 
-cat > "$work/penstock.sql" <<'SQL'
+cat > "$work/penstock.sql" <<SQL
 CREATE SOURCE edge FROM GRPC WITH (listen = '127.0.0.1:4317');
-CREATE SINK backend TO OTAP WITH (endpoint = 'http://127.0.0.1:4418', compression = 'zstd');
+CREATE SINK backend TO OTAP WITH (endpoint = 'http://127.0.0.1:4418', compression = '${SINK_COMPRESSION:-zstd}');
 CREATE PIPELINE p FROM edge AS BEGIN
   ALTER TABLE logs RENAME ATTRIBUTE 'exception.type' TO 'error.type';
   INSERT INTO backend SELECT * FROM logs;

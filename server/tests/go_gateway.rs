@@ -392,6 +392,21 @@ fn send_logs_and_traces(
     (logs, traces)
 }
 
+/// The records of `logs` as they arrive when `exception.type` is renamed `error.type`.
+fn error_type_renamed(logs: &[ExportLogsServiceRequest]) -> Vec<String> {
+    let mut want: Vec<String> = Vec::new();
+    for request in logs {
+        let mut request = request.clone();
+        for rl in &mut request.resource_logs {
+            for record in rl.scope_logs.iter_mut().flat_map(|sl| &mut sl.log_records) {
+                rename_keys(&mut record.attributes, "exception.type", "error.type");
+            }
+        }
+        want.extend(equiv::logs(&request));
+    }
+    want
+}
+
 fn rename_keys(
     attributes: &mut [opentelemetry_proto::tonic::common::v1::KeyValue],
     from: &str,
@@ -504,17 +519,79 @@ fn a_long_stream_of_the_reference_producer_is_forwarded_whole() {
         .filter(|l| l.starts_with("penstock_otap_fallbacks_total{") && !l.ends_with(" 0"))
         .collect();
     assert!(fell_back.is_empty(), "{fell_back:?}");
-    let mut want: Vec<String> = Vec::new();
-    for request in &logs {
-        let mut request = request.clone();
-        for rl in &mut request.resource_logs {
-            for record in rl.scope_logs.iter_mut().flat_map(|sl| &mut sl.log_records) {
-                rename_keys(&mut record.attributes, "exception.type", "error.type");
-            }
+    receiver.assert_received([error_type_renamed(&logs), Vec::new(), Vec::new()]);
+}
+
+/// A live query watching a forwarded stream for a while has its batches decoded (a query sees
+/// decoded rows); once the query ends, the stream's next batches are forwarded as received
+/// again, on a new output stream that starts from the dictionaries the stream sent so far.
+/// The reference consumer gets every record, renamed, whichever way it went.
+#[test]
+fn forwarding_resumes_once_a_live_query_stops_watching() {
+    let Some(binary) = interop_binary() else {
+        return;
+    };
+    let dir = temp_dir("go-forward-resume");
+    let receiver = Receiver::start(&binary);
+    let program = relay_program(
+        &receiver,
+        "CREATE PIPELINE p FROM edge AS BEGIN
+           ALTER TABLE logs RENAME ATTRIBUTE 'exception.type' TO 'error.type';
+           INSERT INTO downstream SELECT * FROM logs;
+         END;",
+    );
+    let args = [
+        "--admin-listen",
+        "127.0.0.1:0",
+        "--query-listen",
+        "127.0.0.1:0",
+        "--recent-bytes",
+        "0",
+    ];
+    let relay = Gateway::start_with(&dir, "relay", &program, &args);
+    let query = format!("http://{}", common::flight::flight_address(&relay));
+    let mut data = DataGen::new(21);
+    let logs: Vec<ExportLogsServiceRequest> = (0..60).map(|_| data.logs(200)).collect();
+    let total = "penstock_otap_batches_total";
+    let watched = "penstock_otap_fallbacks_total";
+    let sent = block_on(async {
+        let mut stream = OtapLogsStream::open(&relay.url()).await;
+        let mut sent = 0;
+        for request in &logs[..3] {
+            assert_eq!(stream.send(request).await.status_code, 0);
+            sent += 1;
         }
-        want.extend(equiv::logs(&request));
-    }
-    receiver.assert_received([want, Vec::new(), Vec::new()]);
+        assert_eq!(labelled(&relay, total, "path=\"forwarded\""), 3.0);
+        // A live query of 2 s: batches sent meanwhile are decoded.
+        let mut watching = Command::new(env!("CARGO_BIN_EXE_penstock"))
+            .args(["query", "--endpoint", &query, "--for", "2s"])
+            .arg("SELECT count(*) AS n FROM logs")
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        while labelled(&relay, watched, "reason=\"watched\"") == 0.0 {
+            assert!(sent < 40, "no batch was decoded while the query watched");
+            assert_eq!(stream.send(&logs[sent]).await.status_code, 0);
+            sent += 1;
+        }
+        assert!(watching.wait().unwrap().success());
+        // The query ended: the next batches are forwarded again.
+        let forwarded = labelled(&relay, total, "path=\"forwarded\"");
+        for request in &logs[sent..sent + 5] {
+            assert_eq!(stream.send(request).await.status_code, 0);
+        }
+        assert_eq!(
+            labelled(&relay, total, "path=\"forwarded\""),
+            forwarded + 5.0
+        );
+        sent + 5
+    });
+    let decoded = labelled(&relay, total, "path=\"decoded\"");
+    assert!(
+        decoded >= 1.0 && decoded <= (sent - 8) as f64,
+        "{decoded} decoded of {sent}"
+    );
+    receiver.assert_received([error_type_renamed(&logs[..sent]), Vec::new(), Vec::new()]);
 }
 
 /// A pipeline that also deletes log records and spans still forwards the reference

@@ -10,10 +10,10 @@ use super::ids::{Strings, check_unique_ids, decode_ids_keeping_runs};
 use super::ipc_reader::{Deferred, IpcReader};
 use super::limits::DecodeLimits;
 use super::prescan::check_payload;
-use super::raw::batch::{Fallback, Forwarded};
+use super::raw::batch::{Fallback, Forwarded, RawBatch};
 use super::raw::decoded::DecodedAsSent;
 use super::raw::inflate::is_zstd;
-use super::raw::ipc::{MessageKind, split};
+use super::raw::ipc::{IpcMessage, MessageKind, split};
 use super::raw::narrow::rewritable;
 use super::raw::renames::KeyRenames;
 use super::raw::track::Tracker;
@@ -82,6 +82,10 @@ pub struct OtapDecoder {
     whole_next: bool,
     /// Why the last batch not forwarded had to be decoded.
     fallback: Option<Fallback>,
+    /// Whether the IPC streams hold everything the stream sent so far (not so after a batch
+    /// forwarded without being decoded: they are read again from the tracker when a batch
+    /// must be decoded).
+    in_step: bool,
 }
 
 /// The root table's columns that are always read: its ids, by which the rows a pipeline kept
@@ -104,6 +108,7 @@ impl OtapDecoder {
             decode_forwarded: None,
             whole_next: false,
             fallback: None,
+            in_step: true,
         }
     }
 
@@ -147,8 +152,9 @@ impl OtapDecoder {
 
     /// Forwards `bar` as received: one batch per output, each with that output's key renames
     /// applied to the key dictionaries (see [`crate::otap::raw`]). None when the batch must be
-    /// decoded instead: [`OtapDecoder::decode`] then takes it, and every batch after it (the
-    /// stream is decoded from then on). Fails on a batch that is not valid OTAP, like
+    /// decoded instead ([`OtapDecoder::fallback`] says why): [`OtapDecoder::decode`] then takes
+    /// it, and the batches after it may be forwarded again, each output's forwarding state
+    /// starting from [`OtapDecoder::seed`]. Fails on a batch that is not valid OTAP, like
     /// [`OtapDecoder::decode`].
     pub fn forward(
         &mut self,
@@ -177,6 +183,12 @@ impl OtapDecoder {
                 None
             }
         };
+        if forwarded.is_some() && self.decode_forwarded.is_none() {
+            // Not read into the IPC streams: they are read again from the tracker should a
+            // later batch need decoding.
+            self.streams.clear();
+            self.in_step = false;
+        }
         match (forwarded, self.decode_forwarded.take()) {
             (Some(mut forwarded), Some(reads)) => {
                 let decoded = match self.whole_next {
@@ -245,9 +257,55 @@ impl OtapDecoder {
         Ok(decoded)
     }
 
-    /// Stops forwarding: the messages forwarded so far are replayed into the decoder.
-    fn replay(&mut self, tracker: Tracker) -> Result<()> {
-        for (table, schema_id, messages) in tracker.into_replay() {
+    /// Per output, what its forwarding state starts from when forwarding resumes after
+    /// batches were decoded (see [`OtapDecoder::forward`]): a batch without records carrying
+    /// every table's schema and dictionaries so far, key renames applied. None when the
+    /// renames cannot be made ([`OtapDecoder::fallback`] says why) or nothing is forwarded.
+    pub fn seed(&mut self, outputs: &[&KeyRenames]) -> Result<Option<Vec<RawBatch>>> {
+        let Some(tracker) = self.tracker.as_ref() else {
+            return Ok(None);
+        };
+        let signal = self.signal;
+        let seeded = catch_unwind(AssertUnwindSafe(|| tracker.seed(signal, outputs)))
+            .unwrap_or_else(|_| {
+                Err(Error::LimitExceeded(
+                    "malformed Arrow IPC data in a forwarded stream".into(),
+                ))
+            })?;
+        Ok(match seeded {
+            Ok(seeds) => Some(seeds),
+            Err(fallback) => {
+                self.fallback = Some(fallback);
+                None
+            }
+        })
+    }
+
+    /// Stops forwarding for good: later batches are only decoded.
+    pub fn stop_forwarding(&mut self) -> Result<()> {
+        self.bring_in_step()?;
+        self.tracker = None;
+        Ok(())
+    }
+
+    /// Reads the IPC streams again from the tracker when batches were forwarded without being
+    /// read.
+    fn bring_in_step(&mut self) -> Result<()> {
+        if self.in_step {
+            return Ok(());
+        }
+        if let Some(tracker) = &self.tracker {
+            let messages = tracker.replay();
+            self.streams.clear();
+            self.replay(messages)?;
+        }
+        self.in_step = true;
+        Ok(())
+    }
+
+    /// Reads every table's schema and dictionary messages into a fresh IPC stream.
+    fn replay(&mut self, tables: Vec<(PayloadType, String, Vec<IpcMessage>)>) -> Result<()> {
+        for (table, schema_id, messages) in tables {
             let bad = |reason: String| Error::BadPayload {
                 payload_type: table,
                 schema_id: schema_id.clone(),
@@ -278,13 +336,11 @@ impl OtapDecoder {
         self.streams.values().map(|s| s.last_size).sum::<usize>() + tracked
     }
 
-    /// Decodes one batch. Ids come out plain (transport encodings removed).
+    /// Decodes one batch. Ids come out plain (transport encodings removed). On a stream whose
+    /// batches may be forwarded, the batch's schemas and dictionaries are taken in for that too:
+    /// the batches after it may be forwarded again.
     pub fn decode(&mut self, bar: &BatchArrowRecords) -> Result<OtapBatch> {
-        if let Some(tracker) = self.tracker.take()
-            && self.decode_forwarded.is_none()
-        {
-            self.replay(tracker)?;
-        }
+        self.bring_in_step()?;
         let mut batch = OtapBatch::new(self.signal);
         self.read_tables(bar, |table, records, strings| {
             let records = read(table, &records, None)?;
@@ -292,6 +348,14 @@ impl OtapDecoder {
             check_unique_ids(&plain, table)?;
             batch.set(table, plain)
         })?;
+        let (signal, limits) = (self.signal, self.limits);
+        if let Some(tracker) = self.tracker.as_mut() {
+            let absorbed = catch_unwind(AssertUnwindSafe(|| tracker.absorb(signal, bar, &limits)));
+            // A batch the decoder reads and the tracker cannot: forwarding ends here.
+            if !matches!(absorbed, Ok(Ok(()))) {
+                self.tracker = None;
+            }
+        }
         Ok(batch)
     }
 

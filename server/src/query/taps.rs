@@ -107,6 +107,11 @@ impl Taps {
         self.active(self.recent.capacity() > 0)
     }
 
+    /// Whether recent batches are kept (for `recent.*`): then every batch is watched.
+    pub fn keeps_recent(&self) -> bool {
+        self.recent.capacity() > 0
+    }
+
     /// `batch` entered through source number `index`.
     pub fn source(&self, index: usize, batch: &OtapBatch) {
         if let Some(name) = self.sources.get(index) {

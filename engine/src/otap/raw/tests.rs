@@ -131,15 +131,31 @@ fn check(signal: Signal, bars: &[BatchArrowRecords], renames: &KeyRenames, break
     let mut receiver = OtapDecoder::new(signal);
     let mut sent = Sent::default();
     let mut placed_before = None;
+    let mut seeded = true;
     for (i, bar) in bars.iter().enumerate() {
         let expected = meaning(&plain.decode(bar).unwrap(), renames);
-        let Some(forwarded) = forwarding.forward(bar, &[renames]).unwrap() else {
-            // Decoded from here on: what comes out is the decoded batch.
+        // After a batch was decoded instead, forwarding resumes on a new output stream whose
+        // forwarding state starts from what was sent so far, when the renames can be made.
+        if !seeded && let Some(seed) = forwarding.seed(&[renames]).unwrap() {
+            forwarder = Forwarder::default();
+            drop(forwarder.place(&seed[0]));
+            receiver = OtapDecoder::new(signal);
+            sent = Sent::default();
+            placed_before = None;
+            seeded = true;
+        }
+        let forwarded = match seeded {
+            true => forwarding.forward(bar, &[renames]).unwrap(),
+            false => None,
+        };
+        let Some(forwarded) = forwarded else {
+            // Decoded instead: what comes out is the decoded batch.
             let decoded = forwarding.decode(bar).unwrap();
             assert_eq!(
                 meaning(&decoded, &KeyRenames::default()).len(),
                 expected.len()
             );
+            seeded = false;
             continue;
         };
         let raw = &forwarded.outputs[0];
@@ -249,14 +265,19 @@ fn a_rename_onto_an_existing_key_falls_back_to_decoding() {
     let mut decoder = OtapDecoder::new(Signal::Logs);
     decoder.enable_forwarding(64 << 20);
     assert!(decoder.forward(&bars[0], &[&renames]).unwrap().is_none());
-    // The stream is decoded from then on, state intact.
+    assert!(matches!(
+        decoder.fallback(),
+        Some(super::Fallback::RenameMergesKeys(PayloadType::LogAttrs))
+    ));
+    // Decoded instead, state intact.
     let mut plain = OtapDecoder::new(Signal::Logs);
     for bar in &bars {
         let expected = meaning(&plain.decode(bar).unwrap(), &KeyRenames::default());
         let actual = meaning(&decoder.decode(bar).unwrap(), &KeyRenames::default());
         assert_eq!(expected, actual);
     }
-    assert!(!decoder.forwarding());
+    // A later batch whose renames could be made would be forwarded again.
+    assert!(decoder.forwarding());
 }
 
 #[test]
@@ -497,4 +518,47 @@ fn a_dictionary_sent_whole_again_is_kept_once_on_both_sides() {
         &renames_for(Signal::Logs, &first, "x"),
         &[3, 20, 21],
     );
+}
+
+#[test]
+fn batches_decoded_in_between_leave_the_next_ones_to_be_forwarded() {
+    // As when a live query watches the stream for a while: some batches are decoded instead
+    // of forwarded (each alone); forwarding resumes on a new output stream whose forwarding
+    // state starts from what the stream sent so far.
+    let sizes: Vec<usize> = (0..24).map(|i| 20 + 13 * i).collect();
+    let bars = stream(Signal::Logs, &requests(Signal::Logs, 4, &sizes));
+    let first = OtapDecoder::new(Signal::Logs).decode(&bars[0]).unwrap();
+    let renames = renames_for(Signal::Logs, &first, "x");
+    let mut plain = OtapDecoder::new(Signal::Logs);
+    let mut forwarding = OtapDecoder::new(Signal::Logs);
+    forwarding.enable_forwarding(64 << 20);
+    let mut forwarder: Option<Forwarder> = None;
+    let mut receiver = OtapDecoder::new(Signal::Logs);
+    let mut sent = Sent::default();
+    for (i, bar) in bars.iter().enumerate() {
+        let expected = meaning(&plain.decode(bar).unwrap(), &renames);
+        let actual = if [3, 4, 9, 15, 16, 17].contains(&i) {
+            forwarder = None;
+            meaning(&forwarding.decode(bar).unwrap(), &renames)
+        } else {
+            let forwarder = forwarder.get_or_insert_with(|| {
+                let seed = forwarding.seed(&[&renames]).unwrap().unwrap();
+                let mut fresh = Forwarder::default();
+                drop(fresh.place(&seed[0]));
+                receiver = OtapDecoder::new(Signal::Logs);
+                sent = Sent::default();
+                fresh
+            });
+            let forwarded = forwarding.forward(bar, &[&renames]).unwrap().unwrap();
+            let placed = forwarder.place(&forwarded.outputs[0]);
+            let frame = forwarder.frame(&forwarded.outputs[0], &placed, &mut sent, i as i64);
+            meaning(
+                &receiver.decode(&frame.unwrap()).unwrap(),
+                &KeyRenames::default(),
+            )
+        };
+        if let Some(diff) = equiv::first_difference(&expected, &actual) {
+            panic!("batch {i}: {diff}");
+        }
+    }
 }

@@ -103,6 +103,16 @@ pub(crate) struct Tracker {
     limit: usize,
 }
 
+/// The table of `payload`, one that `signal` has.
+fn table_of(signal: Signal, payload: &ArrowPayload) -> Result<PayloadType> {
+    PayloadType::from_wire(payload.r#type)
+        .filter(|t| signal.payload_types().contains(t))
+        .ok_or(Error::PayloadTypeNotAllowed {
+            payload_type: payload.r#type,
+            signal: signal.name(),
+        })
+}
+
 /// The tables whose rows are the items of a batch.
 fn counts_items(table: PayloadType) -> bool {
     matches!(
@@ -131,13 +141,79 @@ impl Tracker {
         self.bytes
     }
 
-    /// Per table: its IPC stream's id and the messages to replay into a fresh decoder.
-    pub(crate) fn into_replay(
-        self,
-    ) -> impl Iterator<Item = (PayloadType, String, Vec<IpcMessage>)> {
+    /// Per table: its IPC stream's id and the messages to replay into a fresh decoder (their
+    /// bytes are shared, not copied).
+    pub(crate) fn replay(&self) -> Vec<(PayloadType, String, Vec<IpcMessage>)> {
         self.tables
-            .into_iter()
-            .map(|(table, t)| (table, t.schema_id, t.messages))
+            .iter()
+            .map(|(table, t)| (*table, t.schema_id.clone(), t.messages.clone()))
+            .collect()
+    }
+
+    /// Takes in the schema and dictionary messages of a batch that was decoded instead of
+    /// forwarded, so that the batches after it may be forwarded again.
+    pub(crate) fn absorb(
+        &mut self,
+        signal: Signal,
+        bar: &BatchArrowRecords,
+        limits: &DecodeLimits,
+    ) -> Result<()> {
+        let mut staged = Vec::with_capacity(bar.arrow_payloads.len());
+        for payload in &bar.arrow_payloads {
+            let table = table_of(signal, payload)?;
+            staged.push(self.stage(table, payload, limits)?);
+        }
+        self.take(staged);
+        Ok(())
+    }
+
+    /// Per output, a batch without records that carries every table's schema and live
+    /// dictionaries (key dictionaries renamed as the output says): where the output's
+    /// forwarding state starts when forwarding resumes mid-stream. Or why a rename cannot be
+    /// made on the dictionaries.
+    pub(crate) fn seed(
+        &self,
+        signal: Signal,
+        outputs: &[&KeyRenames],
+    ) -> Result<std::result::Result<Vec<RawBatch>, Fallback>> {
+        let mut staged = Vec::with_capacity(self.tables.len());
+        for (table, t) in &self.tables {
+            let mut key_messages = Vec::new();
+            for (i, message) in t.messages.iter().enumerate() {
+                if let MessageKind::Dictionary { id, .. } = message.kind
+                    && Some(id) == t.key_dictionary
+                {
+                    let values = read_strings(message).map_err(|reason| Error::BadPayload {
+                        payload_type: *table,
+                        schema_id: t.schema_id.clone(),
+                        reason,
+                    })?;
+                    key_messages.push((i, values));
+                }
+            }
+            staged.push(Staged {
+                table: *table,
+                schema_id: t.schema_id.clone(),
+                messages: t.messages.clone(),
+                fresh: true,
+                key_dictionary: t.key_dictionary,
+                keys: Some(t.keys.clone()),
+                key_messages,
+                null_keys: t.null_keys,
+            });
+        }
+        let mut seeds = Vec::with_capacity(outputs.len());
+        for renames in outputs {
+            match self.outputs(&staged, renames)? {
+                Ok(payloads) => seeds.push(RawBatch {
+                    signal,
+                    items: 0,
+                    payloads,
+                }),
+                Err(fallback) => return Ok(Err(fallback)),
+            }
+        }
+        Ok(Ok(seeds))
     }
 
     /// Reads `bar` and makes one batch per output (`outputs`: each output's renames), or says
@@ -153,12 +229,7 @@ impl Tracker {
         let mut staged: Vec<Staged> = Vec::with_capacity(bar.arrow_payloads.len());
         let mut items = 0usize;
         for payload in &bar.arrow_payloads {
-            let table = PayloadType::from_wire(payload.r#type)
-                .filter(|t| signal.payload_types().contains(t))
-                .ok_or(Error::PayloadTypeNotAllowed {
-                    payload_type: payload.r#type,
-                    signal: signal.name(),
-                })?;
+            let table = table_of(signal, payload)?;
             if staged.iter().any(|s| s.table == table) {
                 return Err(Error::DuplicatePayload(table));
             }

@@ -110,7 +110,7 @@ pub struct Telemetry {
     pub otap_streams_evicted: AtomicU64,
     /// OTAP batches forwarded as received, and decoded.
     pub otap_batches: [AtomicU64; 2],
-    /// Forwarded OTAP streams decoded from some batch on, by [`FALLBACK_REASONS`].
+    /// Batches of forwarded OTAP streams decoded instead, by [`FALLBACK_REASONS`].
     pub otap_fallbacks: [AtomicU64; FALLBACK_REASONS.len()],
     /// OTLP export requests received: spliced as received, decoded.
     pub otlp_requests: [AtomicU64; 2],
@@ -133,8 +133,8 @@ pub struct Telemetry {
     pub kafka_lag: BTreeMap<String, Arc<crate::gateway::base::kafka::ConsumerLag>>,
 }
 
-/// Why a forwarded OTAP stream is decoded from some batch on: the program was reloaded, a
-/// live query watches it, or the batch's own reason ([`penstock_engine::otap::raw::Fallback`]).
+/// Why a batch of a forwarded OTAP stream is decoded instead: the program was reloaded (the
+/// stream is decoded from then on), a live query watches it, or the batch's own reason ([`penstock_engine::otap::raw::Fallback`]).
 pub const FALLBACK_REASONS: [&str; 6] = [
     "reloaded",
     "watched",
@@ -372,7 +372,7 @@ impl Telemetry {
         }
         let _ = writeln!(
             out,
-            "# HELP penstock_otap_fallbacks_total OTAP streams forwarded as received and then decoded from one batch on, by why\n# TYPE penstock_otap_fallbacks_total counter"
+            "# HELP penstock_otap_fallbacks_total batches of OTAP streams forwarded as received that were decoded instead, by why\n# TYPE penstock_otap_fallbacks_total counter"
         );
         for (reason, count) in FALLBACK_REASONS.iter().zip(&self.otap_fallbacks) {
             let _ = writeln!(

@@ -108,23 +108,44 @@ impl StreamForwarding {
         let signal = decoder.signal();
         let routes = running.forwarding.routes(context.index, signal);
         let Some(routes) = routes.filter(|_| running.generation == self.generation) else {
+            // The routes the stream's forwarding state was made for are gone.
+            decoder.stop_forwarding()?;
             return Ok(Err(Declined::Reloaded));
         };
         if context.taps.watching() {
             return Ok(Err(Declined::Watched));
         }
         let outputs: Vec<&KeyRenames> = routes.iter().map(|(_, r)| r).collect();
-        decoder.decode_whole(self.rows_removed.load(Relaxed));
-        let Some(forwarded) = decoder.forward(records, &outputs)? else {
-            let fallback = decoder.fallback().ok_or_else(|| {
+        let why = |decoder: &OtapDecoder| {
+            decoder.fallback().map(Declined::Batch).ok_or_else(|| {
                 penstock_engine::Error::LimitExceeded(
                     "a forwarded batch declined without a reason".into(),
                 )
-            })?;
-            return Ok(Err(Declined::Batch(fallback)));
+            })
         };
-        if self.forwarders.len() != routes.len() {
-            self.forwarders = routes.iter().map(|_| Arc::default()).collect();
+        // Starting, or resuming after batches were decoded: each route's forwarding state
+        // starts from what the stream sent so far, as a new stream for the sinks.
+        let seeds = match self.forwarders.len() == routes.len() {
+            true => None,
+            false => match decoder.seed(&outputs)? {
+                Some(seeds) => Some(seeds),
+                None => return Ok(Err(why(decoder)?)),
+            },
+        };
+        decoder.decode_whole(self.rows_removed.load(Relaxed));
+        let Some(forwarded) = decoder.forward(records, &outputs)? else {
+            return Ok(Err(why(decoder)?));
+        };
+        if let Some(seeds) = seeds {
+            self.stream = NEXT_STREAM.fetch_add(1, Relaxed);
+            self.forwarders = seeds
+                .iter()
+                .map(|seed| {
+                    let mut forwarder = Forwarder::default();
+                    drop(forwarder.place(seed));
+                    Arc::new(std::sync::Mutex::new(forwarder))
+                })
+                .collect();
         }
         let mut outputs = Vec::with_capacity(routes.len());
         for (route, ((sink, _), batch)) in routes.iter().zip(forwarded.outputs).enumerate() {
@@ -176,12 +197,13 @@ fn read_batch(
                     stream = forwarding.stream,
                     batch = records.batch_id,
                     reason = FALLBACK_REASONS[why.index()],
-                    "OTAP stream {} is decoded from batch {} on: {why}",
+                    "OTAP stream {}: batch {} is decoded, not forwarded: {why}",
                     forwarding.stream,
                     records.batch_id
                 );
             }
-            // Decoded from now on: the sinks forget the stream once its batches settled.
+            // The sinks forget the stream once its batches settled; should a later batch be
+            // forwarded, it starts a new one.
             forwarding.forwarders.clear();
             decoder.decode(records).map(|b| Work::Decoded(Box::new(b)))
         }
@@ -453,7 +475,8 @@ impl Served {
             let running = context.worker.running.borrow();
             let forwarding = &running.forwarding;
             (
-                forwarding.routes(context.index, signal).is_some(),
+                // Batches kept for `recent.*` are decoded ones: none is forwarded.
+                forwarding.routes(context.index, signal).is_some() && !context.taps.keeps_recent(),
                 forwarding.narrowing(context.index, signal).cloned(),
             )
         };
