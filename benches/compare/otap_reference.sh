@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # OTAP in, OTAP out, with the data the Collector's otelarrow exporter sends: Penstock beside the
 # OpenTelemetry Collector (otelarrow receiver, transform, otelarrow exporter) on one core each
-# (`--workers 1` / GOMAXPROCS=1), renaming one log attribute (`exception.type` to
-# `error.type`), into the reference otel-arrow consumer. The sender is the reference Go
+# (`--workers 1` / GOMAXPROCS=1), running PIPELINE (default `rename`: `exception.type` to
+# `error.type`; `full`: four renames and a delete of the logs below INFO; see pipelines.sh),
+# into the reference otel-arrow consumer. The sender is the reference Go
 # producer (`otap-interop send`: github.com/open-telemetry/otel-arrow/go v0.50.0's
 # arrow_record producer, the one inside the otelarrow exporter, with its defaults: dictionary
 # deltas, IPC zstd; gRPC compression zstdarrow5 as the exporter's `zstd` level sends) on one
@@ -13,7 +14,7 @@
 # were decoded (penstock_otap_fallbacks_total).
 #
 # usage: [PENSTOCK_BIN=path] [RUNS=3] [LOGS=1048576] [SYSTEMS="penstock collector"]
-#        [SINK_COMPRESSION=zstd|none] benches/compare/otap_reference.sh
+#        [PIPELINE=rename|full|...] [SINK_COMPRESSION=zstd|none] benches/compare/otap_reference.sh
 #   (SINK_COMPRESSION: the gRPC compression of Penstock's OTAP sink, zstd as the Collector's
 #   exporter sends)
 set -euo pipefail
@@ -21,13 +22,14 @@ cd "$(dirname "$0")/../.."
 runs="${RUNS:-3}"
 logs="${LOGS:-1048576}"
 systems="${SYSTEMS:-penstock collector}"
+pipeline="${PIPELINE:-rename}"
 . benches/e2e/setup.sh
 benches/compare/build-collector.sh
 collector=benches/compare/bin/otelcol-penstock-bench
 (cd tests/interop-go && go build -o bin/otap-interop .)
 interop=tests/interop-go/bin/otap-interop
 . benches/compare/measure.sh
-. benches/compare/rename.sh
+. benches/compare/pipelines.sh
 
 # The requests, once: Penstock's generator into a grpc-go OTLP receiver that writes them out
 # (after a line saying where it listens: a signal byte and the request, length-prefixed),
@@ -66,7 +68,7 @@ cat > "$work/penstock.sql" <<SQL
 CREATE SOURCE edge FROM GRPC WITH (listen = '127.0.0.1:4317');
 CREATE SINK backend TO OTAP WITH (endpoint = 'http://127.0.0.1:4418', compression = '${SINK_COMPRESSION:-zstd}');
 CREATE PIPELINE p FROM edge AS BEGIN
-  ALTER TABLE logs RENAME ATTRIBUTE 'exception.type' TO 'error.type';
+$(penstock_statements "$pipeline")
   INSERT INTO backend SELECT * FROM logs;
 END;
 SQL
@@ -75,13 +77,14 @@ cat > "$work/collector.yaml" <<YAML
 receivers:
   otelarrow: {protocols: {grpc: {endpoint: 127.0.0.1:4317}}}
 processors:
-$RENAME_PROCESSOR
+$(collector_processors "$pipeline")
+  batch: {}
 exporters:
   otelarrow: {endpoint: 127.0.0.1:4418, tls: {insecure: true}, compression: zstd}
 service:
   telemetry: {metrics: {level: none}}
   pipelines:
-    logs: {receivers: [otelarrow], processors: [transform], exporters: [otelarrow]}
+    logs: {receivers: [otelarrow], processors: [$(collector_chain "$pipeline")], exporters: [otelarrow]}
 YAML
 
 hz=$(getconf CLK_TCK)
