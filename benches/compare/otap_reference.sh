@@ -78,13 +78,12 @@ receivers:
   otelarrow: {protocols: {grpc: {endpoint: 127.0.0.1:4317}}}
 processors:
 $(collector_processors "$pipeline")
-  batch: {}
 exporters:
   otelarrow: {endpoint: 127.0.0.1:4418, tls: {insecure: true}, compression: zstd}
 service:
   telemetry: {metrics: {level: none}}
   pipelines:
-    logs: {receivers: [otelarrow], processors: [$(collector_chain "$pipeline")], exporters: [otelarrow]}
+    logs: {receivers: [otelarrow], processors: [$(collector_chain "$pipeline" | sed 's/,* *batch$//')], exporters: [otelarrow]}
 YAML
 
 hz=$(getconf CLK_TCK)
@@ -93,7 +92,8 @@ for run in $(seq 1 "$runs"); do
     RECEIVER=serve PENSTOCK_ARGS="--admin-listen 127.0.0.1:19090" \
       METRICS_URL=$([ "$system" = penstock ] && echo http://127.0.0.1:19090/metrics) \
       measure "$system" 1 \
-      sh -c "'$interop' send -signal logs -addr 127.0.0.1:4317 -compression zstdarrow5 < '$frames' | grep -c '\"code\":0'"
+      sh -c "'$interop' send -signal logs -addr 127.0.0.1:4317 -compression zstdarrow5 \
+        -timeout 600s < '$frames' | grep -c '\"code\":0'"
     detail=""
     if [ -s "$work/metrics.txt" ]; then
       detail=$(awk '/^penstock_otap_batches_total/ || (/^penstock_otap_fallbacks_total/ && $2 > 0)' \

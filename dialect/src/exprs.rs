@@ -132,6 +132,49 @@ fn attr_access(expr: &Expr) -> Result<Option<AttrAccess>, Located> {
     }
 }
 
+/// `body['k']` (a log body read by key, as JSON: a map body is read as JSON text, see the
+/// pipeline's view), as `body ->> 'k'`; `body['a']['b']` as `body -> 'a' ->> 'b'`. Keys are
+/// string literals, indexes of arrays integer literals. None for anything else.
+fn body_access(expr: &Expr) -> Result<Option<Expr>, Located> {
+    let Expr::CompoundFieldAccess { root, access_chain } = expr else {
+        return Ok(None);
+    };
+    let path: Vec<String> = match root.as_ref() {
+        Expr::Identifier(i) => vec![lower(i)],
+        Expr::CompoundIdentifier(parts) => parts.iter().map(lower).collect(),
+        _ => return Ok(None),
+    };
+    if !matches!(path.as_slice(), [b] if b == "body")
+        && !matches!(path.as_slice(), [t, b] if t == "logs" && b == "body")
+    {
+        return Ok(None);
+    }
+    let mut read = root.as_ref().clone();
+    for (n, access) in access_chain.iter().enumerate() {
+        let AccessExpr::Subscript(Subscript::Index { index }) = access else {
+            return Err(Located::at(expr.span(), "a body is read as body['key']"));
+        };
+        let literal = matches!(index, Expr::Value(v)
+            if matches!(v.value, Value::SingleQuotedString(_) | Value::Number(..)));
+        if !literal {
+            return Err(Located::at(
+                index.span(),
+                "body keys are 'string' literals (and array indexes integers)",
+            ));
+        }
+        let op = match n + 1 == access_chain.len() {
+            true => BinaryOperator::LongArrow,
+            false => BinaryOperator::Arrow,
+        };
+        read = Expr::BinaryOp {
+            left: Box::new(read),
+            op,
+            right: Box::new(index.clone()),
+        };
+    }
+    Ok(Some(Expr::Nested(Box::new(read))))
+}
+
 /// The attribute type a literal compares as.
 fn literal_type(expr: &Expr) -> Option<AttrType> {
     match expr {
@@ -313,6 +356,10 @@ impl Resolver<'_> {
                 self.typed_attr(inner, ty)?;
             }
             Expr::CompoundFieldAccess { .. } => {
+                if let Some(read) = body_access(expr)? {
+                    *expr = read;
+                    return Ok(());
+                }
                 if let Some(AttrAccess { scope, key }) = attr_access(expr)? {
                     *expr = self.column(ColumnRef::Attr {
                         scope,

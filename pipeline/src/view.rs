@@ -233,7 +233,11 @@ fn body_text(body: &ArrayRef) -> Result<ArrayRef> {
             if body.is_null(i) {
                 return None;
             }
-            match view.scalar(i)? {
+            let Some(scalar) = view.scalar(i) else {
+                // A map or an array reads as JSON text (`body['key']` reads into it).
+                return view.json(i);
+            };
+            match scalar {
                 Scalar::Str(s) => Some(s.to_string()),
                 Scalar::Int(v) => Some(v.to_string()),
                 Scalar::Double(v) => Some(v.to_string()),

@@ -244,6 +244,19 @@ impl<'a> Cbor<'a> {
         })
     }
 
+    /// Whether a container with `remaining` entries left (None: indefinite, up to a break)
+    /// has another; counts it.
+    fn next_entry(&mut self, remaining: &mut Option<u64>) -> Result<bool> {
+        Ok(match remaining {
+            Some(0) => false,
+            Some(n) => {
+                *n -= 1;
+                true
+            }
+            None => !self.at_break()?,
+        })
+    }
+
     /// Whether the next byte ends an indefinite container (and consumes it).
     fn at_break(&mut self) -> Result<bool> {
         match self.data.get(self.pos) {
@@ -277,13 +290,7 @@ impl<'a> Cbor<'a> {
             Item::Array(len) => {
                 let list = w.begin(5);
                 let mut remaining = len;
-                loop {
-                    match remaining {
-                        Some(0) => break,
-                        Some(ref mut n) => *n -= 1,
-                        None if self.at_break()? => break,
-                        None => {}
-                    }
+                while self.next_entry(&mut remaining)? {
                     let value = w.begin(1);
                     self.any_value(w, depth + 1)?;
                     w.end(value);
@@ -293,13 +300,7 @@ impl<'a> Cbor<'a> {
             Item::Map(len) => {
                 let list = w.begin(6);
                 let mut remaining = len;
-                loop {
-                    match remaining {
-                        Some(0) => break,
-                        Some(ref mut n) => *n -= 1,
-                        None if self.at_break()? => break,
-                        None => {}
-                    }
+                while self.next_entry(&mut remaining)? {
                     let Item::Text(key) = self.item()? else {
                         return err("map key is not a text string");
                     };
@@ -316,6 +317,83 @@ impl<'a> Cbor<'a> {
         }
         Ok(())
     }
+}
+
+impl Cbor<'_> {
+    /// Reads one item and writes it as JSON: maps as objects, arrays as arrays, byte strings
+    /// as hex text, empty values as `null`, floats that JSON cannot hold (NaN, infinities) as
+    /// `null`.
+    fn json(&mut self, out: &mut String, depth: usize) -> Result<()> {
+        use std::fmt::Write;
+        check_depth(depth)?;
+        match self.item()? {
+            Item::Null => out.push_str("null"),
+            Item::Bool(b) => out.push_str(if b { "true" } else { "false" }),
+            Item::Uint(u) => {
+                let _ = write!(out, "{u}");
+            }
+            Item::Neg(n) => {
+                let _ = write!(out, "{}", -1 - i128::from(n));
+            }
+            Item::Float(d) if d.is_finite() => {
+                let _ = write!(
+                    out,
+                    "{}",
+                    serde_json::Number::from_f64(d)
+                        .map_or_else(|| "null".to_string(), |n| n.to_string())
+                );
+            }
+            Item::Float(_) => out.push_str("null"),
+            Item::Text(text) => out.push_str(&serde_json::Value::from(text.as_ref()).to_string()),
+            Item::Bytes(b) => {
+                out.push('"');
+                out.push_str(&hex::encode(b.as_ref()));
+                out.push('"');
+            }
+            Item::Array(len) => {
+                out.push('[');
+                let mut remaining = len;
+                let mut first = true;
+                while self.next_entry(&mut remaining)? {
+                    if !std::mem::take(&mut first) {
+                        out.push(',');
+                    }
+                    self.json(out, depth + 1)?;
+                }
+                out.push(']');
+            }
+            Item::Map(len) => {
+                out.push('{');
+                let mut remaining = len;
+                let mut first = true;
+                while self.next_entry(&mut remaining)? {
+                    let Item::Text(key) = self.item()? else {
+                        return err("map key is not a text string");
+                    };
+                    if !std::mem::take(&mut first) {
+                        out.push(',');
+                    }
+                    out.push_str(&serde_json::Value::from(key.as_ref()).to_string());
+                    out.push(':');
+                    self.json(out, depth + 1)?;
+                }
+                out.push('}');
+            }
+            Item::Break => return err("unexpected break"),
+        }
+        Ok(())
+    }
+}
+
+/// The CBOR item in `data` (a map or array value of a `ser` column) as JSON text.
+pub(crate) fn to_json(data: &[u8]) -> Result<String> {
+    let mut c = Cbor { data, pos: 0 };
+    let mut out = String::with_capacity(data.len() * 2);
+    c.json(&mut out, 0)?;
+    if c.pos != data.len() {
+        return err("trailing bytes after the value");
+    }
+    Ok(out)
 }
 
 fn write_int(w: &mut Writer, i: i64) {
@@ -351,6 +429,23 @@ mod tests {
         let mut w = Writer::default();
         to_any_value(&cbor, &mut w).unwrap();
         w.into_bytes()
+    }
+
+    #[test]
+    fn maps_and_arrays_read_as_json() {
+        // {"user": {"id": 42, "tags": ["a", true, -3, 1.5, null]}, "raw": h'0a0b'}
+        let cbor = [
+            0xbf, 0x64, b'u', b's', b'e', b'r', 0xa2, 0x62, b'i', b'd', 0x18, 42, 0x64, b't', b'a',
+            b'g', b's', 0x85, 0x61, b'a', 0xf5, 0x22, 0xf9, 0x3e, 0x00, 0xf6, 0x63, b'r', b'a',
+            b'w', 0x42, 0x0a, 0x0b, 0xff,
+        ];
+        assert_eq!(
+            to_json(&cbor).unwrap(),
+            r#"{"user":{"id":42,"tags":["a",true,-3,1.5,null]},"raw":"0a0b"}"#
+        );
+        let quoted = [0x81, 0x63, b'"', b'\\', b'\n'];
+        assert_eq!(to_json(&quoted).unwrap(), r#"["\"\\\n"]"#);
+        assert!(to_json(&[0xbf, 0x61]).is_err());
     }
 
     #[test]

@@ -189,6 +189,22 @@ impl ValueView<'_> {
         }
     }
 
+    /// Row `i` as JSON text when it is a map or an array (None otherwise, or when its bytes
+    /// do not read).
+    pub fn json(&self, i: usize) -> Option<String> {
+        match self.value_type(i) {
+            value_type::MAP => Some(match self.ser.get(i) {
+                Some(data) => cbor::to_json(data).ok()?,
+                None => "{}".to_string(),
+            }),
+            value_type::SLICE => Some(match self.ser.get(i) {
+                Some(data) => cbor::to_json(data).ok()?,
+                None => "[]".to_string(),
+            }),
+            _ => None,
+        }
+    }
+
     /// The scalar value of row `i` (None for empty, map, slice, or a null active column).
     #[inline]
     pub fn scalar(&self, i: usize) -> Option<Scalar<'_>> {

@@ -185,9 +185,10 @@ fn upsert_column(table: &RecordBatch, name: &str, column: ArrayRef) -> Result<Re
         .map_err(arrow_err("adding a column"))
 }
 
-/// Sets a log body to text values where `mask` is true. A map, list or bytes body reads as
-/// NULL, so a NULL value leaves such a body as it is (an expression over `body` must not erase
-/// what it could not read).
+/// Sets a log body to text values where `mask` is true. A map or list body reads as its JSON
+/// text and a bytes body as hex: such a body is left as it is when the value is NULL or the
+/// text it reads as (an expression that changed nothing must not flatten it), and replaced by
+/// the text otherwise (a redaction inside it takes effect).
 fn set_body(table: &RecordBatch, mask: &BooleanArray, values: &ArrayRef) -> Result<RecordBatch> {
     let len = table.num_rows();
     let text = cast(values, &DataType::Utf8).map_err(arrow_err("converting a body"))?;
@@ -245,14 +246,24 @@ fn keep_unreadable_bodies(
     };
     let types = cast(&plain(types)?, &DataType::UInt8).map_err(arrow_err("reading a body"))?;
     let types = types.as_primitive::<arrow::datatypes::UInt8Type>();
+    let view = penstock_engine::value::ValueView::of_struct(body, PayloadType::Logs)?;
+    let text = text.as_string::<i32>();
+    // What a structured body reads as (see the view): a map or array its JSON text, bytes
+    // their hex.
+    let read = |i: usize| match view.scalar(i) {
+        Some(penstock_engine::value::Scalar::Bytes(b)) => Some(hex::encode(b)),
+        _ => view.json(i),
+    };
     Ok((0..mask.len())
         .map(|i| {
-            let unreadable = types.is_valid(i)
+            let structured = types.is_valid(i)
                 && matches!(
                     types.value(i),
                     value_type::MAP | value_type::SLICE | value_type::BYTES
                 );
-            Some(mask.value(i) && mask.is_valid(i) && !(unreadable && text.is_null(i)))
+            let unchanged = structured
+                && (text.is_null(i) || read(i).is_some_and(|before| before == text.value(i)));
+            Some(mask.value(i) && mask.is_valid(i) && !unchanged)
         })
         .collect())
 }
