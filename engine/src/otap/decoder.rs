@@ -351,8 +351,9 @@ impl OtapDecoder {
         let (signal, limits) = (self.signal, self.limits);
         if let Some(tracker) = self.tracker.as_mut() {
             let absorbed = catch_unwind(AssertUnwindSafe(|| tracker.absorb(signal, bar, &limits)));
-            // A batch the decoder reads and the tracker cannot: forwarding ends here.
-            if !matches!(absorbed, Ok(Ok(()))) {
+            // A batch the decoder reads and the tracker cannot, or a stream that needs more
+            // than a forwarded one may: forwarding ends here (the IPC streams are in step).
+            if !matches!(absorbed, Ok(Ok(()))) || tracker.over_bound() {
                 self.tracker = None;
             }
         }

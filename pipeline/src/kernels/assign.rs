@@ -186,9 +186,10 @@ fn upsert_column(table: &RecordBatch, name: &str, column: ArrayRef) -> Result<Re
 }
 
 /// Sets a log body to text values where `mask` is true. A map or list body reads as its JSON
-/// text and a bytes body as hex: such a body is left as it is when the value is NULL or the
-/// text it reads as (an expression that changed nothing must not flatten it), and replaced by
-/// the text otherwise (a redaction inside it takes effect).
+/// text and a bytes body as hex: such a body is left as it is when the value is the text it
+/// reads as (an expression that changed nothing must not flatten it), and replaced otherwise
+/// (a redaction inside it takes effect, a NULL empties it); one that cannot be read (its bytes
+/// do not decode) is left as it is by a NULL.
 fn set_body(table: &RecordBatch, mask: &BooleanArray, values: &ArrayRef) -> Result<RecordBatch> {
     let len = table.num_rows();
     let text = cast(values, &DataType::Utf8).map_err(arrow_err("converting a body"))?;
@@ -261,9 +262,17 @@ fn keep_unreadable_bodies(
                     types.value(i),
                     value_type::MAP | value_type::SLICE | value_type::BYTES
                 );
-            let unchanged = structured
-                && (text.is_null(i) || read(i).is_some_and(|before| before == text.value(i)));
-            Some(mask.value(i) && mask.is_valid(i) && !unchanged)
+            let chosen = mask.value(i) && mask.is_valid(i);
+            if !chosen || !structured {
+                return Some(chosen);
+            }
+            // Kept: a body whose text did not change, or one that cannot be read and gets NULL.
+            let unchanged = match (read(i), text.is_null(i)) {
+                (Some(before), false) => before == text.value(i),
+                (None, null) => null,
+                (Some(_), true) => false,
+            };
+            Some(!unchanged)
         })
         .collect())
 }

@@ -132,7 +132,14 @@ async fn start_operations(
         let sources = crate::query::Sources {
             taps: Arc::clone(&services.taps),
             streams,
-            sinks: program.sinks.iter().map(|s| s.name.clone()).collect(),
+            // A sink named as a source is read with it (both under that name): not by scope
+            // `sinks`, which must not see the data before the pipelines.
+            sinks: program
+                .sinks
+                .iter()
+                .filter(|sink| !program.sources.iter().any(|s| s.name == sink.name))
+                .map(|s| s.name.clone())
+                .collect(),
             telemetry: Arc::clone(&services.telemetry),
             running: running.clone(),
         };

@@ -182,10 +182,7 @@ impl Principals {
         let mut scopes: HashMap<String, Scope> = HashMap::new();
         for (index, line) in text.lines().enumerate() {
             let number = index + 1;
-            let line = line
-                .split_once('#')
-                .map_or(line, |(before, _)| before)
-                .trim();
+            let line = without_comment(line).trim();
             if line.is_empty() {
                 continue;
             }
@@ -262,11 +259,24 @@ impl Principals {
         self.tokens.get(&digest(token))
     }
 
-    /// The principal of a client certificate with subject `subject` (as
-    /// [`x509_parser`] prints it: `CN=alice, O=SRE`).
-    pub fn by_subject(&self, subject: &str) -> Option<&Principal> {
-        self.subjects.get(&subject_key(subject))
+    /// The principal of a client certificate whose subject has the attributes `subject`
+    /// (`(TYPE, value)` in order, types in upper case; see [`certificate_subjects`]).
+    pub fn by_subject(&self, subject: &[(String, String)]) -> Option<&Principal> {
+        self.subjects.get(subject)
     }
+}
+
+/// `line` without its comment: from a `#` at its start or after a space (a `#` inside a token
+/// is part of it).
+fn without_comment(line: &str) -> &str {
+    let mut previous = ' ';
+    for (at, c) in line.char_indices() {
+        if c == '#' && previous.is_whitespace() {
+            return &line[..at];
+        }
+        previous = c;
+    }
+    line
 }
 
 /// A token's SHA-256.
@@ -281,16 +291,59 @@ fn hashed(hex: &str) -> Option<[u8; 32]> {
     Some(bytes)
 }
 
-/// A subject's attributes, `(TYPE, value)` in order, the type in upper case: `CN=alice,O=SRE`
-/// and `cn=alice, O=SRE` are the same subject.
+/// A subject as a file writes it (RFC 4514: `CN=alice, O=SRE`, `\,` for a comma inside a
+/// value) as its attributes, `(TYPE, value)` in order, the type in upper case and spaces
+/// around `,` `+` and `=` ignored. A part without `=` makes it no subject (empty).
 fn subject_key(subject: &str) -> Vec<(String, String)> {
-    subject
-        .split([',', '+'])
-        .filter_map(|part| {
-            let (kind, value) = part.split_once('=')?;
-            Some((kind.trim().to_ascii_uppercase(), value.trim().to_string()))
-        })
-        .collect()
+    let mut parts = Vec::new();
+    let mut part = String::new();
+    let mut chars = subject.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                part.push('\\');
+                part.extend(chars.next());
+            }
+            ',' | '+' => parts.push(std::mem::take(&mut part)),
+            c => part.push(c),
+        }
+    }
+    parts.push(part);
+    let mut key = Vec::with_capacity(parts.len());
+    for part in parts {
+        let Some((kind, value)) = split_unescaped(&part, '=') else {
+            return Vec::new();
+        };
+        key.push((kind.trim().to_ascii_uppercase(), unescape(value.trim())));
+    }
+    key
+}
+
+/// `text` split at its first `sep` not escaped by a backslash.
+fn split_unescaped(text: &str, sep: char) -> Option<(&str, &str)> {
+    let mut escaped = false;
+    for (at, c) in text.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            c if c == sep => return Some((&text[..at], &text[at + c.len_utf8()..])),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// `text` with its backslash escapes resolved.
+fn unescape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => out.extend(chars.next()),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// How a service tells who calls: nobody is asked (everyone reads everything), or the
@@ -339,12 +392,12 @@ impl Access {
     }
 
     /// Who makes a call: the holder of its bearer token (`authorization: Bearer TOKEN`), else
-    /// of its client certificate (`certificates`: their subjects, as the TLS layer verified
-    /// them).
+    /// of its client certificate (`certificates`: the subjects of the certificates the TLS
+    /// layer verified, the client's own first).
     pub fn authenticate(
         &self,
         authorization: Option<&str>,
-        certificates: &[String],
+        certificates: &[Vec<(String, String)>],
     ) -> Result<Principal, tonic::Status> {
         let Some(principals) = self.now() else {
             return Ok(Principal::anonymous());
@@ -363,9 +416,11 @@ impl Access {
         }
         if let Some(subject) = certificates.first() {
             return principals.by_subject(subject).cloned().ok_or_else(|| {
+                let shown: Vec<String> = subject.iter().map(|(k, v)| format!("{k}={v}")).collect();
                 tonic::Status::unauthenticated(format!(
-                    "the client certificate of subject '{subject}' is no principal of the \
-                     query service"
+                    "the client certificate of subject '{}' is no principal of the query \
+                     service",
+                    shown.join(", ")
                 ))
             });
         }
@@ -376,16 +431,31 @@ impl Access {
     }
 }
 
-/// The subjects of a call's client certificates (the first is the client's own).
-pub fn certificate_subjects<T>(request: &tonic::Request<T>) -> Vec<String> {
+/// The subject of a call's client certificate (the client's own, first of the chain), as its
+/// attributes in order: `(TYPE, value)`, the type as its abbreviation in upper case (`CN`,
+/// `O`, ...; the OID's dotted form when it has none). A subject with an attribute that is not text is none.
+pub fn certificate_subjects<T>(request: &tonic::Request<T>) -> Vec<Vec<(String, String)>> {
     let Some(certificates) = request.peer_certs() else {
         return Vec::new();
     };
+    let registry = x509_parser::objects::oid_registry();
     certificates
         .iter()
         .take(1)
         .filter_map(|der| x509_parser::parse_x509_certificate(der.as_ref()).ok())
-        .map(|(_, certificate)| certificate.subject().to_string())
+        .filter_map(|(_, certificate)| {
+            let mut key = Vec::new();
+            for rdn in certificate.subject().iter() {
+                for attribute in rdn.iter() {
+                    let oid = attribute.attr_type();
+                    let kind = x509_parser::objects::oid2abbrev(oid, registry)
+                        .map_or_else(|_| oid.to_id_string(), str::to_string);
+                    let value = attribute.as_str().ok()?;
+                    key.push((kind.to_ascii_uppercase(), value.to_string()));
+                }
+            }
+            Some(key)
+        })
         .collect()
 }
 
@@ -420,9 +490,18 @@ mod tests {
             Scope::System
         );
         assert!(principals.by_token("s3cret").is_none());
-        let alice = principals.by_subject("cn=alice,O=SRE").unwrap();
+        // A `#` inside a token is part of it.
+        let hashed = Principals::parse("ops all a#b # comment\n").unwrap();
+        assert!(hashed.by_token("a#b").is_some() && hashed.by_token("a").is_none());
+        let alice = principals
+            .by_subject(&subject_key("cn=alice,O=SRE"))
+            .unwrap();
         assert_eq!(&*alice.name, "alice");
-        assert!(principals.by_subject("CN=alice").is_none());
+        assert!(principals.by_subject(&subject_key("CN=alice")).is_none());
+        // A value holding a comma is one attribute, not two.
+        let one = vec![("CN".to_string(), "alice, O=SRE".to_string())];
+        assert!(principals.by_subject(&one).is_none());
+        assert_eq!(subject_key(r"CN=alice\, O=SRE"), one);
     }
 
     #[test]
@@ -439,6 +518,11 @@ mod tests {
             ("a all sha256:12\n", 1, "64 hex digits"),
             ("a all cert:\n", 1, "needs a subject"),
             ("a all two words\n", 1, "a token has no spaces"),
+            (
+                "a all # no credential\n",
+                1,
+                "expected NAME SCOPE CREDENTIAL",
+            ),
         ] {
             let (number, error) = Principals::parse(text).unwrap_err();
             assert_eq!(number, line, "{text:?}");
@@ -478,13 +562,13 @@ mod tests {
         let sre = access.authenticate(Some("Bearer s3cret-sre"), &[]).unwrap();
         assert_eq!(&*sre.name, "sre");
         let alice = access
-            .authenticate(None, &["CN=alice, O=SRE".to_string()])
+            .authenticate(None, &[subject_key("CN=alice, O=SRE")])
             .unwrap();
         assert_eq!(&*alice.name, "alice");
         for (authorization, subjects) in [
             (Some("Bearer nope"), vec![]),
             (Some("s3cret-sre"), vec![]),
-            (None, vec!["CN=mallory".to_string()]),
+            (None, vec![subject_key("CN=mallory")]),
             (None, vec![]),
         ] {
             let refused = access.authenticate(authorization, &subjects).unwrap_err();

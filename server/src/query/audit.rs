@@ -18,6 +18,21 @@ use super::taps::Subscription;
 /// How many ended queries `system.query_log` keeps.
 pub const LOG_ENTRIES: usize = 1000;
 
+/// The most bytes of a query's text listed and logged (a longer text ends with `…`).
+pub const SQL_BYTES: usize = 4096;
+
+/// `sql`, cut at [`SQL_BYTES`] on a character boundary.
+fn shortened(sql: &str) -> String {
+    if sql.len() <= SQL_BYTES {
+        return sql.to_string();
+    }
+    let mut end = SQL_BYTES;
+    while !sql.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &sql[..end])
+}
+
 /// How a query ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
@@ -64,11 +79,11 @@ pub struct RunningQuery {
 }
 
 impl RunningQuery {
-    /// A query of `principal` starting now.
+    /// A query of `principal` starting now (its text kept up to [`SQL_BYTES`]).
     pub fn new(principal: &Arc<str>, sql: &str, table: String) -> RunningQuery {
         RunningQuery {
             principal: Arc::clone(principal),
-            sql: sql.to_string(),
+            sql: shortened(sql),
             table,
             started: Instant::now(),
             started_at: SystemTime::now(),
@@ -324,6 +339,14 @@ mod tests {
         );
         assert!(queries.with_running(BTreeMap::is_empty));
         assert_eq!(log.iter().map(|q| q.id).collect::<Vec<_>>(), [1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn long_texts_are_kept_shortened() {
+        let who: Arc<str> = "a".into();
+        let long = "é".repeat(SQL_BYTES);
+        let kept = RunningQuery::new(&who, &long, String::new()).sql;
+        assert!(kept.len() <= SQL_BYTES + '…'.len_utf8() && kept.ends_with('…'));
     }
 
     #[test]

@@ -31,7 +31,7 @@ pub struct Sources {
     pub taps: Arc<Taps>,
     /// The source and sink names queries may read.
     pub streams: Vec<String>,
-    /// The sink names among them.
+    /// The sink names among them that name no source (what scope `sinks` reads).
     pub sinks: Vec<String>,
     /// The gateway's counters.
     pub telemetry: Arc<Telemetry>,

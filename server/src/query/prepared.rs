@@ -1,8 +1,10 @@
 //! Prepared statements of the query service: a handle per statement, with the parameter
-//! values last bound to it. At most [`MAX_PREPARED`] are kept; beyond that the oldest goes.
+//! values last bound to it and the principal that prepared it (only it may bind, run or close
+//! the statement). At most [`MAX_PREPARED`] are kept; beyond that the oldest goes.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::{Arc, Mutex};
 
 use arrow::array::RecordBatch;
 use bytes::Bytes;
@@ -17,6 +19,8 @@ pub struct Statement {
     pub sql: String,
     /// The values bound to its parameters, if any.
     pub parameters: Option<RecordBatch>,
+    /// The principal that prepared it.
+    owner: Arc<str>,
 }
 
 #[derive(Default)]
@@ -33,13 +37,16 @@ pub struct Prepared {
 }
 
 impl Prepared {
-    /// Keeps `sql` and returns its handle.
-    pub fn add(&self, sql: String) -> Bytes {
+    /// Keeps `sql`, prepared by `owner`, and returns its handle (not one another principal
+    /// could guess).
+    pub fn add(&self, sql: String, owner: &Arc<str>) -> Bytes {
         let Ok(mut store) = self.store.lock() else {
             return Bytes::new();
         };
         store.next += 1;
-        let handle = Bytes::from(format!("prepared-{}", store.next));
+        let mut random = std::collections::hash_map::RandomState::new().build_hasher();
+        random.write_u64(store.next);
+        let handle = Bytes::from(format!("prepared-{}-{:016x}", store.next, random.finish()));
         if store.order.len() >= MAX_PREPARED
             && let Some(oldest) = store.order.pop_front()
         {
@@ -51,33 +58,42 @@ impl Prepared {
             Statement {
                 sql,
                 parameters: None,
+                owner: Arc::clone(owner),
             },
         );
         handle
     }
 
-    /// The statement of `handle`.
-    pub fn get(&self, handle: &[u8]) -> Option<Statement> {
-        self.store.lock().ok()?.statements.get(handle).cloned()
+    /// The statement of `handle`, when `who` prepared it.
+    pub fn get(&self, handle: &[u8], who: &str) -> Option<Statement> {
+        let store = self.store.lock().ok()?;
+        let statement = store.statements.get(handle)?;
+        (*statement.owner == *who).then(|| statement.clone())
     }
 
-    /// Binds `parameters` to the statement of `handle`; false when there is none.
-    pub fn bind(&self, handle: &[u8], parameters: RecordBatch) -> bool {
+    /// Binds `parameters` to the statement of `handle`, when `who` prepared it; false when
+    /// there is none.
+    pub fn bind(&self, handle: &[u8], who: &str, parameters: RecordBatch) -> bool {
         let Ok(mut store) = self.store.lock() else {
             return false;
         };
         match store.statements.get_mut(handle) {
-            Some(statement) => {
+            Some(statement) if *statement.owner == *who => {
                 statement.parameters = Some(parameters);
                 true
             }
-            None => false,
+            _ => false,
         }
     }
 
-    /// Forgets the statement of `handle`.
-    pub fn close(&self, handle: &[u8]) {
-        if let Ok(mut store) = self.store.lock() {
+    /// Forgets the statement of `handle`, when `who` prepared it.
+    pub fn close(&self, handle: &[u8], who: &str) {
+        if let Ok(mut store) = self.store.lock()
+            && store
+                .statements
+                .get(handle)
+                .is_some_and(|s| *s.owner == *who)
+        {
             store.statements.remove(handle);
             store.order.retain(|h| h.as_ref() != handle);
         }

@@ -377,7 +377,7 @@ impl FlightSqlService for QueryService {
         let checked = self.check(&query.query, &principal)?;
         let input = self.shape_input(&checked, &principal)?;
         let (schema, parameters) = describe_query(&checked, input).await.map_err(invalid)?;
-        let handle = self.prepared.add(query.query);
+        let handle = self.prepared.add(query.query, &principal.name);
         Ok(ActionCreatePreparedStatementResult {
             prepared_statement_handle: handle,
             dataset_schema: ipc_schema(&schema)?,
@@ -390,6 +390,7 @@ impl FlightSqlService for QueryService {
         query: CommandPreparedStatementQuery,
         request: Request<PeekableFlightDataStream>,
     ) -> Result<DoPutPreparedStatementResult, Status> {
+        let who = principal(&request)?.name;
         let data = request.into_inner().map_err(FlightError::from);
         let batches: Vec<RecordBatch> = FlightRecordBatchStream::new_from_flight_data(data)
             .try_collect()
@@ -400,7 +401,7 @@ impl FlightSqlService for QueryService {
         };
         if !self
             .prepared
-            .bind(&query.prepared_statement_handle, parameters)
+            .bind(&query.prepared_statement_handle, &who, parameters)
         {
             return Err(unknown_statement());
         }
@@ -414,11 +415,11 @@ impl FlightSqlService for QueryService {
         command: CommandPreparedStatementQuery,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
+        let principal = principal(&request)?;
         let statement = self
             .prepared
-            .get(&command.prepared_statement_handle)
+            .get(&command.prepared_statement_handle, &principal.name)
             .ok_or_else(unknown_statement)?;
-        let principal = principal(&request)?;
         let query = self.check(&statement.sql, &principal)?;
         let input = self.shape_input(&query, &principal)?;
         let (schema, _) = describe_query(&query, input).await.map_err(invalid)?;
@@ -430,11 +431,11 @@ impl FlightSqlService for QueryService {
         command: CommandPreparedStatementQuery,
         request: Request<Ticket>,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        let principal = principal(&request)?;
         let statement = self
             .prepared
-            .get(&command.prepared_statement_handle)
+            .get(&command.prepared_statement_handle, &principal.name)
             .ok_or_else(unknown_statement)?;
-        let principal = principal(&request)?;
         let query = self.check(&statement.sql, &principal)?;
         let duration = self.duration(&request)?;
         let rows = self
@@ -452,9 +453,10 @@ impl FlightSqlService for QueryService {
     async fn do_action_close_prepared_statement(
         &self,
         query: ActionClosePreparedStatementRequest,
-        _request: Request<Action>,
+        request: Request<Action>,
     ) -> Result<(), Status> {
-        self.prepared.close(&query.prepared_statement_handle);
+        let who = principal(&request)?.name;
+        self.prepared.close(&query.prepared_statement_handle, &who);
         Ok(())
     }
 

@@ -141,6 +141,12 @@ impl Tracker {
         self.bytes
     }
 
+    /// Whether what it keeps passed its bound (batches taken in by [`Tracker::absorb`] may
+    /// take it past).
+    pub(crate) fn over_bound(&self) -> bool {
+        self.bytes > self.limit
+    }
+
     /// Per table: its IPC stream's id and the messages to replay into a fresh decoder (their
     /// bytes are shared, not copied).
     pub(crate) fn replay(&self) -> Vec<(PayloadType, String, Vec<IpcMessage>)> {
@@ -354,6 +360,10 @@ impl Tracker {
                 continue;
             }
             let values = read_strings(message).map_err(bad)?;
+            if !delta {
+                // Sent whole again: what the dictionary held before is gone.
+                null_keys = false;
+            }
             let mut next = match (delta, keys.take(), current) {
                 (false, _, _) => Vec::new(),
                 (true, Some(k), _) => k,

@@ -86,10 +86,10 @@ impl Activity {
         self.last.store(now, Relaxed);
     }
 
-    /// It has `batches` in flight now.
-    pub fn set_busy(&self, batches: usize) {
-        self.busy.store(batches, Relaxed);
-        self.touch();
+    /// Marks one more batch in flight until the guard is dropped.
+    pub fn busy(self: &Arc<Self>) -> Busy {
+        self.busy.fetch_add(1, Relaxed);
+        Busy(Arc::clone(self))
     }
 
     fn idle_for(&self) -> Option<Duration> {
@@ -117,6 +117,17 @@ impl Activity {
             return;
         }
         notified.await;
+    }
+}
+
+/// A batch of a stream in flight: the stream is not idle while it lives.
+#[derive(Debug)]
+pub struct Busy(Arc<Activity>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.busy.fetch_sub(1, Relaxed);
+        self.0.touch();
     }
 }
 
@@ -170,9 +181,11 @@ pub struct Slot {
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        let Ok(mut state) = self.slots.state.lock() else {
-            return;
-        };
+        let mut state = self
+            .slots
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         // An evicted stream's place was given away when it was evicted.
         if state.streams.remove(&self.id).is_some() {
             state.remove(self.activity.opener);
@@ -324,7 +337,7 @@ mod tests {
         let greedy: Vec<_> = (0..2).map(|_| slots.open(opener(1, 1)).unwrap()).collect();
         let modest = slots.open(opener(2, 2)).unwrap();
         // A busy stream is never taken, however long ago its last message.
-        greedy[1].activity.set_busy(1);
+        let busy = greedy[1].activity.busy();
         let newcomer = slots.open(opener(3, 3)).unwrap();
         assert!(greedy[0].activity.evicted.load(Relaxed));
         tokio::time::timeout(Duration::from_secs(1), greedy[0].activity.evicted())
@@ -333,6 +346,7 @@ mod tests {
         assert!(!greedy[1].activity.evicted.load(Relaxed));
         assert!(!modest.activity.evicted.load(Relaxed));
         assert_eq!(slots.open_now(), 3);
+        drop(busy);
         // The evicted stream's end gives back nothing more.
         drop(greedy);
         assert_eq!(slots.open_now(), 2);

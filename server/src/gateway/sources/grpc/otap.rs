@@ -402,7 +402,6 @@ async fn serve_stream(
     let mut shutdown = served.context.shutdown.clone();
     let mut in_flight = JoinSet::new();
     loop {
-        activity.set_busy(in_flight.len());
         let message = tokio::select! {
             m = incoming.message() => m,
             _ = shutdown.wait_for(|stop| *stop) => break,
@@ -419,6 +418,8 @@ async fn serve_stream(
             break;
         }
         activity.touch();
+        // Busy from the moment a batch arrives (its admission may wait) until it settled.
+        let busy = activity.busy();
         let taken = match message {
             Ok(Some(records)) => served.take(&records).await,
             // Half-closed: the statuses of what was sent still go out below.
@@ -443,7 +444,11 @@ async fn serve_stream(
         while in_flight.len() >= IN_FLIGHT_PER_STREAM {
             in_flight.join_next().await;
         }
-        in_flight.spawn(served.settle(taken));
+        let settling = served.settle(taken);
+        in_flight.spawn(async move {
+            settling.await;
+            drop(busy);
+        });
     }
     while in_flight.join_next().await.is_some() {}
     served.close();
