@@ -351,8 +351,13 @@ fn adbc_over_tls_by_token_and_by_client_certificate_reads_its_scope_and_reloads(
             token("admin", "admin-token", &[SOURCE_QUERY]),
             client("mallory", &[SINK_QUERY]),
             token("nobody", "guessed", &[SYSTEM_QUERY]),
+            serde_json::json!({"name": "hasty", "token": "admin-token", "for": "soon",
+                               "queries": [SYSTEM_QUERY]}),
         ]),
     );
+    // A query whose call carries a time that is not one is refused, and audited.
+    let hasty = error(answer(&reports, "hasty", Some(SYSTEM_QUERY)));
+    assert!(hasty.contains("'soon' is not a duration"), "{hasty}");
     // alice, by her certificate: scope sinks.
     let listed = answer(&reports, "alice", None);
     assert_eq!(strings(&listed["catalogs"]), ["live", "recent", "system"]);
@@ -386,7 +391,12 @@ fn adbc_over_tls_by_token_and_by_client_certificate_reads_its_scope_and_reloads(
     let nobody = error(answer(&reports, "nobody", Some(SYSTEM_QUERY)));
     assert!(nobody.contains("knows no such token"), "{nobody}");
     let events = audit_events(&gateway, |events| {
-        events.iter().any(|e| e["principal"] == "admin")
+        events
+            .iter()
+            .any(|e| e["principal"] == "admin" && e["sql"] == SOURCE_QUERY)
+            && events
+                .iter()
+                .any(|e| e["principal"] == "admin" && e["sql"] == SYSTEM_QUERY)
             && events.iter().filter(|e| e["principal"] == "alice").count() >= 2
             && events.iter().any(|e| {
                 e["message"]
@@ -395,6 +405,17 @@ fn adbc_over_tls_by_token_and_by_client_certificate_reads_its_scope_and_reloads(
             })
     });
     assert_eq!(audited(&events, "alice", SINK_QUERY)["outcome"], "ok");
+    let invalid = events
+        .iter()
+        .find(|e| e["principal"] == "admin" && e["sql"] == SYSTEM_QUERY)
+        .unwrap_or_else(|| panic!("no audit event of the query without a time: {events:#?}"));
+    assert!(
+        invalid["outcome"]
+            .as_str()
+            .unwrap()
+            .starts_with("invalid: x-penstock-for: 'soon'"),
+        "{invalid}"
+    );
     assert!(
         audited(&events, "alice", SOURCE_QUERY)["outcome"]
             .as_str()

@@ -126,14 +126,8 @@ impl QueryService {
     /// Checks `sql`, that the stream it names exists and that `principal` may read it; a
     /// query refused is recorded in the audit trail.
     fn check(&self, sql: &str, principal: &Principal) -> Result<CheckedQuery, Status> {
-        let not_run = |table: String, outcome: Outcome| {
-            let query = RunningQuery::new(&principal.name, sql, table);
-            self.system.queries.not_run(query, outcome);
-        };
-        let query = check_query(sql, system::names()).map_err(|e| {
-            not_run(String::new(), Outcome::Invalid(e.to_string()));
-            invalid(e)
-        })?;
+        let query = check_query(sql, system::names())
+            .map_err(|e| self.not_run(principal, sql, None, invalid(e)))?;
         let stream = match &query.relation {
             Relation::Live { stream } | Relation::Recent { stream } => stream,
             Relation::System { .. } | Relation::Values => &None,
@@ -146,18 +140,38 @@ impl QueryService {
                 "no source or sink named '{name}'; there are: {}",
                 visible.join(", ")
             );
-            not_run(table_name(&query), Outcome::Invalid(error.clone()));
-            return Err(invalid(error));
+            return Err(self.not_run(principal, sql, Some(&query), invalid(error)));
         }
         if let Err(table) = principal.may_read(&query, &self.sinks) {
             let error = format!(
                 "principal '{}' (scope {}) may not read {table}",
                 principal.name, principal.scope
             );
-            not_run(table, Outcome::Refused(error.clone()));
-            return Err(Status::permission_denied(error));
+            let status = Status::permission_denied(error);
+            return Err(self.not_run(principal, sql, Some(&query), status));
         }
         Ok(query)
+    }
+
+    /// Records `sql` of `principal` as not run for `status` (invalid, or refused when the
+    /// status says so) and gives the status back.
+    fn not_run(
+        &self,
+        principal: &Principal,
+        sql: &str,
+        query: Option<&CheckedQuery>,
+        status: Status,
+    ) -> Status {
+        let table = query.map(table_name).unwrap_or_default();
+        let outcome = match status.code() {
+            tonic::Code::PermissionDenied | tonic::Code::ResourceExhausted => {
+                Outcome::Refused(status.message().to_string())
+            }
+            _ => Outcome::Invalid(status.message().to_string()),
+        };
+        let listed = RunningQuery::new(&principal.name, sql, table);
+        self.system.queries.not_run(listed, outcome);
+        status
     }
 
     /// The source and sink names a principal of `scope` may read (their schemas in the
@@ -231,11 +245,9 @@ impl QueryService {
         parameters: Option<&RecordBatch>,
     ) -> Result<RowData, Status> {
         let table = table_name(&query);
-        let permit = self.admit().inspect_err(|status| {
-            let query = RunningQuery::new(&principal.name, text, table.clone());
-            let outcome = Outcome::Refused(status.message().to_string());
-            self.system.queries.not_run(query, outcome);
-        })?;
+        let permit = self
+            .admit()
+            .map_err(|status| self.not_run(principal, text, Some(&query), status))?;
         let limits = QueryLimits {
             memory_bytes: self.options.memory_bytes,
         };
@@ -347,7 +359,9 @@ impl FlightSqlService for QueryService {
         let query = self.check(&command.query, &principal)?;
         // Planned over no rows: the schema, without reading anything.
         let input = self.shape_input(&query, &principal)?;
-        let (schema, _) = describe_query(&query, input).await.map_err(invalid)?;
+        let (schema, _) = describe_query(&query, input)
+            .await
+            .map_err(|e| self.not_run(&principal, &command.query, Some(&query), invalid(e)))?;
         let ticket = TicketStatementQuery {
             statement_handle: command.query.into_bytes().into(),
         };
@@ -359,11 +373,15 @@ impl FlightSqlService for QueryService {
         ticket: TicketStatementQuery,
         request: Request<Ticket>,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
-        let sql = std::str::from_utf8(&ticket.statement_handle)
-            .map_err(|_| invalid("the ticket does not hold a query"))?;
         let principal = principal(&request)?;
+        let sql = std::str::from_utf8(&ticket.statement_handle).map_err(|_| {
+            let status = invalid("the ticket does not hold a query");
+            self.not_run(&principal, "(a ticket that is not text)", None, status)
+        })?;
         let query = self.check(sql, &principal)?;
-        let duration = self.duration(&request)?;
+        let duration = self
+            .duration(&request)
+            .map_err(|status| self.not_run(&principal, sql, Some(&query), status))?;
         let rows = self.run(sql, query, &principal, duration, None).await?;
         Ok(Response::new(rows))
     }
@@ -376,7 +394,9 @@ impl FlightSqlService for QueryService {
         let principal = principal(&request)?;
         let checked = self.check(&query.query, &principal)?;
         let input = self.shape_input(&checked, &principal)?;
-        let (schema, parameters) = describe_query(&checked, input).await.map_err(invalid)?;
+        let (schema, parameters) = describe_query(&checked, input)
+            .await
+            .map_err(|e| self.not_run(&principal, &query.query, Some(&checked), invalid(e)))?;
         let handle = self.prepared.add(query.query, &principal.name);
         Ok(ActionCreatePreparedStatementResult {
             prepared_statement_handle: handle,
@@ -437,7 +457,9 @@ impl FlightSqlService for QueryService {
             .get(&command.prepared_statement_handle, &principal.name)
             .ok_or_else(unknown_statement)?;
         let query = self.check(&statement.sql, &principal)?;
-        let duration = self.duration(&request)?;
+        let duration = self
+            .duration(&request)
+            .map_err(|status| self.not_run(&principal, &statement.sql, Some(&query), status))?;
         let rows = self
             .run(
                 &statement.sql,

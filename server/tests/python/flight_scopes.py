@@ -2,8 +2,9 @@
 prints what each was shown and answered, one JSON object per line.
 
 Arguments: the service's address (host:port), the CA certificate (PEM file) to trust, and a
-JSON file: a list of clients, each {"name", "token"?, "cert"?, "key"?, "queries": [SQL...]}
-("cert"/"key": PEM files of a client certificate, for mutual TLS). For each client it prints
+JSON file: a list of clients, each {"name", "token"?, "cert"?, "key"?, "for"?, "queries": [SQL...]}
+("cert"/"key": PEM files of a client certificate, for mutual TLS; "for": the x-penstock-for
+header, default 1s). For each client it prints
 {"client", "catalogs", "tables"} (what `get_objects` lists, or "error") and one
 {"client", "sql", "rows"} or {"client", "sql", "error"} per query; live queries read 1 s."""
 
@@ -29,7 +30,7 @@ with open(spec) as f:
 for client in clients:
     name = client["name"]
     options = {
-        "adbc.flight.sql.rpc.call_header.x-penstock-for": "1s",
+        "adbc.flight.sql.rpc.call_header.x-penstock-for": client.get("for", "1s"),
         "adbc.flight.sql.client_option.tls_root_certs": read(ca),
     }
     if "token" in client:
