@@ -149,6 +149,30 @@ fn reference_producer_sends(binary: &std::path::Path, addr: &str) -> Result<i64,
     Ok(status["code"].as_i64().unwrap())
 }
 
+/// The reference producer sends one stream to `addr` again, as exporters do, while it is
+/// refused RESOURCE_EXHAUSTED (at most 30 s), until its batch is acknowledged; how many times
+/// it was refused.
+async fn retrying_until_accepted(go: &std::path::Path, addr: &str) -> usize {
+    let started = Instant::now();
+    let mut refusals = 0;
+    loop {
+        let (go, addr) = (go.to_path_buf(), addr.to_string());
+        let sent = tokio::task::spawn_blocking(move || reference_producer_sends(&go, &addr));
+        match sent.await.unwrap() {
+            Ok(code) => {
+                assert_eq!(code, 0);
+                return refusals;
+            }
+            Err(why) => {
+                assert!(why.contains("ResourceExhausted"), "{why}");
+                refusals += 1;
+                assert!(started.elapsed() < Duration::from_secs(30), "{why}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
 #[test]
 fn a_greedy_peer_holds_half_the_stream_slots_and_another_peer_streams_meanwhile() {
     let Some(go) = interop_binary() else {
@@ -215,24 +239,7 @@ fn a_new_stream_takes_the_slot_of_an_idle_one_when_one_peer_holds_them_all() {
         // A sender that retries what is refused, as exporters do: it is refused only while
         // every stream holding a slot has been idle less than a second, then takes the slot
         // of one that has.
-        let started = Instant::now();
-        let mut refusals = 0;
-        loop {
-            let (go, addr) = (go.clone(), gateway.addr.clone());
-            let sent = tokio::task::spawn_blocking(move || reference_producer_sends(&go, &addr));
-            match sent.await.unwrap() {
-                Ok(code) => {
-                    assert_eq!(code, 0);
-                    break;
-                }
-                Err(why) => {
-                    assert!(why.contains("ResourceExhausted"), "{why}");
-                    refusals += 1;
-                    assert!(started.elapsed() < Duration::from_secs(30), "{why}");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            }
-        }
+        let refusals = retrying_until_accepted(&go, &gateway.addr).await;
         println!("the other client's stream got a slot after {refusals} refusals");
         assert!(gateway.metric("penstock_otap_streams_evicted_total") >= 1.0);
 
@@ -247,5 +254,83 @@ fn a_new_stream_takes_the_slot_of_an_idle_one_when_one_peer_holds_them_all() {
             }
         }
         assert!(ended >= 1, "an evicted stream was told");
+    });
+}
+
+/// Opens an OTAP logs stream from `local`, sends one batch on it and waits for its status;
+/// the stream is then left open without another message.
+async fn send_one_then_idle(
+    url: &str,
+    local: IpAddr,
+) -> (
+    Streaming<BatchStatus>,
+    tokio::sync::mpsc::Sender<BatchArrowRecords>,
+) {
+    use penstock_engine::otap::{EncodeOptions, OtapEncoder};
+    let channel = tonic::transport::Endpoint::from_shared(url.to_string())
+        .unwrap()
+        .local_address(Some(local))
+        .connect()
+        .await
+        .unwrap();
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready().await.unwrap();
+    let codec = tonic_prost::ProstCodec::<BatchArrowRecords, BatchStatus>::default();
+    let path = PathAndQuery::from_static(
+        "/opentelemetry.proto.experimental.arrow.v1.ArrowLogsService/ArrowLogs",
+    );
+    let (outgoing, requests) = tokio::sync::mpsc::channel(1);
+    let requests = tokio_stream::wrappers::ReceiverStream::new(requests);
+    let mut statuses = grpc
+        .streaming(tonic::Request::new(requests), path, codec)
+        .await
+        .unwrap()
+        .into_inner();
+    let request = DataGen::new(8).logs(50).encode_to_vec();
+    let batch = penstock_engine::otlp::decode::decode_logs(&request)
+        .unwrap()
+        .remove(0);
+    let mut encoder =
+        OtapEncoder::new(penstock_engine::Signal::Logs, EncodeOptions::default()).unwrap();
+    outgoing
+        .send(encoder.encode(&batch).unwrap())
+        .await
+        .unwrap();
+    let status = statuses.message().await.unwrap().unwrap();
+    assert_eq!(status.status_code, 0, "{status:?}");
+    (statuses, outgoing)
+}
+
+#[test]
+fn a_stream_that_sent_a_batch_and_went_idle_gives_its_slot_up() {
+    let Some(go) = interop_binary() else {
+        return;
+    };
+    // Two slots, both of which one peer may take.
+    let gateway = gateway(
+        "slots-idle-after-a-batch",
+        ", max_streams = 2, max_streams_per_peer = 2",
+    );
+    let url = gateway.url();
+    block_on(async {
+        let local = IpAddr::from([127, 0, 0, 2]);
+        let mut held = vec![
+            send_one_then_idle(&url, local).await,
+            send_one_then_idle(&url, local).await,
+        ];
+        assert_eq!(gateway.metric("penstock_otap_streams"), 2.0);
+        // Another client retries as exporters do until an idle stream's slot is its own.
+        retrying_until_accepted(&go, &gateway.addr).await;
+        assert_eq!(gateway.metric("penstock_otap_streams_evicted_total"), 1.0);
+        // The stream whose slot was taken was told why.
+        let mut told = 0;
+        for (statuses, _) in &mut held {
+            let next = tokio::time::timeout(Duration::from_millis(200), statuses.message()).await;
+            if let Ok(Err(status)) = next {
+                assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+                told += 1;
+            }
+        }
+        assert_eq!(told, 1);
     });
 }
