@@ -210,9 +210,17 @@ fn run_otlp_case(name: &str, workers: &str, connections: usize, senders: usize, 
         gateway.metric("penstock_sink_records_total{sink=\"quiet\"}"),
         records
     );
+    let discarded = gateway.metric("penstock_discarded_body_bytes_total");
     println!(
-        "{name}: {senders} senders, {connections} connection(s), {} refusals retried",
+        "{name}: {senders} senders, {connections} connection(s), {} refusals retried, {discarded} \
+         body bytes discarded",
         tally.refused.load(Relaxed)
+    );
+    // Bodies are read and thrown away only for refused requests.
+    assert_eq!(
+        tally.refused.load(Relaxed) == 0,
+        discarded == 0.0,
+        "{discarded}"
     );
     let (clean, _) = gateway.terminate();
     assert!(clean, "the gateway did not stop cleanly");

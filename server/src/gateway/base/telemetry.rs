@@ -121,6 +121,8 @@ pub struct Telemetry {
     pub derived_failures: AtomicU64,
     /// Connections closed on arrival because a source had its most.
     pub connections_refused: AtomicU64,
+    /// Body bytes of refused requests read and thrown away.
+    pub discarded_body_bytes: AtomicU64,
     /// Client connections open on the listening sources.
     pub connections: AtomicU64,
     /// OTLP requests being received or waiting for admission.
@@ -177,6 +179,7 @@ impl Telemetry {
             queued_batches: AtomicU64::new(0),
             derived_failures: AtomicU64::new(0),
             connections_refused: AtomicU64::new(0),
+            discarded_body_bytes: AtomicU64::new(0),
             connections: AtomicU64::new(0),
             receiving_requests: AtomicU64::new(0),
             reloads: Default::default(),
@@ -386,6 +389,11 @@ impl Telemetry {
                 "penstock_otap_streams_refused_total",
                 "OTAP streams refused a slot: past max_streams with no idle stream to close, or past the share of their peer address or connection",
                 &self.otap_streams_refused,
+            ),
+            (
+                "penstock_discarded_body_bytes_total",
+                "body bytes of refused requests read and thrown away (so that the refusal follows the request)",
+                &self.discarded_body_bytes,
             ),
             (
                 "penstock_otap_streams_evicted_total",

@@ -10,8 +10,9 @@ pub const DISCARD_TIMEOUT: Duration = Duration::from_secs(5);
 /// `limit` bytes and [`DISCARD_TIMEOUT`]), so that the refusal comes after the request:
 /// HTTP/2 clients that do not expect an early answer (hyper's, so tonic's) report a
 /// response that arrives while they still send as a broken pipe instead of the status. The
-/// bytes are not kept, and reading them gives the connection's window back at once.
-pub async fn discard_body(body: hyper::body::Incoming, limit: usize) {
+/// bytes are not kept, and reading them gives the connection's window back at once. Returns
+/// how many were thrown away.
+pub async fn discard_body(body: hyper::body::Incoming, limit: usize) -> usize {
     use http_body_util::BodyExt;
     let mut body = body;
     let mut read = 0usize;
@@ -24,6 +25,7 @@ pub async fn discard_body(body: hyper::body::Incoming, limit: usize) {
         }
     };
     let _ = tokio::time::timeout(DISCARD_TIMEOUT, discard).await;
+    read
 }
 
 /// The longest an OTLP request's body may take to arrive once it has a receiving place: a

@@ -314,7 +314,11 @@ async fn receive_body(
         Ok(receiving) => receiving,
         Err(e) => {
             if !may_wait {
-                discard_body(request.into_body(), max).await;
+                let thrown = discard_body(request.into_body(), max).await;
+                context
+                    .telemetry
+                    .discarded_body_bytes
+                    .fetch_add(thrown as u64, std::sync::atomic::Ordering::Relaxed);
             }
             return Err(refused_for(&e, context));
         }

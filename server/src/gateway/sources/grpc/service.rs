@@ -107,7 +107,11 @@ impl hyper::service::Service<Request<Incoming>> for GrpcService {
                 let receiving = match context.admission.receive(false).await {
                     Ok(permit) => permit,
                     Err(e) => {
-                        discard_body(request.into_body(), max).await;
+                        let thrown = discard_body(request.into_body(), max).await;
+                        context
+                            .telemetry
+                            .discarded_body_bytes
+                            .fetch_add(thrown as u64, std::sync::atomic::Ordering::Relaxed);
                         return Ok(e.to_status(&context.worker.pushback).into_http());
                     }
                 };
