@@ -46,6 +46,36 @@ fn gateway(name: &str, options: &str) -> Gateway {
     .keeping(dir)
 }
 
+/// A connection to `url` from address `local`.
+async fn connect_from(url: &str, local: IpAddr) -> tonic::transport::Channel {
+    tonic::transport::Endpoint::from_shared(url.to_string())
+        .unwrap()
+        .local_address(Some(local))
+        .connect()
+        .await
+        .unwrap()
+}
+
+/// Opens an OTAP logs stream on `channel` that sends `requests`.
+async fn arrow_logs<S>(
+    channel: tonic::transport::Channel,
+    requests: S,
+) -> Result<Streaming<BatchStatus>, tonic::Status>
+where
+    S: futures::Stream<Item = BatchArrowRecords> + Send + 'static,
+{
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready().await.unwrap();
+    let codec = tonic_prost::ProstCodec::<BatchArrowRecords, BatchStatus>::default();
+    let path = PathAndQuery::from_static(
+        "/opentelemetry.proto.experimental.arrow.v1.ArrowLogsService/ArrowLogs",
+    );
+    let opened = grpc
+        .streaming(tonic::Request::new(requests), path, codec)
+        .await;
+    opened.map(tonic::Response::into_inner)
+}
+
 /// What the greedy client got: the streams it holds open, how many it opened and abandoned,
 /// and how many were refused.
 #[derive(Default)]
@@ -72,30 +102,18 @@ enum Treat {
 async fn greedy_client(url: &str, local: IpAddr, streams: usize, treat: Treat) -> Greedy {
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..CONNECTIONS {
-        let channel = tonic::transport::Endpoint::from_shared(url.to_string())
-            .unwrap()
-            .local_address(Some(local))
-            .connect()
-            .await
-            .unwrap();
+        let channel = connect_from(url, local).await;
         for _ in 0..streams {
             let channel = channel.clone();
             tasks.spawn(async move {
-                let mut grpc = tonic::client::Grpc::new(channel);
-                grpc.ready().await.unwrap();
-                let codec = tonic_prost::ProstCodec::<BatchArrowRecords, BatchStatus>::default();
-                let path = PathAndQuery::from_static(
-                    "/opentelemetry.proto.experimental.arrow.v1.ArrowLogsService/ArrowLogs",
-                );
                 // Nothing is sent; the request ends (as a client's does when it gives a
                 // stream up) once `stop` is dropped.
                 let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
                 let never = futures::stream::pending::<BatchArrowRecords>().take_until(stopped);
-                let opening = grpc.streaming(tonic::Request::new(never), path, codec);
-                let Ok(opened) = tokio::time::timeout(Duration::from_secs(5), opening).await else {
+                let opening = arrow_logs(channel, never);
+                let Ok(stream) = tokio::time::timeout(Duration::from_secs(5), opening).await else {
                     return None;
                 };
-                let stream = opened.map(tonic::Response::into_inner);
                 match (stream, treat) {
                     (Ok(stream), Treat::AbandonAfterASecond) => {
                         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -267,25 +285,11 @@ async fn send_one_then_idle(
     tokio::sync::mpsc::Sender<BatchArrowRecords>,
 ) {
     use penstock_engine::otap::{EncodeOptions, OtapEncoder};
-    let channel = tonic::transport::Endpoint::from_shared(url.to_string())
-        .unwrap()
-        .local_address(Some(local))
-        .connect()
-        .await
-        .unwrap();
-    let mut grpc = tonic::client::Grpc::new(channel);
-    grpc.ready().await.unwrap();
-    let codec = tonic_prost::ProstCodec::<BatchArrowRecords, BatchStatus>::default();
-    let path = PathAndQuery::from_static(
-        "/opentelemetry.proto.experimental.arrow.v1.ArrowLogsService/ArrowLogs",
-    );
     let (outgoing, requests) = tokio::sync::mpsc::channel(1);
     let requests = tokio_stream::wrappers::ReceiverStream::new(requests);
-    let mut statuses = grpc
-        .streaming(tonic::Request::new(requests), path, codec)
+    let mut statuses = arrow_logs(connect_from(url, local).await, requests)
         .await
-        .unwrap()
-        .into_inner();
+        .unwrap();
     let request = DataGen::new(8).logs(50).encode_to_vec();
     let batch = penstock_engine::otlp::decode::decode_logs(&request)
         .unwrap()

@@ -249,11 +249,6 @@ impl Principals {
         self.len() == 0
     }
 
-    /// Whether some principal is known by a certificate.
-    pub fn has_subjects(&self) -> bool {
-        !self.subjects.is_empty()
-    }
-
     /// The principal holding `token`.
     pub fn by_token(&self, token: &str) -> Option<&Principal> {
         self.tokens.get(&digest(token))

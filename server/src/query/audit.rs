@@ -116,6 +116,23 @@ pub struct LoggedQuery {
     pub outcome: Outcome,
 }
 
+impl LoggedQuery {
+    /// Query `id` as it ended: `bytes` of Flight data sent.
+    fn ended(id: u64, query: RunningQuery, outcome: Outcome, bytes: u64) -> LoggedQuery {
+        LoggedQuery {
+            id,
+            principal: query.principal,
+            sql: query.sql,
+            table: query.table,
+            started_at: query.started_at,
+            seconds: query.started.elapsed().as_secs_f64(),
+            rows: query.rows.load(Relaxed),
+            bytes,
+            outcome,
+        }
+    }
+}
+
 #[derive(Default)]
 struct State {
     next_id: u64,
@@ -149,18 +166,7 @@ impl Queries {
         let Some(query) = state.running.remove(&id) else {
             return;
         };
-        let logged = LoggedQuery {
-            id,
-            principal: query.principal,
-            sql: query.sql,
-            table: query.table,
-            started_at: query.started_at,
-            seconds: query.started.elapsed().as_secs_f64(),
-            rows: query.rows.load(Relaxed),
-            bytes,
-            outcome,
-        };
-        record(&mut state, logged);
+        record(&mut state, LoggedQuery::ended(id, query, outcome, bytes));
     }
 
     /// Records a query that did not run (refused or invalid).
@@ -169,18 +175,8 @@ impl Queries {
             return;
         };
         state.next_id += 1;
-        let logged = LoggedQuery {
-            id: state.next_id,
-            principal: query.principal,
-            sql: query.sql,
-            table: query.table,
-            started_at: query.started_at,
-            seconds: query.started.elapsed().as_secs_f64(),
-            rows: 0,
-            bytes: 0,
-            outcome,
-        };
-        record(&mut state, logged);
+        let id = state.next_id;
+        record(&mut state, LoggedQuery::ended(id, query, outcome, 0));
     }
 
     /// Reads the queries running, by id (nothing when the lock is poisoned).

@@ -41,6 +41,9 @@ impl Table {
     /// whole, not as a delta, makes every earlier message of it useless).
     fn superseded_by(&self, messages: &[IpcMessage]) -> usize {
         let replaced = replaced_dictionaries(messages);
+        if replaced.is_empty() {
+            return 0;
+        }
         self.messages
             .iter()
             .filter(
