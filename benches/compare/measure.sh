@@ -11,7 +11,8 @@
 # done), stops it with SIGTERM and sets: ticks (user + system clock ticks from before the
 # load until the work was done; the drain is not counted), rss (peak RSS in bytes, VmHWM)
 # and the receiver's summary in "$work/receiver.err". PENSTOCK_ARGS adds arguments to `penstock
-# run`; with METRICS_URL, what it answers once the work is done is kept in "$work/metrics.txt".
+# run`, RECEIVER_ARGS to the receiver's; with METRICS_URL, what it answers once the work is done
+# is kept in "$work/metrics.txt".
 
 # cpu_ticks PID: user + system clock ticks of PID so far.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
@@ -20,8 +21,9 @@ measure() {
   local system=$1 settle=$2
   shift 2
   rm -f "$work/in"; mkfifo "$work/in"
-  "$interop" "${RECEIVER:-serve-otlp}" -listen 127.0.0.1:4418 < "$work/in" > /dev/null \
-    2> "$work/receiver.err" &
+  # shellcheck disable=SC2086 # RECEIVER_ARGS: more arguments, split on spaces
+  "$interop" "${RECEIVER:-serve-otlp}" -listen 127.0.0.1:4418 ${RECEIVER_ARGS:-} < "$work/in" \
+    > /dev/null 2> "$work/receiver.err" &
   local receiver=$!; pids+=("$receiver")
   exec 3> "$work/in"
   wait_port 4418

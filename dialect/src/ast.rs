@@ -24,6 +24,19 @@ pub enum Statement {
     Sink(CreateSink),
     /// `CREATE PIPELINE`.
     Pipeline(CreatePipeline),
+    /// `CREATE TABLE name FROM FILE`.
+    Table(CreateTable),
+}
+
+/// `CREATE TABLE name FROM FILE WITH (path = ...)`: a lookup table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreateTable {
+    /// Where the statement starts.
+    pub location: Location,
+    /// The table's name.
+    pub name: Ident,
+    /// Its options.
+    pub options: Vec<OptionEntry>,
 }
 
 /// Where telemetry comes from.
@@ -256,6 +269,13 @@ pub enum Target {
         /// The key.
         key: StringLit,
     },
+    /// A whole attribute map.
+    Attrs {
+        /// Whose attributes.
+        scope: AttrScope,
+        /// Where the target is.
+        location: Location,
+    },
 }
 
 /// `target = value`.
@@ -278,8 +298,26 @@ pub struct Update {
     pub table: Ident,
     /// The assignments.
     pub assignments: Vec<Assignment>,
+    /// The lookup table joined (`FROM teams t`).
+    pub from: Option<Joined>,
     /// Which rows (all when absent).
     pub selection: Option<Expr>,
+}
+
+/// The lookup table of `UPDATE ... FROM name [AS] alias`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Joined {
+    /// The table.
+    pub table: Ident,
+    /// What its columns are qualified with (the table's name when absent).
+    pub alias: Option<Ident>,
+}
+
+impl Joined {
+    /// The qualifier of its columns.
+    pub fn qualifier(&self) -> &Ident {
+        self.alias.as_ref().unwrap_or(&self.table)
+    }
 }
 
 /// `DELETE FROM t [WHERE p]`.
@@ -338,7 +376,15 @@ impl fmt::Display for Statement {
             Statement::Source(s) => s.fmt(f),
             Statement::Sink(s) => s.fmt(f),
             Statement::Pipeline(p) => p.fmt(f),
+            Statement::Table(t) => t.fmt(f),
         }
+    }
+}
+
+impl fmt::Display for CreateTable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CREATE TABLE {} FROM FILE", self.name)?;
+        write_options(f, &self.options)
     }
 }
 
@@ -458,6 +504,7 @@ impl fmt::Display for Target {
                 write_string(f, &key.value)?;
                 f.write_str("]")
             }
+            Target::Attrs { scope, .. } => f.write_str(scope.map_name()),
         }
     }
 }
@@ -470,6 +517,12 @@ impl fmt::Display for Update {
                 f.write_str(", ")?;
             }
             write!(f, "{} = {}", a.target, a.value)?;
+        }
+        if let Some(joined) = &self.from {
+            write!(f, " FROM {}", joined.table)?;
+            if let Some(alias) = &joined.alias {
+                write!(f, " {alias}")?;
+            }
         }
         if let Some(p) = &self.selection {
             write!(f, " WHERE {p}")?;

@@ -29,6 +29,7 @@ pub(crate) fn check_files(
         sources: Vec::new(),
         sinks: Vec::new(),
         pipelines: Vec::new(),
+        tables: Vec::new(),
     };
     let mut errors = Vec::new();
     // Sources and sinks first, so pipelines may come before the definitions they use.
@@ -98,6 +99,32 @@ fn define(program: &mut Program, file: &str, statement: &ast::Statement) -> Resu
                 kind: s.kind,
                 options,
                 origin: origin(file, s.location),
+            });
+            checked
+        }
+        ast::Statement::Table(t) => {
+            let name = t.name.value.clone();
+            if let Some(other) = program.table(&name) {
+                return Err(Located::at(
+                    t.name.span,
+                    format!("table '{name}' is already defined at {}", other.origin),
+                ));
+            }
+            let reserved = ["logs", "spans", "metrics", "system", "live", "recent"];
+            if reserved.contains(&name.to_lowercase().as_str()) {
+                return Err(Located::at(
+                    t.name.span,
+                    format!(
+                        "'{name}' names telemetry or the query service's catalogs; a lookup table is named otherwise"
+                    ),
+                ));
+            }
+            let specs = crate::options::table_options();
+            let (options, checked) = checked_options(&t.options, &specs, "table", t.location);
+            program.tables.push(LookupTable {
+                name,
+                options,
+                origin: origin(file, t.location),
             });
             checked
         }
@@ -310,13 +337,30 @@ fn step(
         }
         PipelineStatement::Update(u) => {
             let table = table(&u.table)?;
+            let mut values: Vec<Expr> = u.assignments.iter().map(|a| a.value.clone()).collect();
+            let selection = match &u.from {
+                Some(joined) => {
+                    let mut slots: Vec<&mut Expr> = values.iter_mut().collect();
+                    Some(crate::lookup::rewrite_join(
+                        program,
+                        joined,
+                        &mut slots,
+                        &u.selection,
+                    )?)
+                }
+                None => u.selection.clone(),
+            };
+            for value in values.iter().chain(&selection) {
+                crate::lookup::check_calls(program, value)?;
+            }
             let mut assignments = Vec::new();
-            for a in &u.assignments {
+            for (a, value) in u.assignments.iter().zip(&values) {
                 let target = match &a.target {
                     Target::Attr { scope, key } => SetTarget::Attr {
                         scope: *scope,
                         key: nonempty_key(key)?,
                     },
+                    Target::Attrs { scope, .. } => SetTarget::Attrs { scope: *scope },
                     Target::Field(parts) => {
                         let name: Vec<String> =
                             parts.iter().map(|p| p.value.to_lowercase()).collect();
@@ -357,21 +401,27 @@ fn step(
                         format!("{} is set twice", a.target),
                     ));
                 }
-                assignments.push(SetStep {
-                    target,
-                    value: resolve(table, &a.value, &[])?,
-                });
+                let value = match &target {
+                    SetTarget::Attrs { scope } => {
+                        SetValue::Merge(crate::merge::attr_merge(table, *scope, value)?)
+                    }
+                    _ => SetValue::Expr(resolve(table, value, &[])?),
+                };
+                assignments.push(SetStep { target, value });
             }
             (
                 table,
                 StepKind::Update {
                     assignments,
-                    filter: filter(table, &u.selection)?,
+                    filter: filter(table, &selection)?,
                 },
             )
         }
         PipelineStatement::Delete(d) => {
             let table = table(&d.table)?;
+            if let Some(selection) = &d.selection {
+                crate::lookup::check_calls(program, selection)?;
+            }
             (
                 table,
                 StepKind::Delete {
@@ -381,6 +431,7 @@ fn step(
         }
         PipelineStatement::Insert(i) => {
             let sink = sink(program, &i.sink)?;
+            crate::lookup::check_calls(program, i.query.as_ref())?;
             insert(sink, &i.query, aggregates)?
         }
         PipelineStatement::Limit(l) => limit(program, l)?,

@@ -383,6 +383,17 @@ impl Resolver<'_> {
                 let replacement = self.field(&parts.clone(), &expr.clone())?;
                 *expr = replacement;
             }
+            Expr::Function(function) => {
+                let name = function.name.to_string().to_lowercase();
+                if crate::program::MakerKind::NAMES.contains(&name.as_str()) {
+                    return Err(Located::at(
+                        expr.span(),
+                        format!(
+                            "{name}(...) makes attributes: merge them into a map, as in SET attributes = attributes || {name}(...)"
+                        ),
+                    ));
+                }
+            }
             _ => {}
         }
         Ok(())

@@ -38,6 +38,8 @@ mod error;
 mod exprs;
 mod having;
 mod identity;
+mod lookup;
+mod merge;
 pub mod model;
 pub mod options;
 mod parser;
@@ -47,6 +49,7 @@ mod syntax;
 
 pub use error::{DialectError, DialectErrors, Location};
 pub use exprs::ResolvedExpr;
+pub use lookup::LOOKUP;
 pub use program::*;
 
 /// Parses a pipeline file's text (`file` names it in errors): its statements, or the syntax

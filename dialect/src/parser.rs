@@ -372,16 +372,36 @@ impl FileParser {
                 ));
             }
         }
-        self.expect_word("CREATE", "CREATE SOURCE, CREATE SINK or CREATE PIPELINE")?;
+        self.expect_word(
+            "CREATE",
+            "CREATE SOURCE, CREATE SINK, CREATE TABLE or CREATE PIPELINE",
+        )?;
         if self.eat_word("SOURCE") {
             self.source(location).map(Statement::Source)
         } else if self.eat_word("SINK") {
             self.sink(location).map(Statement::Sink)
         } else if self.eat_word("PIPELINE") {
             self.pipeline(location).map(Statement::Pipeline)
+        } else if self.eat_word("TABLE") {
+            self.table(location).map(Statement::Table)
         } else {
-            self.expected("SOURCE, SINK or PIPELINE after CREATE")
+            self.expected("SOURCE, SINK, TABLE or PIPELINE after CREATE")
         }
+    }
+
+    fn table(&mut self, location: Location) -> Result<CreateTable> {
+        let name = self.identifier("a table name")?;
+        self.expect_word("FROM", "FROM FILE after the table name")?;
+        self.expect_word(
+            "FILE",
+            "FILE after FROM (a lookup table is read from a file)",
+        )?;
+        let options = self.options()?;
+        Ok(CreateTable {
+            location,
+            name,
+            options,
+        })
     }
 
     fn source(&mut self, location: Location) -> Result<CreateSource> {
@@ -625,11 +645,29 @@ impl FileParser {
                 break;
             }
         }
+        let from = if self.eat_word("FROM") {
+            let joined = self.identifier("a lookup table's name after FROM")?;
+            self.eat_word("AS");
+            let alias = if self.peek_word("WHERE") || self.at_end() {
+                None
+            } else if matches!(self.peek().token, Token::Word(_)) {
+                Some(self.identifier("an alias of the lookup table")?)
+            } else {
+                None
+            };
+            Some(Joined {
+                table: joined,
+                alias,
+            })
+        } else {
+            None
+        };
         let selection = self.selection()?;
         Ok(Update {
             location,
             table,
             assignments,
+            from,
             selection,
         })
     }
@@ -639,10 +677,16 @@ impl FileParser {
         while self.p.consume_token(&Token::Period) {
             parts.push(self.identifier("a name after '.'")?);
         }
-        if !self.p.consume_token(&Token::LBracket) {
-            return Ok(Target::Field(parts));
-        }
         let path: Vec<String> = parts.iter().map(|p| p.value.to_lowercase()).collect();
+        if !self.p.consume_token(&Token::LBracket) {
+            return Ok(match AttrScope::from_path(&path) {
+                Some(scope) => Target::Attrs {
+                    scope,
+                    location: Location::of(parts[0].span),
+                },
+                None => Target::Field(parts),
+            });
+        }
         let Some(scope) = AttrScope::from_path(&path) else {
             return Err(Located::at(
                 parts[0].span,

@@ -17,6 +17,8 @@ pub struct Program {
     pub sinks: Vec<Sink>,
     /// Pipelines, in order of definition.
     pub pipelines: Vec<Pipeline>,
+    /// Lookup tables, in order of definition.
+    pub tables: Vec<LookupTable>,
 }
 
 impl Program {
@@ -28,6 +30,31 @@ impl Program {
     /// The sink named `name`.
     pub fn sink(&self, name: &str) -> Option<&Sink> {
         self.sinks.iter().find(|s| s.name == name)
+    }
+
+    /// The lookup table named `name`.
+    pub fn table(&self, name: &str) -> Option<&LookupTable> {
+        self.tables.iter().find(|t| t.name == name)
+    }
+}
+
+/// A checked `CREATE TABLE name FROM FILE WITH (path = ...)`: rows read from a file (CSV with a
+/// header, JSON lines or Parquet) that pipelines look values up in by a key column, and live
+/// queries read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LookupTable {
+    /// Its name.
+    pub name: String,
+    /// Its options (see [`crate::options::table_options`]).
+    pub options: Options,
+    /// Where it is defined.
+    pub origin: Origin,
+}
+
+impl LookupTable {
+    /// The file it is read from, as written.
+    pub fn path(&self) -> &str {
+        self.options.str("path").unwrap_or_default()
     }
 }
 
@@ -125,7 +152,7 @@ impl Step {
 /// Whether setting `target` of a data point may change its series.
 fn sets_identity(target: &SetTarget) -> bool {
     match target {
-        SetTarget::Attr { .. } => true,
+        SetTarget::Attr { .. } | SetTarget::Attrs { .. } => true,
         SetTarget::Field(f) => matches!(f.name, "name" | "unit" | "scope.name" | "scope.version"),
     }
 }
@@ -295,6 +322,11 @@ pub enum SetTarget {
         /// The key.
         key: String,
     },
+    /// A whole attribute map (`attributes = attributes || parse_json(body)`).
+    Attrs {
+        /// Whose attributes.
+        scope: AttrScope,
+    },
 }
 
 /// One assignment of an `UPDATE`.
@@ -303,7 +335,97 @@ pub struct SetStep {
     /// What is set.
     pub target: SetTarget,
     /// The value.
-    pub value: ResolvedExpr,
+    pub value: SetValue,
+}
+
+/// The value of an assignment.
+// Made once per program, never per row: the size of the variants does not matter.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq)]
+pub enum SetValue {
+    /// An expression per row (a column or one attribute).
+    Expr(ResolvedExpr),
+    /// Maps merged into an attribute map (a [`SetTarget::Attrs`]).
+    Merge(AttrMerge),
+}
+
+impl SetValue {
+    /// The expressions it evaluates per row: the expression, or the text each map is made of.
+    pub fn exprs(&self) -> Vec<&ResolvedExpr> {
+        match self {
+            SetValue::Expr(e) => vec![e],
+            SetValue::Merge(m) => m
+                .operands
+                .iter()
+                .filter_map(|o| match o {
+                    MapOperand::Made(p) => Some(&p.input),
+                    MapOperand::Existing => None,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// `map || map || ...` written to an attribute map: a key of a later operand replaces the
+/// same key of an earlier one. Without [`MapOperand::Existing`] the map is replaced whole.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttrMerge {
+    /// The operands, in order.
+    pub operands: Vec<MapOperand>,
+}
+
+impl AttrMerge {
+    /// Whether the map's own attributes are an operand (else they are all replaced).
+    pub fn keeps_existing(&self) -> bool {
+        self.operands.contains(&MapOperand::Existing)
+    }
+}
+
+/// One operand of an [`AttrMerge`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum MapOperand {
+    /// The attributes the row has (the map assigned to).
+    Existing,
+    /// Attributes made from text per row.
+    Made(Box<MapMaker>),
+}
+
+/// A function that makes attributes out of text: `parse_json(text [, separator])`,
+/// `parse_logfmt(text)`, `regexp_captures(text, pattern)`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MapMaker {
+    /// Which function.
+    pub kind: MakerKind,
+    /// The text, per row.
+    pub input: ResolvedExpr,
+    /// The call as written.
+    pub sql: String,
+    /// Where the call is.
+    pub location: Location,
+}
+
+/// How a [`MapMaker`] reads its text.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MakerKind {
+    /// A JSON object: its members, typed; nested objects kept as maps, or flattened into keys
+    /// joined by `separator`.
+    Json {
+        /// The separator of flattened keys (nested objects kept as maps when None).
+        separator: Option<String>,
+    },
+    /// `key=value` pairs separated by spaces (values may be double-quoted; a bare key is
+    /// `true`).
+    Logfmt,
+    /// The named groups of a regular expression that matches the text.
+    Captures {
+        /// The regular expression, as written (checked by the pipeline that compiles it).
+        pattern: String,
+    },
+}
+
+impl MakerKind {
+    /// The function names of the makers.
+    pub const NAMES: [&'static str; 3] = ["parse_json", "parse_logfmt", "regexp_captures"];
 }
 
 impl StepKind {

@@ -1,6 +1,7 @@
 //! A compiled pipeline: its statements compiled once into operators, run on every batch of its
 //! source.
 
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use penstock_dialect::{Program, Step};
@@ -10,6 +11,7 @@ use penstock_engine::schema::PayloadType;
 use crate::aggregate::Aggregation;
 use crate::aggregate::windows::Windows;
 use crate::error::{PipelineError, Result};
+use crate::lookup::Lookups;
 use crate::ops::compile::compile_step;
 use crate::ops::operator::{Operator, RunContext};
 use crate::ops::routing::Routing;
@@ -60,34 +62,47 @@ pub struct Pipeline {
 impl Pipeline {
     /// Compiles pipeline `name` of `program`: every expression is planned now, so a pipeline
     /// that compiles only fails on a batch for reasons of that batch's data.
+    /// Its lookup tables are read from their files.
     pub fn compile(program: &Program, name: &str) -> Result<Pipeline> {
         let pipeline = program
             .pipelines
             .iter()
             .find(|p| p.name == name)
             .ok_or_else(|| PipelineError::Execute(format!("no pipeline named {name}")))?;
-        Pipeline::compile_steps(pipeline).map_err(|mut errors| errors.swap_remove(0))
+        let lookups = Arc::new(Lookups::load_all(program)?);
+        Pipeline::compile_steps(pipeline, &lookups).map_err(|mut errors| errors.swap_remove(0))
     }
 
-    /// Compiles every pipeline of `program`.
+    /// Compiles every pipeline of `program`; its lookup tables are read from their files.
     pub fn compile_all(program: &Program) -> Result<Vec<Pipeline>> {
+        let lookups = Arc::new(Lookups::load_all(program)?);
+        Pipeline::compile_all_with(program, &lookups)
+    }
+
+    /// Compiles every pipeline of `program`, with the lookup tables `lookups` (loaded from
+    /// `program`).
+    pub fn compile_all_with(program: &Program, lookups: &Arc<Lookups>) -> Result<Vec<Pipeline>> {
         program
             .pipelines
             .iter()
-            .map(|p| Pipeline::compile_steps(p).map_err(|mut errors| errors.swap_remove(0)))
+            .map(|p| {
+                Pipeline::compile_steps(p, lookups).map_err(|mut errors| errors.swap_remove(0))
+            })
             .collect()
     }
 
-    /// Compiles every pipeline of `program`, planning every statement even after one fails:
-    /// the pipelines, or the error of each statement that does not plan (in the order of the
-    /// pipelines and their statements, each a [`PipelineError::Plan`]).
+    /// Compiles every pipeline of `program` with the lookup tables `lookups`, planning every
+    /// statement even after one fails: the pipelines, or the error of each statement that does
+    /// not plan (in the order of the pipelines and their statements, each a
+    /// [`PipelineError::Plan`]).
     pub fn compile_every(
         program: &Program,
+        lookups: &Arc<Lookups>,
     ) -> std::result::Result<Vec<Pipeline>, Vec<PipelineError>> {
         let mut pipelines = Vec::new();
         let mut errors = Vec::new();
         for pipeline in &program.pipelines {
-            match Pipeline::compile_steps(pipeline) {
+            match Pipeline::compile_steps(pipeline, lookups) {
                 Ok(p) => pipelines.push(p),
                 Err(e) => errors.extend(e),
             }
@@ -103,8 +118,9 @@ impl Pipeline {
     /// compile (never none).
     fn compile_steps(
         pipeline: &penstock_dialect::Pipeline,
+        lookups: &Arc<Lookups>,
     ) -> std::result::Result<Pipeline, Vec<PipelineError>> {
-        let session = LazySession::default();
+        let session = LazySession::with_lookups(Arc::clone(lookups));
         let mut steps = Vec::new();
         let mut errors = Vec::new();
         let mut decisions = Decisions::default();

@@ -38,6 +38,7 @@ const GROUP_ORDER: &[&str] = &[
     "Struct Functions",
     "Map Functions",
     "Union Functions",
+    crate::parse::SECTION.label,
     "Other Functions",
     AGGREGATES,
 ];
@@ -49,6 +50,9 @@ pub enum FunctionKind {
     Scalar,
     /// An aggregate of an aggregation statement (`INSERT ... SELECT ... GROUP BY`).
     Aggregate,
+    /// A function that makes attributes out of text, merged into an attribute map with `||`
+    /// (`SET attributes = attributes || parse_json(body)`).
+    Maker,
 }
 
 /// One function of the reference.
@@ -102,6 +106,17 @@ pub fn functions() -> Vec<FunctionDoc> {
         doc.group = AGGREGATES.to_string();
         doc.becomes = Some(becomes(f.metric, f.distinct, f.text));
         out.push(doc);
+    }
+    for (name, syntax, description) in crate::parse::documentation() {
+        out.push(FunctionDoc {
+            name: name.to_string(),
+            aliases: Vec::new(),
+            kind: FunctionKind::Maker,
+            group: crate::parse::SECTION.label.to_string(),
+            description: description.to_string(),
+            syntax: Some(syntax.to_string()),
+            becomes: None,
+        });
     }
     let key = |f: &FunctionDoc| {
         (
@@ -237,7 +252,7 @@ pub fn markdown(functions: &[FunctionDoc]) -> String {
 fn section_description(label: &str) -> Option<&'static str> {
     scalar_doc_sections::doc_sections()
         .into_iter()
-        .chain([crate::json::SECTION])
+        .chain([crate::json::SECTION, crate::parse::SECTION])
         .find(|s| s.label == label)
         .and_then(|s| s.description)
 }

@@ -9,7 +9,9 @@
 
 use std::cell::OnceCell;
 use std::ops::ControlFlow;
+use std::sync::Arc;
 
+use crate::lookup::{Lookup, Lookups};
 use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::context::SessionState;
 use datafusion::prelude::{SessionConfig, SessionContext};
@@ -20,9 +22,15 @@ use datafusion::sql::sqlparser::ast::{
 /// The session every statement is planned in: DataFusion's functions, with `now()` read per
 /// batch, and the JSON functions and operators.
 pub(crate) fn session() -> SessionState {
+    session_with(&Arc::default())
+}
+
+/// The session of [`session`], whose `lookup` reads the tables of `lookups`.
+pub(crate) fn session_with(lookups: &Arc<Lookups>) -> SessionState {
     let context = SessionContext::new_with_config(config());
     context.register_udf(crate::clock::BatchClock::udf());
     context.register_udf(crate::sample::share::Share::udf());
+    context.register_udf(Lookup::udf(Arc::clone(lookups)));
     let mut state = context.state();
     crate::json::register(&mut state);
     state
@@ -45,12 +53,21 @@ fn config() -> SessionConfig {
 pub(crate) struct LazySession {
     full: OnceCell<SessionState>,
     bare: OnceCell<SessionState>,
+    lookups: Arc<Lookups>,
 }
 
 impl LazySession {
+    /// Sessions whose `lookup` reads the tables of `lookups`.
+    pub(crate) fn with_lookups(lookups: Arc<Lookups>) -> LazySession {
+        LazySession {
+            lookups,
+            ..LazySession::default()
+        }
+    }
+
     /// The full session, made now if nothing needed it before.
     pub(crate) fn state(&self) -> &SessionState {
-        self.full.get_or_init(session)
+        self.full.get_or_init(|| session_with(&self.lookups))
     }
 
     /// Plans `expr` with `plan`: in the bare session when `expr` needs no function and the

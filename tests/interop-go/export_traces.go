@@ -6,7 +6,7 @@ package main
 // sends its requests one after the other. So the spans of one trace (or the series merged into
 // one) can reach a gateway on different connections. The requests come from stdin, or with
 // -generate from a generator of traces of 1 to 8 spans (of delta sums in -series series, see
-// generatedMetrics).
+// generatedMetrics; of log records with JSON bodies, see generatedLogs).
 
 import (
 	"context"
@@ -21,9 +21,9 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
@@ -45,8 +45,8 @@ func cmdExportTraces(args []string, stdin io.Reader, stdout, stderr io.Writer) e
 	addr := fs.String("addr", "", "the OTLP/gRPC endpoint, HOST:PORT")
 	connections := fs.Int("connections", 2, "connections the requests are spread over")
 	callTimeout := fs.Duration("call-timeout", 10*time.Second, "deadline of each call")
-	generate := fs.Int("generate", 0, "generate this many spans (data points with -signal metrics) instead of reading stdin")
-	batch := fs.Int("batch", 512, "spans (data points) per generated request")
+	generate := fs.Int("generate", 0, "generate this many spans (data points with -signal metrics, log records with -signal logs) instead of reading stdin")
+	batch := fs.Int("batch", 512, "spans (data points, log records) per generated request")
 	series := fs.Int("series", 10000, "series of the generated data points (100 routes times series/100 pods)")
 	quiet := fs.Bool("quiet", false, "print only a summary line, not one line per answer")
 	signal := fs.String("signal", "traces", "what stdin holds: traces, metrics or logs requests")
@@ -74,9 +74,13 @@ func cmdExportTraces(args []string, stdin io.Reader, stdout, stderr io.Writer) e
 			return err
 		}
 	case *signal == "logs":
-		requests, err := framedRequests(stdin, plogotlp.NewExportRequest)
-		if err != nil {
-			return err
+		requests := generatedLogs(*generate, *batch)
+		if *generate == 0 {
+			var err error
+			requests, err = framedRequests(stdin, plogotlp.NewExportRequest)
+			if err != nil {
+				return err
+			}
 		}
 		count = len(requests)
 		export = func(ctx context.Context, conn *grpc.ClientConn, i int) error {

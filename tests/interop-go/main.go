@@ -11,7 +11,7 @@
 //	otap-interop consume -signal logs|traces|metrics
 //	otap-interop send -signal logs|traces|metrics -addr HOST:PORT [-compression zstdarrow1] [-token T -token-in metadata|headers]
 //	otap-interop serve [-listen 127.0.0.1:0]
-//	otap-interop serve-otlp [-listen 127.0.0.1:0] [-warning TEXT]
+//	otap-interop serve-otlp [-listen 127.0.0.1:0] [-warning TEXT] [-first-json FILE]
 //	otap-interop serve-otlp-http [-listen 127.0.0.1:0] [-warning TEXT] [-rejected N] [-fail-first N -fail-status 503 -retry-after 1]
 //	otap-interop export-otlp -addr HOST:PORT [-senders 4] [-records 50] [-until-retry D]
 //	otap-interop selftest
@@ -101,12 +101,13 @@ func usage(w io.Writer) {
   otap-interop serve [-listen 127.0.0.1:0]
       serves the three Arrow services until stdin closes; stdout: "listening ADDR", then
       one frame per acknowledged batch: a signal byte (0 logs, 1 traces, 2 metrics) + OTLP
-  otap-interop serve-otlp [-listen 127.0.0.1:0] [-warning TEXT]
+  otap-interop serve-otlp [-listen 127.0.0.1:0] [-warning TEXT] [-first-json FILE]
       serves OTLP/gRPC (LogsService, TraceService, MetricsService Export; gzip, zstd or
       none) until stdin closes; stdout: "listening ADDR", then one frame per accepted
       Export: a signal byte (0 logs, 1 traces, 2 metrics) + the Export*ServiceRequest;
       stderr at exit: the exports and items accepted per signal. -warning: every response
-      carries a partial success rejecting nothing, with TEXT as its message
+      carries a partial success rejecting nothing, with TEXT as its message; -first-json:
+      the first accepted Export is also written to FILE as OTLP/JSON
   otap-interop serve-otlp-http [-listen 127.0.0.1:0] [-warning TEXT] [-rejected N]
                     [-fail-first N] [-fail-status 503] [-retry-after S | -retry-after-date D]
                     [-compress-responses] [-tls-cert FILE -tls-key FILE]
@@ -122,9 +123,10 @@ func usage(w io.Writer) {
       waiting between them; stdout: one JSON line per answer (ms, code, retry_ms: the
       RetryInfo delay, -1 without one); with -until-retry, stops once a refusal asks for at
       least D, and fails if none did by -deadline
-  otap-interop export-traces -addr HOST:PORT [-connections 2] [-call-timeout 10s]
-                    [-generate SPANS [-batch 512]] [-quiet]
-      stdin (or -generate: traces of 1 to 8 spans made here): ExportTraceServiceRequest
+  otap-interop export-traces -addr HOST:PORT [-signal traces|metrics|logs] [-connections 2]
+                    [-call-timeout 10s] [-generate N [-batch 512] [-series 10000]] [-quiet]
+      stdin (or -generate: traces of 1 to 8 spans, data points of a delta sum in -series
+      series, or log records with JSON bodies, made here): Export*ServiceRequest
       frames (pdata client, gzip), request i on connection i mod -connections, each
       connection sending its requests one after the other; stdout: one JSON line per
       answer (request, connection, code), or with -quiet one summary line

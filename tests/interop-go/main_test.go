@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -566,5 +568,119 @@ func TestServeOTLP(t *testing.T) {
 				t.Errorf("summary %q, want %q (%d exports)", summary, want, exports)
 			}
 		})
+	}
+}
+
+// TestGeneratedLogs: export-traces -signal logs -generate makes the records asked for, batch a
+// request, each body a JSON object of 10 fields (strings, whole numbers, a number with a
+// fraction, a bool) that differ between records.
+func TestGeneratedLogs(t *testing.T) {
+	requests := generatedLogs(2500, 1000)
+	if len(requests) != 3 {
+		t.Fatalf("%d requests, want 3", len(requests))
+	}
+	bodies := map[string]bool{}
+	for i, req := range requests {
+		want := 1000
+		if i == 2 {
+			want = 500
+		}
+		if n := req.Logs().LogRecordCount(); n != want {
+			t.Errorf("request %d: %d log records, want %d", i, n, want)
+		}
+		records := req.Logs().ResourceLogs().At(0).ScopeLogs().At(0).LogRecords()
+		for j := 0; j < records.Len(); j++ {
+			record := records.At(j)
+			body := record.Body().Str()
+			bodies[body] = true
+			decoder := json.NewDecoder(strings.NewReader(body))
+			decoder.UseNumber()
+			var fields map[string]any
+			if err := decoder.Decode(&fields); err != nil {
+				t.Fatalf("request %d, record %d: body %q: %v", i, j, body, err)
+			}
+			kinds := map[string]int{}
+			for key, value := range fields {
+				if _, clash := record.Attributes().Get(key); clash {
+					t.Errorf("body field %q is an attribute too", key)
+				}
+				switch v := value.(type) {
+				case json.Number:
+					if _, err := v.Int64(); err == nil {
+						kinds["int"]++
+					} else {
+						kinds["float"]++
+					}
+				case string:
+					kinds["string"]++
+				case bool:
+					kinds["bool"]++
+				default:
+					t.Errorf("body field %q: %T", key, value)
+				}
+			}
+			if want := map[string]int{"string": 6, "int": 2, "float": 1, "bool": 1}; fmt.Sprint(kinds) != fmt.Sprint(want) {
+				t.Fatalf("body %s: fields %v, want %v", body, kinds, want)
+			}
+		}
+	}
+	if len(bodies) != 2500 {
+		t.Errorf("%d different bodies of 2500", len(bodies))
+	}
+}
+
+// TestServeOTLPFirstJSON: with -first-json, serve-otlp writes the first Export it accepts,
+// and only that one, as OTLP/JSON.
+func TestServeOTLPFirstJSON(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "first.json")
+	stdinR, stdinW := io.Pipe()
+	stdoutR, stdoutW := io.Pipe()
+	var stderr bytes.Buffer
+	done := make(chan int, 1)
+	go func() {
+		code := run([]string{"serve-otlp", "-first-json", path}, stdinR, stdoutW, &stderr)
+		stdoutW.Close()
+		done <- code
+	}()
+	defer stdinW.Close()
+	out := bufio.NewReader(stdoutR)
+	line, err := out.ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening ")
+	if !ok {
+		t.Fatalf("first line %q", line)
+	}
+	go func() { _, _ = io.Copy(io.Discard, out) }()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	requests := generatedLogs(30, 10)
+	for _, req := range requests {
+		if _, err := plogotlp.NewGRPCClient(conn).Export(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stdinW.Close()
+	if code := <-done; code != exitOK {
+		t.Fatalf("exit status %d; stderr: %s", code, stderr.String())
+	}
+	body, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := plogotlp.NewExportRequest()
+	if err := got.UnmarshalJSON(body); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := requests[0].MarshalProto()
+	gotProto, _ := got.MarshalProto()
+	if err := equivalent(logsSignal, want, gotProto); err != nil {
+		t.Errorf("the JSON is not the first request: %v", err)
 	}
 }

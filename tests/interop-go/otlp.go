@@ -6,6 +6,8 @@ package main
 // response compressed the same way. A response is never empty: pdata marshals an
 // ExportResponse without partial success as the empty partial_success field (bytes 0a 00),
 // so even it goes back compressed (grpc-go sends only zero-length messages uncompressed).
+// With -first-json FILE, the first Export accepted is also written to FILE as OTLP/JSON, for
+// a look at what a sender delivers without decoding the frames.
 
 import (
 	"context"
@@ -13,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 
 	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
@@ -45,10 +48,14 @@ type otlpReceiver struct {
 	// warning, when set, goes back in every response as a partial success rejecting
 	// nothing (an OTLP warning), which makes the response message non-empty.
 	warning string
+	// firstJSON, when set, is the file the first accepted Export is written to as OTLP/JSON.
+	firstJSON string
 
 	mu     sync.Mutex
 	out    *frameWriter
 	counts [3]otlpCount
+	// keptFirst: the first accepted Export went to firstJSON.
+	keptFirst bool
 }
 
 // accept records one request; an error means it could not be written out.
@@ -64,6 +71,26 @@ func (r *otlpReceiver) accept(tag byte, marshal func() ([]byte, error), items in
 	}
 	r.counts[tag].exports++
 	r.counts[tag].items += items
+	return nil
+}
+
+// keepFirst writes the Export just accepted to firstJSON (marshalJSON gives it as OTLP/JSON)
+// when it is the first.
+func (r *otlpReceiver) keepFirst(marshalJSON func() ([]byte, error)) error {
+	r.mu.Lock()
+	first := r.firstJSON != "" && !r.keptFirst
+	r.keptFirst = r.keptFirst || first
+	r.mu.Unlock()
+	if !first {
+		return nil
+	}
+	body, err := marshalJSON()
+	if err == nil {
+		err = os.WriteFile(r.firstJSON, body, 0o644)
+	}
+	if err != nil {
+		return status.Errorf(codes.Internal, "write the request as JSON: %v", err)
+	}
 	return nil
 }
 
@@ -103,6 +130,9 @@ func (s *otlpLogs) Export(_ context.Context, req plogotlp.ExportRequest) (plogot
 	if err := s.r.accept(tagLogs, req.MarshalProto, req.Logs().LogRecordCount()); err != nil {
 		return resp, err
 	}
+	if err := s.r.keepFirst(req.MarshalJSON); err != nil {
+		return resp, err
+	}
 	if s.r.warning != "" {
 		resp.PartialSuccess().SetRejectedLogRecords(0)
 		resp.PartialSuccess().SetErrorMessage(s.r.warning)
@@ -120,6 +150,9 @@ func (s *otlpTraces) Export(_ context.Context, req ptraceotlp.ExportRequest) (pt
 	if err := s.r.accept(tagTraces, req.MarshalProto, req.Traces().SpanCount()); err != nil {
 		return resp, err
 	}
+	if err := s.r.keepFirst(req.MarshalJSON); err != nil {
+		return resp, err
+	}
 	if s.r.warning != "" {
 		resp.PartialSuccess().SetRejectedSpans(0)
 		resp.PartialSuccess().SetErrorMessage(s.r.warning)
@@ -135,6 +168,9 @@ type otlpMetrics struct {
 func (s *otlpMetrics) Export(_ context.Context, req pmetricotlp.ExportRequest) (pmetricotlp.ExportResponse, error) {
 	resp := pmetricotlp.NewExportResponse()
 	if err := s.r.accept(tagMetrics, req.MarshalProto, req.Metrics().DataPointCount()); err != nil {
+		return resp, err
+	}
+	if err := s.r.keepFirst(req.MarshalJSON); err != nil {
 		return resp, err
 	}
 	if s.r.warning != "" {
@@ -157,11 +193,12 @@ func cmdServeOTLP(args []string, stdin io.Reader, stdout, stderr io.Writer) erro
 	fs := newFlagSet("serve-otlp", stderr)
 	listen := fs.String("listen", "127.0.0.1:0", "address to listen on")
 	warning := fs.String("warning", "", "answer every Export with a partial success that rejects nothing and carries this message")
+	firstJSON := fs.String("first-json", "", "also write the first accepted Export to this file as OTLP/JSON")
 	lis, err := parseAndListen(fs, args, listen)
 	if err != nil {
 		return err
 	}
-	r := &otlpReceiver{name: "serve-otlp", warning: *warning, out: newFrameWriter(stdout)}
+	r := &otlpReceiver{name: "serve-otlp", warning: *warning, firstJSON: *firstJSON, out: newFrameWriter(stdout)}
 	server := newOTLPServer(r)
 	err = r.serveUntilClosed(stdin, lis, func() error { return server.Serve(lis) }, server.Stop)
 	fmt.Fprintln(stderr, r.summary())

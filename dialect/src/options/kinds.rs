@@ -90,6 +90,42 @@ const EXPORT: [OptionSpec; 6] = [
     ),
 ];
 
+/// The options of `CREATE TABLE name FROM FILE` (a lookup table).
+pub fn table_options() -> Vec<OptionSpec> {
+    vec![
+        opt(
+            "path",
+            Str,
+            true,
+            "the file: CSV with a header, JSON lines or Parquet (relative: to the working directory, else beside the pipeline file)",
+        ),
+        opt(
+            "format",
+            Choice(&["csv", "jsonl", "parquet"]),
+            false,
+            "how the file is read (default: by its extension; .json and .ndjson are JSON lines)",
+        ),
+        opt(
+            "key",
+            Str,
+            false,
+            "the column rows are found by (default: the first); its values are unique",
+        ),
+        opt(
+            "max_rows",
+            Count,
+            false,
+            "rows at most (default 1000000); a larger file is refused",
+        ),
+        opt(
+            "max_bytes",
+            Size,
+            false,
+            "size at most, of the file and of the table in memory (default 64MiB); a larger one is refused",
+        ),
+    ]
+}
+
 /// The options of a source kind.
 pub fn source_options(kind: SourceKind) -> Vec<OptionSpec> {
     let mut specs = match kind {

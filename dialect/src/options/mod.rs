@@ -15,7 +15,7 @@ pub(crate) mod value;
 pub use duration::{MAX_DURATION, parse_duration};
 pub use headers::parse_headers;
 pub use kafka::{ENCODINGS as KAFKA_ENCODINGS, KEY_TABLES, PartitionKey, resolve_key};
-pub use kinds::{pipeline_options, sink_options, source_options};
+pub use kinds::{pipeline_options, sink_options, source_options, table_options};
 pub use size::parse_size;
 pub use spec::{OptionSpec, OptionType};
 pub use url::{check_base_url, check_endpoint};

@@ -42,19 +42,66 @@ fn text(out: &mut Vec<u8>, s: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// Writing CBOR items one by one, as the values of a map or array are made (by a parser that
+/// reads another encoding, say): maps and arrays of indefinite length, closed by [`end`].
+pub mod write {
+    use super::{BREAK, head};
+
+    /// Starts a map: then key (a text) and value, pairs, then [`end`].
+    pub fn map_start(out: &mut Vec<u8>) {
+        out.push(0xbf);
+    }
+
+    /// Starts an array: then its items, then [`end`].
+    pub fn array_start(out: &mut Vec<u8>) {
+        out.push(0x9f);
+    }
+
+    /// Ends the map or array started last.
+    pub fn end(out: &mut Vec<u8>) {
+        out.push(BREAK);
+    }
+
+    /// A text string.
+    pub fn text(out: &mut Vec<u8>, s: &str) {
+        head(out, 3, s.len() as u64);
+        out.extend_from_slice(s.as_bytes());
+    }
+
+    /// An integer, in its shortest form.
+    pub fn int(out: &mut Vec<u8>, i: i64) {
+        match i >= 0 {
+            true => head(out, 0, i as u64),
+            false => head(out, 1, (-1 - i) as u64),
+        }
+    }
+
+    /// A 64-bit float.
+    pub fn double(out: &mut Vec<u8>, d: f64) {
+        out.push(0xfb);
+        out.extend_from_slice(&d.to_bits().to_be_bytes());
+    }
+
+    /// A boolean.
+    pub fn bool(out: &mut Vec<u8>, b: bool) {
+        out.push(if b { 0xf5 } else { 0xf4 });
+    }
+
+    /// A null (an empty value).
+    pub fn null(out: &mut Vec<u8>) {
+        out.push(0xf6);
+    }
+}
+
 /// Appends the CBOR encoding of an OTLP any-value.
 pub(crate) fn write_any(value: AnyRef<'_>, out: &mut Vec<u8>, depth: usize) -> Result<()> {
     check_depth(depth)?;
     match value {
-        AnyRef::Empty => out.push(0xf6),
+        AnyRef::Empty => write::null(out),
         AnyRef::Str(s) => text(out, s)?,
-        AnyRef::Bool(b) => out.push(if b { 0xf5 } else { 0xf4 }),
-        AnyRef::Int(i) if i >= 0 => head(out, 0, i as u64),
-        AnyRef::Int(i) => head(out, 1, (-1 - i) as u64),
-        AnyRef::Double(d) => {
-            out.push(0xfb);
-            out.extend_from_slice(&d.to_bits().to_be_bytes());
-        }
+        AnyRef::Bool(b) => write::bool(out, b),
+        AnyRef::Int(i) => write::int(out, i),
+        AnyRef::Double(d) => write::double(out, d),
         AnyRef::Bytes(b) => {
             head(out, 2, b.len() as u64);
             out.extend_from_slice(b);

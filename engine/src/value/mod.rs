@@ -6,5 +6,6 @@ pub(crate) mod any_value;
 pub(crate) mod cbor;
 mod view;
 
+pub use cbor::write as cbor_write;
 pub(crate) use view::ScalarField;
 pub use view::{Scalar, ValueView};

@@ -279,7 +279,10 @@ fn keep_unreadable_bodies(
 
 /// Gives every row of `space` an id (rows without children may have none), so attributes can
 /// be attached. Returns the batch and the ids.
-fn ensure_ids(batch: &OtapBatch, space: PayloadType) -> Result<(OtapBatch, UInt32Array)> {
+pub(crate) fn ensure_ids(
+    batch: &OtapBatch,
+    space: PayloadType,
+) -> Result<(OtapBatch, UInt32Array)> {
     let table = table_of(batch, space)?;
     let len = table.num_rows();
     let ids = ids_u32(table.column_by_name(consts::ID).cloned(), len)?;

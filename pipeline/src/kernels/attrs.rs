@@ -180,7 +180,7 @@ pub(crate) fn lookup(
 }
 
 /// Removes the rows where `remove` is true.
-fn remove_rows(table: &RecordBatch, remove: &BooleanArray) -> Result<RecordBatch> {
+pub(crate) fn remove_rows(table: &RecordBatch, remove: &BooleanArray) -> Result<RecordBatch> {
     if remove.true_count() == 0 {
         return Ok(table.clone());
     }
@@ -202,7 +202,8 @@ fn key_of_parents(table: &RecordBatch, key: &str, parents: &HashSet<u32>) -> Res
         .collect())
 }
 
-fn parents_with_key(table: &RecordBatch, key: &str) -> Result<HashSet<u32>> {
+/// The parents that have attribute `key`.
+pub(crate) fn parents_with_key(table: &RecordBatch, key: &str) -> Result<HashSet<u32>> {
     let mask = key_mask(table, key)?;
     let ids = ids_u32(
         table.column_by_name(consts::PARENT_ID).cloned(),
@@ -313,7 +314,25 @@ fn new_rows(
             valid.iter().map(|i| parents[*i as usize]),
         ))
     };
+    // Maps and arrays come as a struct of their type and their CBOR.
+    let (values, serialized) = match values.as_struct_opt() {
+        Some(s) => match (
+            s.column_by_name(consts::TYPE),
+            s.column_by_name(consts::SER),
+        ) {
+            (Some(types), Some(ser)) => {
+                let ty = types
+                    .as_primitive_opt::<UInt8Type>()
+                    .filter(|t| !t.is_empty())
+                    .map_or(value_type::MAP, |t| t.value(0));
+                (Arc::clone(ser), Some(ty))
+            }
+            _ => (values, None),
+        },
+        None => (values, None),
+    };
     let (ty, column) = match values.data_type() {
+        _ if serialized.is_some() => (serialized.unwrap_or(value_type::MAP), consts::SER),
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => (value_type::STR, consts::STR),
         DataType::Int8
         | DataType::Int16
@@ -377,19 +396,46 @@ fn widened(data_type: &DataType) -> DataType {
     }
 }
 
-/// Concatenates attribute tables of `kind` whose columns may differ in presence and encoding.
+/// Concatenates attribute tables of `kind` whose columns may differ in presence and encoding:
+/// each column takes the type the first table has it in (dictionaries with 16-bit keys).
 pub(crate) fn concat_attrs(kind: PayloadType, tables: &[RecordBatch]) -> Result<RecordBatch> {
+    concat_with(kind, tables, |types, _| widened(types[0]))
+}
+
+/// Concatenates attribute tables of `kind` as [`concat_attrs`] does, except that a column the
+/// tables have in different types is made plain (a dictionary's values): no value is hashed
+/// into a dictionary, and no dictionary can overflow.
+pub(crate) fn concat_loose(kind: PayloadType, tables: &[RecordBatch]) -> Result<RecordBatch> {
+    concat_with(kind, tables, |types, canonical| {
+        let dictionaries = types
+            .iter()
+            .all(|t| matches!(t, DataType::Dictionary(_, v) if v.as_ref() == canonical));
+        match types.iter().all(|t| *t == types[0]) {
+            true => types[0].clone(),
+            false if dictionaries => widened(types[0]),
+            false => canonical.clone(),
+        }
+    })
+}
+
+/// Concatenates attribute tables of `kind`; `choose` gives the type of a column from the types
+/// the tables that have it have it in, and its canonical type.
+fn concat_with(
+    kind: PayloadType,
+    tables: &[RecordBatch],
+    choose: impl Fn(&[&DataType], &DataType) -> DataType,
+) -> Result<RecordBatch> {
     let canonical = canonical_schema(kind);
     let fields: Vec<Field> = canonical
         .fields()
         .iter()
         .filter(|f| tables.iter().any(|t| t.column_by_name(f.name()).is_some()))
         .map(|f| {
-            let existing = tables
+            let types: Vec<&DataType> = tables
                 .iter()
-                .find_map(|t| t.schema().field_with_name(f.name()).ok().cloned());
-            let ty = existing.map_or_else(|| f.data_type().clone(), |e| widened(e.data_type()));
-            Field::new(f.name(), ty, f.is_nullable())
+                .filter_map(|t| t.column_by_name(f.name()).map(|c| c.data_type()))
+                .collect();
+            Field::new(f.name(), choose(&types, f.data_type()), f.is_nullable())
         })
         .collect();
     let schema = Arc::new(Schema::new(fields));

@@ -4,7 +4,7 @@
 
 use arrow::array::ArrayRef;
 use penstock_dialect::model::{AttrScope, Table};
-use penstock_dialect::{ResolvedExpr, SetStep, SetTarget, Step};
+use penstock_dialect::{self as dialect, ResolvedExpr, SetStep, SetTarget, Step};
 use penstock_engine::OtapBatch;
 
 use super::condition::{compile_filter, selected};
@@ -15,13 +15,32 @@ use crate::explain::describe_expr;
 use crate::expr::{CompiledExpr, compile, compile_into};
 use crate::json::typed_parts;
 use crate::kernels::assign::{set_attr, set_field, set_metric_field};
+use crate::parse::CompiledMerge;
 use crate::rows::{Rows, spaces};
 use crate::session::LazySession;
 
 /// Writes computed values into the rows its condition matches.
 pub(crate) struct UpdateOp {
     filter: Option<CompiledExpr>,
-    sets: Vec<(SetTarget, CompiledExpr)>,
+    sets: Vec<(SetTarget, SetValue)>,
+}
+
+/// A value of an assignment, planned.
+enum SetValue {
+    /// One value per row.
+    Expr(CompiledExpr),
+    /// Attributes made out of text, merged into a map.
+    Merge(CompiledMerge),
+}
+
+impl SetValue {
+    /// The values it reads before anything is written: one array per expression.
+    fn evaluate(&self, rows: &Rows<'_>) -> Result<Vec<ArrayRef>> {
+        match self {
+            SetValue::Expr(e) => Ok(vec![e.evaluate(rows)?]),
+            SetValue::Merge(m) => m.inputs().map(|e| e.evaluate(rows)).collect(),
+        }
+    }
 }
 
 impl UpdateOp {
@@ -36,16 +55,19 @@ impl UpdateOp {
         let origin = &step.origin;
         let mut sets = Vec::new();
         for a in assignments {
-            let value = match &a.target {
-                SetTarget::Field(field) => {
+            let value = match (&a.target, &a.value) {
+                (_, dialect::SetValue::Merge(merge)) => {
+                    SetValue::Merge(CompiledMerge::compile(session, merge, origin)?)
+                }
+                (SetTarget::Field(field), dialect::SetValue::Expr(value)) => {
                     let target = crate::types::data_type(field.ty);
-                    session.plan(&a.value.expr, |state| {
-                        compile_into(state, &a.value, origin, Some((&target, field.name)))
-                    })?
+                    SetValue::Expr(session.plan(&value.expr, |state| {
+                        compile_into(state, value, origin, Some((&target, field.name)))
+                    })?)
                 }
-                SetTarget::Attr { .. } => {
-                    session.plan(&a.value.expr, |state| compile(state, &a.value, origin))?
-                }
+                (_, dialect::SetValue::Expr(value)) => SetValue::Expr(
+                    session.plan(&value.expr, |state| compile(state, value, origin))?,
+                ),
             };
             sets.push((a.target.clone(), value));
         }
@@ -62,15 +84,19 @@ impl Operator for UpdateOp {
             if mask.true_count() == 0 {
                 continue;
             }
-            let values: Vec<ArrayRef> = self
+            let values: Vec<Vec<ArrayRef>> = self
                 .sets
                 .iter()
-                .map(|(_, e)| e.evaluate(&rows))
+                .map(|(_, v)| v.evaluate(&rows))
                 .collect::<Result<_>>()?;
             drop(rows);
-            for ((target, _), values) in self.sets.iter().zip(values) {
-                batch = match target {
-                    SetTarget::Field(field) => {
+            for ((target, value), mut values) in self.sets.iter_mut().zip(values) {
+                batch = match (target, value) {
+                    (SetTarget::Attrs { scope }, SetValue::Merge(merge)) => {
+                        merge.write(batch, space, *scope, &mask, &values)?
+                    }
+                    (SetTarget::Field(field), _) => {
+                        let values = values.swap_remove(0);
                         let column = columns::lookup(table, field.name);
                         match column {
                             Some(c) if c.metric_level => {
@@ -80,13 +106,20 @@ impl Operator for UpdateOp {
                             None => set_field(&batch, space, &[field.name], &mask, &values)?,
                         }
                     }
-                    SetTarget::Attr { scope, key } => {
+                    (SetTarget::Attr { scope, key }, _) => {
                         // JSON values are written as the type of each.
+                        let values = values.swap_remove(0);
                         let mut written = batch;
                         for (mask, values) in typed_parts(&mask, &values)? {
                             written = set_attr(&written, space, *scope, key, &mask, &values)?;
                         }
                         written
+                    }
+                    (SetTarget::Attrs { .. }, SetValue::Expr(e)) => {
+                        return Err(crate::error::PipelineError::Execute(format!(
+                            "`{}` is not a merge of attributes",
+                            e.sql
+                        )));
                     }
                 };
             }
@@ -101,7 +134,14 @@ impl Operator for UpdateOp {
         }
         for (target, value) in &self.sets {
             line(describe_target(target));
-            line(describe_expr(table, "  value", value));
+            match value {
+                SetValue::Expr(value) => line(describe_expr(table, "  value", value)),
+                SetValue::Merge(merge) => {
+                    for text in merge.describe() {
+                        line(text);
+                    }
+                }
+            }
         }
     }
 }
@@ -109,6 +149,10 @@ impl Operator for UpdateOp {
 fn describe_target(target: &SetTarget) -> String {
     match target {
         SetTarget::Field(f) => format!("set {} [computed column, zip with old values]", f.name),
+        SetTarget::Attrs { scope } => format!(
+            "set {} [attributes made out of text, merged]",
+            scope.map_name()
+        ),
         SetTarget::Attr {
             scope: AttrScope::Record,
             key,

@@ -70,13 +70,17 @@ impl Reloader {
     }
 
     fn load(&self, current: &Running) -> Result<Running, GatewayError> {
-        let (program, pipelines) = load(&self.files)?;
-        if endpoints(&program) != endpoints(&current.program) {
+        let compiled = load(&self.files, Some(&current.lookups))?;
+        if endpoints(&compiled.program) != endpoints(&current.program) {
             return Err(GatewayError::EndpointsChanged);
         }
+        for kept in &compiled.kept {
+            self.telemetry.lookup_reload_failures.fetch_add(1, Relaxed);
+            tracing::warn!(error = %kept, "reload: {kept}");
+        }
         Ok(Running::new(
-            Arc::new(program),
-            &pipelines,
+            (Arc::new(compiled.program), compiled.lookups),
+            &compiled.pipelines,
             self.workers,
             current.generation + 1,
         ))

@@ -45,13 +45,19 @@ pub struct RunOptions {
 /// with a record count and FILE sources) or until SIGTERM / Ctrl-C; then drains: stops
 /// accepting, acknowledges or refuses everything in flight, and returns.
 pub fn run(mut options: RunOptions) -> Result<(), GatewayError> {
-    let (program, pipelines) = load(&options.files)?;
+    let compiled = load(&options.files, None)?;
+    let (program, pipelines) = (compiled.program, compiled.pipelines);
     if let (Some(limit), Some(query)) = (options.memory_limit, options.query.as_mut()) {
         query.fit(limit);
     }
     let workers = options.workers.max(1);
     let program = Arc::new(program);
-    let running = Arc::new(Running::new(Arc::clone(&program), &pipelines, workers, 0));
+    let running = Arc::new(Running::new(
+        (Arc::clone(&program), compiled.lookups),
+        &pipelines,
+        workers,
+        0,
+    ));
     drop(pipelines);
     let recent_bytes = options.query.as_ref().map_or(0, |q| q.recent_bytes);
     let sources = program.sources.iter().map(|s| s.name.clone()).collect();

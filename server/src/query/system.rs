@@ -403,7 +403,7 @@ mod tests {
         .unwrap();
         let telemetry = Telemetry::new(&program);
         let program = Arc::new(program);
-        let running = Running::new(Arc::clone(&program), &pipelines, 1, 0);
+        let running = Running::new((Arc::clone(&program), Arc::default()), &pipelines, 1, 0);
         // A batch through the rate limit, so that it follows a key.
         let mut limited = penstock_pipeline::Pipeline::compile(&program, "tenants").unwrap();
         limited.share_limits(&running.limits);

@@ -64,7 +64,8 @@ pub fn run(replay: &Replay) -> anyhow::Result<()> {
 /// Runs the pipelines of `replay.file` over their inputs and returns what each sink got.
 pub(crate) fn replay_outputs(replay: &Replay) -> anyhow::Result<Outputs> {
     let file = replay.file.as_path();
-    let (program, mut pipelines) = crate::gateway::base::program::load(&[file.to_path_buf()])?;
+    let compiled = crate::gateway::base::program::load(&[file.to_path_buf()], None)?;
+    let (program, mut pipelines) = (compiled.program, compiled.pipelines);
     let inputs = Inputs::assign(&program, file, &replay.inputs)?;
     let mut outputs = Outputs::open(
         &program,

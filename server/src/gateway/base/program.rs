@@ -3,20 +3,22 @@
 
 use std::path::{Path, PathBuf};
 
-use penstock_dialect::Program;
-use penstock_pipeline::{Pipeline, compile_sources};
+use penstock_pipeline::lookup::Lookups;
+use penstock_pipeline::{Compiled, compile_sources_with};
 
 use crate::gateway::base::error::GatewayError;
 
 /// Reads, checks and compiles pipeline files (checked together: a pipeline may use a source
-/// or sink of another file). The error of files that do not check holds every error found.
-pub fn load(files: &[PathBuf]) -> Result<(Program, Vec<Pipeline>), GatewayError> {
+/// or sink of another file), and loads their lookup tables. The error of files that do not
+/// check holds every error found. With `previous` (a reload), a lookup table whose file does
+/// not read keeps the table `previous` has (said in [`Compiled::kept`]).
+pub fn load(files: &[PathBuf], previous: Option<&Lookups>) -> Result<Compiled, GatewayError> {
     let texts = read(files)?;
     let named: Vec<(&str, &str)> = texts
         .iter()
         .map(|(file, text)| (file.as_str(), text.as_str()))
         .collect();
-    Ok(compile_sources(&named)?)
+    Ok(compile_sources_with(&named, previous)?)
 }
 
 /// The text of each pipeline file, with its name as errors give it.

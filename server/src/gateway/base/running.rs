@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use penstock_dialect::Program;
 use penstock_pipeline::limits::{LimitRow, SharedLimits};
+use penstock_pipeline::lookup::Lookups;
 use penstock_pipeline::{MergeStats, Pipeline, SamplerStats};
 
 use crate::gateway::base::forwarding::Forwarding;
@@ -235,6 +236,8 @@ impl PipelineCounters {
 pub struct Running {
     /// The program.
     pub program: Arc<Program>,
+    /// Its lookup tables, loaded.
+    pub lookups: Arc<Lookups>,
     /// One per pipeline of the program, in order.
     pub pipelines: Vec<PipelineCounters>,
     /// 0 at start, then one more per reload.
@@ -249,9 +252,10 @@ pub struct Running {
 pub const LIMIT_KEYS_SHOWN: usize = 100;
 
 impl Running {
-    /// Counters for `pipelines` (compiled from `program` by any worker) on `workers` workers.
+    /// Counters for `pipelines` (compiled from `program`, with its lookup tables `lookups`, by
+    /// any worker) on `workers` workers.
     pub fn new(
-        program: Arc<Program>,
+        (program, lookups): (Arc<Program>, Arc<Lookups>),
         pipelines: &[Pipeline],
         workers: usize,
         generation: u64,
@@ -283,6 +287,7 @@ impl Running {
         Running {
             forwarding: Forwarding::of(&program),
             program,
+            lookups,
             pipelines,
             generation,
             limits: SharedLimits::default(),

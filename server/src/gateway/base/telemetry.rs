@@ -129,6 +129,8 @@ pub struct Telemetry {
     pub receiving_requests: AtomicU64,
     /// Reloads of the pipeline files: accepted, refused.
     pub reloads: [AtomicU64; 2],
+    /// Lookup tables whose file did not read on a reload (the table read before was kept).
+    pub lookup_reload_failures: AtomicU64,
     /// The disk buffers, by sink.
     pub buffers: BTreeMap<String, Arc<BufferCounters>>,
     /// The consumer lag of KAFKA sources, by source.
@@ -183,6 +185,7 @@ impl Telemetry {
             connections: AtomicU64::new(0),
             receiving_requests: AtomicU64::new(0),
             reloads: Default::default(),
+            lookup_reload_failures: AtomicU64::new(0),
             stream_state_bytes: AtomicU64::new(0),
             otap_streams: AtomicU64::new(0),
             otap_streams_refused: AtomicU64::new(0),
@@ -373,6 +376,11 @@ impl Telemetry {
                 count.load(Relaxed)
             );
         }
+        let _ = writeln!(
+            out,
+            "# HELP penstock_lookup_reload_failures_total lookup tables whose file did not read on a reload (the table read before was kept)\n# TYPE penstock_lookup_reload_failures_total counter\npenstock_lookup_reload_failures_total {}",
+            self.lookup_reload_failures.load(Relaxed)
+        );
         let _ = writeln!(
             out,
             "# HELP penstock_otap_fallbacks_total batches of OTAP streams forwarded as received that were decoded instead, by why\n# TYPE penstock_otap_fallbacks_total counter"

@@ -180,7 +180,7 @@ impl Current {
     /// Switches to the program now running (between batches).
     pub fn reload(self) -> Self {
         let next = Arc::clone(&self.running.borrow());
-        match Pipeline::compile_all(&next.program) {
+        match Pipeline::compile_all_with(&next.program, &next.lookups) {
             Ok(pipelines) => Current::new(self.shares, pipelines, self.running),
             Err(e) => {
                 // The main thread compiled the same program before publishing it.

@@ -187,12 +187,16 @@ fn compile_and_start_sinks(
     base: &std::path::Path,
     draining: &watch::Receiver<bool>,
 ) -> Result<Equipped, GatewayError> {
-    let program = Arc::clone(&running.borrow().program);
-    let pipelines =
-        Pipeline::compile_all(&program).map_err(|source| GatewayError::WorkerCompile {
+    let (program, lookups) = {
+        let running = running.borrow();
+        (Arc::clone(&running.program), Arc::clone(&running.lookups))
+    };
+    let pipelines = Pipeline::compile_all_with(&program, &lookups).map_err(|source| {
+        GatewayError::WorkerCompile {
             worker: index,
             source,
-        })?;
+        }
+    })?;
     let mut queues = shared;
     let mut tasks = Vec::new();
     for sink in &program.sinks {
