@@ -61,6 +61,12 @@ pub enum Relation {
         /// Its name.
         table: String,
     },
+    /// A lookup table (`CREATE TABLE name FROM FILE`): one of the names [`check_query_with`]
+    /// was given.
+    Lookup {
+        /// Its name.
+        table: String,
+    },
     /// No table: a `SELECT` of values only (`SELECT 1`, as clients send to test a
     /// connection).
     Values,
@@ -96,10 +102,30 @@ pub fn check_query(
     sql: &str,
     system_tables: &[&str],
 ) -> std::result::Result<CheckedQuery, DialectError> {
-    check(sql, system_tables).map_err(|e| e.in_file("query"))
+    check_query_with(sql, system_tables, &[])
 }
 
-fn check(sql: &str, system_tables: &[&str]) -> Result<CheckedQuery> {
+/// As [`check_query`], with the lookup tables of the running program (`lookup_tables`, as
+/// defined), read as `NAME`, `lookup.NAME` or `lookup.all.NAME`.
+pub fn check_query_with(
+    sql: &str,
+    system_tables: &[&str],
+    lookup_tables: &[&str],
+) -> std::result::Result<CheckedQuery, DialectError> {
+    let names = Names {
+        system: system_tables,
+        lookup: lookup_tables,
+    };
+    check(sql, &names).map_err(|e| e.in_file("query"))
+}
+
+/// The tables a query may read besides telemetry.
+struct Names<'a> {
+    system: &'a [&'a str],
+    lookup: &'a [&'a str],
+}
+
+fn check(sql: &str, system_tables: &Names<'_>) -> Result<CheckedQuery> {
     let parsed = Parser::new(&PenstockDialect)
         .with_recursion_limit(RECURSION_LIMIT)
         .try_with_sql(sql)
@@ -166,7 +192,7 @@ fn unsupported<T>(what: &str, at: sqlparser::tokenizer::Span) -> Result<T> {
     ))
 }
 
-fn check_select(query: &Query, system_tables: &[&str]) -> Result<CheckedQuery> {
+fn check_select(query: &Query, system_tables: &Names<'_>) -> Result<CheckedQuery> {
     if query.with.is_some() {
         return unsupported("WITH", query.span());
     }
@@ -346,7 +372,8 @@ fn number_placeholders(query: &mut Query) {
 
 /// The table and relation `name` denotes: `T`, `live.T`, `recent.T`, `live.S.T`, `recent.S.T`,
 /// or `system.T` with `T` one of `system_tables`.
-fn relation(name: &ObjectName, system_tables: &[&str]) -> Result<(Option<Table>, Relation)> {
+fn relation(name: &ObjectName, names: &Names<'_>) -> Result<(Option<Table>, Relation)> {
+    let system_tables = names.system;
     let parts: Vec<String> = name
         .0
         .iter()
@@ -357,15 +384,39 @@ fn relation(name: &ObjectName, system_tables: &[&str]) -> Result<(Option<Table>,
             [] => String::new(),
             names => format!(" and system.{}", names.join("|")),
         };
+        let lookup = match names.lookup {
+            [] => String::new(),
+            names => format!(" and lookup tables {}", names.join(", ")),
+        };
         Located::at(
             name.span(),
             format!(
-                "unknown table '{name}'; tables are [live.|recent.][SOURCE_OR_SINK.]logs|spans|metrics{system}"
+                "unknown table '{name}'; tables are [live.|recent.][SOURCE_OR_SINK.]logs|spans|metrics{system}{lookup}"
             ),
         )
     };
     if parts.len() != name.0.len() {
         return Err(unknown());
+    }
+    let lookup = match parts.as_slice() {
+        [table] => Some(table),
+        [kind, table] if kind.eq_ignore_ascii_case("lookup") => Some(table),
+        [kind, schema, table]
+            if kind.eq_ignore_ascii_case("lookup") && schema.eq_ignore_ascii_case(ALL_SOURCES) =>
+        {
+            Some(table)
+        }
+        _ => None,
+    };
+    if let Some(table) = lookup
+        && let Some(found) = names.lookup.iter().find(|n| n.eq_ignore_ascii_case(table))
+    {
+        return Ok((
+            None,
+            Relation::Lookup {
+                table: found.to_string(),
+            },
+        ));
     }
     // `system.all.T`: as the catalog lists the gateway's own tables.
     let system = match parts.as_slice() {

@@ -134,7 +134,10 @@ fn a_query_past_its_memory_limit_fails() {
         .block_on(run_query(
             &query,
             batches(),
-            QueryLimits { memory_bytes: 1024 },
+            QueryLimits {
+                memory_bytes: 1024,
+                ..QueryLimits::default()
+            },
         ))
         .expect_err("1 KiB is not enough");
     assert!(error.to_string().contains("query failed"), "{error}");

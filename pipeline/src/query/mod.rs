@@ -27,20 +27,24 @@ use penstock_dialect::query::{CheckedQuery, ROWS_TABLE};
 use penstock_engine::OtapBatch;
 
 use crate::error::{PipelineError, Result};
+use crate::lookup::Lookups;
 use live::LiveTable;
 use table::BatchTable;
 
-/// How much one query may use.
-#[derive(Debug, Clone, Copy)]
+/// What one query may use: memory, and the lookup tables `lookup(...)` reads.
+#[derive(Debug, Clone)]
 pub struct QueryLimits {
     /// Bytes of memory its operators (sorts, aggregations, joins) may hold.
     pub memory_bytes: usize,
+    /// The lookup tables of the running program.
+    pub lookups: Arc<Lookups>,
 }
 
 impl Default for QueryLimits {
     fn default() -> Self {
         QueryLimits {
             memory_bytes: 256 << 20,
+            lookups: Arc::default(),
         }
     }
 }
@@ -98,12 +102,14 @@ pub async fn execute_with(
 
 /// The schema of a query's result and of its parameters (`$1`, `$2`, ..., as far as their
 /// types are known from where they are used; unknown ones are text).
-/// A view query is planned over no rows; a system query over `input` (its table).
+/// A view query is planned over no rows; a system query over `input` (its table); `limits`
+/// give the lookup tables it may read.
 pub async fn describe_query(
     query: &CheckedQuery,
     input: QueryInput,
+    limits: QueryLimits,
 ) -> Result<(SchemaRef, SchemaRef)> {
-    let frame = plan(query, input, QueryLimits::default()).await?;
+    let frame = plan(query, input, limits).await?;
     let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
     let types = frame
         .logical_plan()
@@ -165,7 +171,7 @@ async fn plan(
     input: QueryInput,
     limits: QueryLimits,
 ) -> Result<datafusion::dataframe::DataFrame> {
-    let context = session(limits)?;
+    let context = session(&limits)?;
     let view = || {
         query
             .table
@@ -212,8 +218,9 @@ fn query_error(e: datafusion::error::DataFusionError) -> PipelineError {
 }
 
 /// A session of its own for one query: DataFusion's functions, `now()` per batch, the JSON
-/// functions and operators, and a memory pool of `limits.memory_bytes`.
-fn session(limits: QueryLimits) -> Result<SessionContext> {
+/// functions and operators, `lookup` over `limits.lookups`, and a memory pool of
+/// `limits.memory_bytes`.
+fn session(limits: &QueryLimits) -> Result<SessionContext> {
     let runtime = RuntimeEnvBuilder::new()
         .with_memory_pool(Arc::new(FairSpillPool::new(limits.memory_bytes)))
         .build_arc()
@@ -227,5 +234,6 @@ fn session(limits: QueryLimits) -> Result<SessionContext> {
     let context = SessionContext::new_with_state(state);
     context.register_udf(crate::clock::BatchClock::udf());
     context.register_udf(crate::sample::share::Share::udf());
+    context.register_udf(crate::lookup::Lookup::udf(Arc::clone(&limits.lookups)));
     Ok(context)
 }

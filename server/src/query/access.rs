@@ -88,6 +88,9 @@ impl Principal {
     pub fn may_read(&self, query: &CheckedQuery, sinks: &[String]) -> Result<(), String> {
         let allowed = match &query.relation {
             Relation::Values | Relation::System { .. } => true,
+            // Lookup tables are the pipelines' own data, not telemetry: what sinks are sent
+            // may hold their values already.
+            Relation::Lookup { .. } => self.scope != Scope::System,
             Relation::Live { stream } | Relation::Recent { stream } => {
                 self.scope.reads_stream(stream.as_deref(), sinks)
             }
@@ -107,6 +110,7 @@ pub fn table_name(query: &CheckedQuery) -> String {
         Relation::Live { stream } => format!("live.{}.{table}", stream_name(stream)),
         Relation::Recent { stream } => format!("recent.{}.{table}", stream_name(stream)),
         Relation::System { table } => format!("system.{table}"),
+        Relation::Lookup { table } => format!("lookup.{table}"),
         Relation::Values => String::new(),
     }
 }

@@ -28,7 +28,8 @@ use arrow_flight::{
     Action, FlightDescriptor, FlightEndpoint, FlightInfo, IpcMessage, SchemaAsIpc, Ticket,
 };
 use futures::{Stream, StreamExt, TryStreamExt};
-use penstock_dialect::query::{CheckedQuery, Relation, check_query};
+use penstock_dialect::query::{CheckedQuery, Relation, check_query_with};
+use penstock_pipeline::lookup::Lookups;
 use penstock_pipeline::query::{QueryInput, QueryLimits, describe_query, execute_with};
 use prost::Message;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -126,11 +127,13 @@ impl QueryService {
     /// Checks `sql`, that the stream it names exists and that `principal` may read it; a
     /// query refused is recorded in the audit trail.
     fn check(&self, sql: &str, principal: &Principal) -> Result<CheckedQuery, Status> {
-        let query = check_query(sql, system::names())
+        let lookups = self.lookups();
+        let names: Vec<&str> = lookups.tables().map(|t| t.name()).collect();
+        let query = check_query_with(sql, system::names(), &names)
             .map_err(|e| self.not_run(principal, sql, None, invalid(e)))?;
         let stream = match &query.relation {
             Relation::Live { stream } | Relation::Recent { stream } => stream,
-            Relation::System { .. } | Relation::Values => &None,
+            Relation::System { .. } | Relation::Lookup { .. } | Relation::Values => &None,
         };
         if let Some(name) = stream
             && !self.streams.iter().any(|s| s == name)
@@ -172,6 +175,19 @@ impl QueryService {
         let listed = RunningQuery::new(&principal.name, sql, table);
         self.system.queries.not_run(listed, outcome);
         status
+    }
+
+    /// The lookup tables of the running program.
+    fn lookups(&self) -> Arc<Lookups> {
+        Arc::clone(&self.system.running.borrow().lookups)
+    }
+
+    /// What one query may use: its memory, and the lookup tables of the running program.
+    fn limits(&self) -> QueryLimits {
+        QueryLimits {
+            memory_bytes: self.options.memory_bytes,
+            lookups: self.lookups(),
+        }
     }
 
     /// The source and sink names a principal of `scope` may read (their schemas in the
@@ -217,6 +233,12 @@ impl QueryService {
                     .table(table, &viewer)
                     .map_err(|e| Status::internal(e.to_string()))?,
             ),
+            Relation::Lookup { table } => QueryInput::Rows(
+                self.lookups()
+                    .get(table)
+                    .map(|t| t.batch().clone())
+                    .ok_or_else(|| Status::not_found(format!("no lookup table '{table}'")))?,
+            ),
             Relation::Values => QueryInput::Rows(RecordBatch::new_empty(Arc::new(
                 arrow::datatypes::Schema::empty(),
             ))),
@@ -248,9 +270,7 @@ impl QueryService {
         let permit = self
             .admit()
             .map_err(|status| self.not_run(principal, text, Some(&query), status))?;
-        let limits = QueryLimits {
-            memory_bytes: self.options.memory_bytes,
-        };
+        let limits = self.limits();
         let (input, live) = match (&query.relation, query.table) {
             (Relation::Recent { stream }, _) => (
                 QueryInput::Batches(self.taps.recent(stream.as_deref())),
@@ -359,7 +379,7 @@ impl FlightSqlService for QueryService {
         let query = self.check(&command.query, &principal)?;
         // Planned over no rows: the schema, without reading anything.
         let input = self.shape_input(&query, &principal)?;
-        let (schema, _) = describe_query(&query, input)
+        let (schema, _) = describe_query(&query, input, self.limits())
             .await
             .map_err(|e| self.not_run(&principal, &command.query, Some(&query), invalid(e)))?;
         let ticket = TicketStatementQuery {
@@ -394,7 +414,7 @@ impl FlightSqlService for QueryService {
         let principal = principal(&request)?;
         let checked = self.check(&query.query, &principal)?;
         let input = self.shape_input(&checked, &principal)?;
-        let (schema, parameters) = describe_query(&checked, input)
+        let (schema, parameters) = describe_query(&checked, input, self.limits())
             .await
             .map_err(|e| self.not_run(&principal, &query.query, Some(&checked), invalid(e)))?;
         let handle = self.prepared.add(query.query, &principal.name);
@@ -442,7 +462,9 @@ impl FlightSqlService for QueryService {
             .ok_or_else(unknown_statement)?;
         let query = self.check(&statement.sql, &principal)?;
         let input = self.shape_input(&query, &principal)?;
-        let (schema, _) = describe_query(&query, input).await.map_err(invalid)?;
+        let (schema, _) = describe_query(&query, input, self.limits())
+            .await
+            .map_err(invalid)?;
         info(command, &schema, request.into_inner())
     }
 
