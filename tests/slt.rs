@@ -581,6 +581,12 @@ impl Options {
 fn main() -> ExitCode {
     let options = Options::parse(std::env::args().skip(1));
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // The files pipelines name (lookup tables) are read from the repository root, as the
+    // documents name them.
+    if let Err(e) = std::env::set_current_dir(here.join("..")) {
+        eprintln!("cannot work from the repository root: {e}");
+        return ExitCode::FAILURE;
+    }
     let mut names: Vec<String> = std::fs::read_dir(here.join("slt"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

@@ -369,3 +369,93 @@ fn replay_merges_the_sample_metrics_without_duplicate_series() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn replay_parses_request_lines_and_joins_the_owners_file() {
+    let dir = std::env::temp_dir().join(format!("penstock-cli-parse-{}", std::process::id()));
+    let out = dir.to_str().expect("utf-8 path");
+    let (ok, _, stderr) = penstock(&[
+        "replay",
+        "examples/pipelines/parse_enrich.sql",
+        "--out",
+        out,
+    ]);
+    assert!(ok, "{stderr}");
+    let owners: std::collections::BTreeMap<String, String> =
+        std::fs::read_to_string(root().join("examples/data/owners.csv"))
+            .expect("as written")
+            .lines()
+            .skip(1)
+            .map(|l| {
+                let fields: Vec<&str> = l.split(',').collect();
+                (fields[0].to_string(), fields[1].to_string())
+            })
+            .collect();
+    let text = std::fs::read_to_string(dir.join("enriched.jsonl")).expect("as written");
+    let (mut requests, mut records) = (0, 0);
+    for line in text.lines() {
+        let request: serde_json::Value = serde_json::from_str(line).expect("as written");
+        for rl in request["resourceLogs"].as_array().expect("as written") {
+            let service = rl["resource"]["attributes"]
+                .as_array()
+                .expect("as written")
+                .iter()
+                .find(|kv| kv["key"] == "service.name")
+                .map(|kv| {
+                    kv["value"]["stringValue"]
+                        .as_str()
+                        .expect("as written")
+                        .to_string()
+                })
+                .expect("as written");
+            for sl in rl["scopeLogs"].as_array().expect("as written") {
+                for record in sl["logRecords"].as_array().expect("as written") {
+                    records += 1;
+                    let attrs = record["attributes"].as_array().expect("as written");
+                    let get = |k: &str| {
+                        attrs
+                            .iter()
+                            .find(|kv| kv["key"] == k)
+                            .map(|kv| &kv["value"])
+                    };
+                    assert_eq!(
+                        get("team").and_then(|v| v["stringValue"].as_str()),
+                        owners.get(&service).map(String::as_str),
+                        "{service}"
+                    );
+                    let body = record["body"]["stringValue"].as_str().unwrap_or_default();
+                    let words: Vec<&str> = body.split(' ').collect();
+                    let is_request = words.len() == 4
+                        && words[1].starts_with('/')
+                        && words[3].ends_with("ms")
+                        && words[0].chars().all(|c| c.is_ascii_uppercase());
+                    if is_request {
+                        requests += 1;
+                        assert_eq!(
+                            get("http.request.method").expect("as written")["stringValue"],
+                            words[0]
+                        );
+                        assert_eq!(
+                            get("url.path").expect("as written")["stringValue"],
+                            words[1]
+                        );
+                        // Ints, as OTLP JSON writes them: strings of digits under intValue.
+                        assert_eq!(
+                            get("http.response.status_code").expect("as written")["intValue"],
+                            words[2]
+                        );
+                        assert_eq!(
+                            get("duration_ms").expect("as written")["intValue"],
+                            words[3].trim_end_matches("ms")
+                        );
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        requests > 100 && records > requests,
+        "{requests} of {records}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -393,3 +393,143 @@ enum Number {
     Int(i64),
     Double(f64),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use proptest::prelude::*;
+    use serde_json::{Map, Value};
+
+    /// What `parse_json` makes of `text`: (key, type, value as text), in order; None when it
+    /// makes nothing.
+    fn parsed(text: &str, separator: Option<&str>) -> Option<Vec<(String, &'static str, String)>> {
+        let mut made = MadeAttrs::default();
+        let mut scratch = Scratch::default();
+        if !object_into(text, separator, 0, &mut made, &mut scratch) {
+            assert_eq!(made.len(), 0, "a row that does not parse leaves nothing");
+            return None;
+        }
+        Some(
+            (0..made.len())
+                .map(|i| {
+                    let key = made.names[made.keys[i] as usize].to_string();
+                    let (ty, value) = match made.value(i) {
+                        Made::Str(s) => ("string", s.to_string()),
+                        Made::Int(v) => ("int", v.to_string()),
+                        Made::Double(v) => ("double", v.to_string()),
+                        Made::Bool(v) => ("bool", v.to_string()),
+                        Made::Map(_) => ("map", String::new()),
+                        Made::Slice(_) => ("array", String::new()),
+                    };
+                    (key, ty, value)
+                })
+                .collect(),
+        )
+    }
+
+    /// What `parse_json` should make of `object`: its members in order (flattened with
+    /// `separator`), nulls left out.
+    fn expected(
+        object: &Map<String, Value>,
+        separator: Option<&str>,
+        prefix: &str,
+        out: &mut Vec<(String, &'static str, String)>,
+    ) {
+        for (key, value) in object {
+            let key = format!("{prefix}{key}");
+            match value {
+                Value::Null => {}
+                Value::Bool(b) => out.push((key, "bool", b.to_string())),
+                Value::String(s) => out.push((key, "string", s.clone())),
+                Value::Number(n) => match n.as_i64() {
+                    Some(i) => out.push((key, "int", i.to_string())),
+                    None => out.push((key, "double", n.as_f64().unwrap().to_string())),
+                },
+                Value::Array(_) => out.push((key, "array", String::new())),
+                Value::Object(inner) => match separator {
+                    Some(sep) => expected(inner, separator, &format!("{key}{sep}"), out),
+                    None => out.push((key, "map", String::new())),
+                },
+            }
+        }
+    }
+
+    fn json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            (-1e6f64..1e6).prop_map(Value::from),
+            "[a-z\"\\\\/\u{e9}\u{1F600}\n\t ]{0,8}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::btree_map("[a-c]{1,2}", inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        /// Scenario: any JSON object, written compactly or pretty, read as kept maps and as
+        /// flattened keys.
+        /// Guarantees: its members, with their JSON types, as serde_json reads them.
+        #[test]
+        fn objects_read_as_serde_json_reads_them(
+            members in prop::collection::btree_map("[a-d]{1,3}", json(), 0..6),
+            pretty in any::<bool>(),
+        ) {
+            let object: Map<String, Value> = members.into_iter().collect();
+            let value = Value::Object(object.clone());
+            let text = match pretty {
+                true => serde_json::to_string_pretty(&value).unwrap(),
+                false => value.to_string(),
+            };
+            for separator in [None, Some(".")] {
+                let mut want = Vec::new();
+                expected(&object, separator, "", &mut want);
+                prop_assert_eq!(parsed(&text, separator), Some(want));
+            }
+        }
+
+        /// Scenario: any text cut short of a whole JSON object.
+        /// Guarantees: nothing is made, and nothing panics.
+        #[test]
+        fn a_cut_object_makes_nothing(
+            members in prop::collection::btree_map("[a-d]{1,3}", json(), 1..6),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let text = Value::Object(members.into_iter().collect()).to_string();
+            let at = cut.index(text.len() - 1);
+            let cut = text.get(..at).unwrap_or_default();
+            prop_assert_eq!(parsed(cut, None), None);
+        }
+    }
+
+    /// Scenario: texts that are not one JSON object.
+    /// Guarantees: nothing is made.
+    #[test]
+    fn what_is_not_one_object_makes_nothing() {
+        for text in [
+            "",
+            "[]",
+            "\"s\"",
+            "1",
+            "{} {}",
+            "{\"a\":1,}",
+            "{\"a\" 1}",
+            "{a:1}",
+            "{\"a\":01}",
+            "{\"a\":-}",
+            "{\"a\":1e}",
+            "{\"a\":tru}",
+            "{\"a\":\"\\x\"}",
+            "{\"a\":\"\\ud83d\"}",
+            "{\"a\":[1,]}",
+        ] {
+            assert_eq!(parsed(text, None), None, "{text}");
+        }
+    }
+}
