@@ -11,6 +11,10 @@ use sqlparser::ast::{
 use crate::error::Located;
 use crate::model::{AttrScope, AttrType, ColumnRef, Table};
 
+/// The functions that make attributes out of text (see `MakerKind`): only called in a merge
+/// into an attribute map, never in an expression.
+pub(crate) const MAKERS: [&str; 3] = ["parse_json", "parse_logfmt", "regexp_captures"];
+
 /// An expression whose column references are resolved.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResolvedExpr {
@@ -385,7 +389,7 @@ impl Resolver<'_> {
             }
             Expr::Function(function) => {
                 let name = function.name.to_string().to_lowercase();
-                if crate::program::MakerKind::NAMES.contains(&name.as_str()) {
+                if MAKERS.contains(&name.as_str()) {
                     return Err(Located::at(
                         expr.span(),
                         format!(

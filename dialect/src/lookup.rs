@@ -23,10 +23,11 @@ use crate::program::Program;
 pub const LOOKUP: &str = "lookup";
 
 /// Names a qualifier may not have: they start the row's own columns.
-const RESERVED: [&str; 7] = [
+const RESERVED: [&str; 8] = [
     "attributes",
     "resource",
     "scope",
+    "status",
     "body",
     "logs",
     "spans",
@@ -64,10 +65,18 @@ pub(crate) fn rewrite_join(
     };
     let mut conjuncts = Vec::new();
     split_and(selection, &mut conjuncts);
-    let join = conjuncts
+    // The join is the first equality whose other side reads the row; one with a constant
+    // (`t.region = 'eu'`) only when there is none.
+    let equalities: Vec<(usize, &Expr, String)> = conjuncts
         .iter()
         .enumerate()
-        .find_map(|(i, c)| key_of(c, qualifier).map(|(expr, column)| (i, expr, column)));
+        .filter_map(|(i, c)| key_of(c, qualifier).map(|(expr, column)| (i, expr, column)))
+        .collect();
+    let join = equalities
+        .iter()
+        .find(|(_, expr, _)| reads_row(expr))
+        .or(equalities.first())
+        .cloned();
     let Some((at, key, column)) = join else {
         return Err(Located::at(selection.span(), usage));
     };
@@ -143,17 +152,7 @@ fn split_and<'a>(expr: &'a Expr, out: &mut Vec<&'a Expr>) {
             split_and(left, out);
             split_and(right, out);
         }
-        Expr::Nested(inner)
-            if matches!(
-                inner.as_ref(),
-                Expr::BinaryOp {
-                    op: BinaryOperator::And,
-                    ..
-                }
-            ) =>
-        {
-            split_and(inner, out)
-        }
+        Expr::Nested(inner) => split_and(inner, out),
         other => out.push(other),
     }
 }
@@ -173,6 +172,9 @@ fn column_of(expr: &Expr, qualifier: &Ident) -> Option<String> {
 
 /// `(e, column)` when `expr` is `e = q.column` or `q.column = e`.
 fn key_of<'a>(expr: &'a Expr, qualifier: &Ident) -> Option<(&'a Expr, String)> {
+    if let Expr::Nested(inner) = expr {
+        return key_of(inner, qualifier);
+    }
     let Expr::BinaryOp {
         left,
         op: BinaryOperator::Eq,
@@ -186,6 +188,23 @@ fn key_of<'a>(expr: &'a Expr, qualifier: &Ident) -> Option<(&'a Expr, String)> {
         (Some(column), None) => Some((right, column)),
         _ => None,
     }
+}
+
+/// Whether `expr` reads a column of the row (it is not a constant).
+fn reads_row(expr: &Expr) -> bool {
+    struct Reads;
+    impl Visitor for Reads {
+        type Break = ();
+        fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<()> {
+            match expr {
+                Expr::Identifier(_)
+                | Expr::CompoundIdentifier(_)
+                | Expr::CompoundFieldAccess { .. } => ControlFlow::Break(()),
+                _ => ControlFlow::Continue(()),
+            }
+        }
+    }
+    expr.visit(&mut Reads).is_break()
 }
 
 /// Where `expr` first names a column of `qualifier`.

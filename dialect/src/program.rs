@@ -425,7 +425,7 @@ pub enum MakerKind {
 
 impl MakerKind {
     /// The function names of the makers.
-    pub const NAMES: [&'static str; 3] = ["parse_json", "parse_logfmt", "regexp_captures"];
+    pub const NAMES: [&'static str; 3] = crate::exprs::MAKERS;
 }
 
 impl StepKind {

@@ -242,19 +242,22 @@ fn a_lookup_table_reloads_on_sighup_and_a_bad_file_keeps_the_table_read_before()
     };
     std::fs::write(&owners, file_of("one")).unwrap();
     let out = dir.join("out.jsonl");
-    let gateway = Gateway::start_with(
-        &dir,
-        "lookup",
-        &format!(
+    let program = |options: &str| {
+        format!(
             "CREATE SOURCE edge FROM GRPC WITH (listen = '127.0.0.1:0');
              CREATE SINK received TO FILE WITH (path = '{}');
-             CREATE TABLE owners FROM FILE WITH (path = 'owners.csv');
+             CREATE TABLE owners FROM FILE WITH (path = 'owners.csv'{options});
              CREATE PIPELINE p FROM edge AS BEGIN
                UPDATE logs SET attributes['team'] = lookup('owners', resource.attributes['service.name'], 'team');
                INSERT INTO received SELECT * FROM logs;
              END;",
             out.display()
-        ),
+        )
+    };
+    let gateway = Gateway::start_with(
+        &dir,
+        "lookup",
+        &program(""),
         &["--admin-listen", "127.0.0.1:0"],
     );
     let url = gateway.url();
@@ -291,6 +294,17 @@ fn a_lookup_table_reloads_on_sighup_and_a_bad_file_keeps_the_table_read_before()
     let third = teams(&out);
     assert_eq!(third.len(), 150);
     assert!(third[100..].iter().all(|t| t.as_deref() == Some("two")));
+
+    // A definition that changed (its key) and does not load is not served by the table read
+    // under the old one: the reload is refused, and generation 2 goes on.
+    std::fs::write(dir.join("lookup.sql"), program(", key = 'squad'")).unwrap();
+    gateway.hang_up();
+    let failed = gateway.wait_for_line("reload failed");
+    assert!(failed.contains("key 'squad' is not a column"), "{failed}");
+    send(50);
+    let fourth = teams(&out);
+    assert_eq!(fourth.len(), 200);
+    assert!(fourth[150..].iter().all(|t| t.as_deref() == Some("two")));
     let (ok, _) = gateway.terminate();
     assert!(ok);
 }

@@ -403,10 +403,10 @@ pub(crate) fn concat_attrs(kind: PayloadType, tables: &[RecordBatch]) -> Result<
 }
 
 /// Concatenates attribute tables of `kind` as [`concat_attrs`] does, except that a column the
-/// tables have in different types is made plain (a dictionary's values): no value is hashed
-/// into a dictionary, and no dictionary can overflow.
+/// tables have in different types is made plain (a dictionary's values), so that no value is
+/// hashed into a dictionary; dictionaries that would overflow together are made plain too.
 pub(crate) fn concat_loose(kind: PayloadType, tables: &[RecordBatch]) -> Result<RecordBatch> {
-    concat_with(kind, tables, |types, canonical| {
+    let kept = concat_with(kind, tables, |types, canonical| {
         let dictionaries = types
             .iter()
             .all(|t| matches!(t, DataType::Dictionary(_, v) if v.as_ref() == canonical));
@@ -415,7 +415,12 @@ pub(crate) fn concat_loose(kind: PayloadType, tables: &[RecordBatch]) -> Result<
             false if dictionaries => widened(types[0]),
             false => canonical.clone(),
         }
-    })
+    });
+    match kept {
+        Ok(table) => Ok(table),
+        // Dictionaries whose values together pass their keys' width: plain columns.
+        Err(_) => concat_with(kind, tables, |_, canonical| canonical.clone()),
+    }
 }
 
 /// Concatenates attribute tables of `kind`; `choose` gives the type of a column from the types

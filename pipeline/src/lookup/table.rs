@@ -10,6 +10,8 @@ use ahash::RandomState;
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StringArray, UInt32Array};
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, UInt8Type, UInt16Type, UInt32Type};
+use penstock_dialect::LookupTable;
+use penstock_dialect::options::Options;
 
 /// The rows of one column's values: value (as text) to row.
 #[derive(Debug)]
@@ -78,6 +80,8 @@ impl KeyIndex {
 #[derive(Debug)]
 pub struct LoadedTable {
     name: String,
+    /// The options it was read with.
+    options: Options,
     path: PathBuf,
     batch: RecordBatch,
     /// The column rows are found by unless a statement names another.
@@ -87,14 +91,14 @@ pub struct LoadedTable {
 }
 
 impl LoadedTable {
-    /// A table of `batch` (read from `path`) found by its column `key` (the first when None).
+    /// The table `definition` defines, of `batch` (read from `path`), found by its column
+    /// `key` (the first when the definition names none).
     pub(crate) fn new(
-        name: &str,
+        definition: &LookupTable,
         path: &Path,
         batch: RecordBatch,
-        key: Option<&str>,
     ) -> Result<LoadedTable, String> {
-        let key = match key {
+        let key = match definition.options.str("key") {
             Some(column) => batch.schema().index_of(column).map_err(|_| {
                 format!(
                     "key '{column}' is not a column of '{}'; its columns: {}",
@@ -105,7 +109,8 @@ impl LoadedTable {
             None => 0,
         };
         let table = LoadedTable {
-            name: name.to_string(),
+            name: definition.name.clone(),
+            options: definition.options.clone(),
             path: path.to_path_buf(),
             batch,
             key,
@@ -119,6 +124,11 @@ impl LoadedTable {
     /// Its name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The options it was read with.
+    pub fn options(&self) -> &Options {
+        &self.options
     }
 
     /// The file it was read from.

@@ -13,7 +13,8 @@ use datafusion::logical_expr::{
     Signature, Volatility, scalar_doc_sections,
 };
 
-use super::{LoadedTable, Lookups};
+use super::lookups::Lookups;
+use super::table::LoadedTable;
 
 /// The function over the tables of one program.
 #[derive(Debug)]

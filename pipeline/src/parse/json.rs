@@ -11,8 +11,10 @@ use penstock_engine::value::cbor_write as cbor;
 
 use super::made::{Made, MadeAttrs};
 
-/// Nesting accepted at most (objects and arrays inside the object read).
-pub(crate) const MAX_DEPTH: usize = 200;
+/// Nesting accepted at most, the object read included: 20 levels of objects and arrays
+/// inside it. A map attribute of 20 levels is about 70 protobuf messages deep once encoded as
+/// OTLP, within what receivers decode (protobuf libraries stop at 100).
+pub(crate) const MAX_DEPTH: usize = 21;
 
 /// Why a text does not parse (the row then makes nothing).
 struct Invalid;

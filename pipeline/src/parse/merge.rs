@@ -14,12 +14,14 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use ahash::RandomState;
+use arrow::array::AsArray;
 use arrow::array::PrimitiveArray;
 use arrow::array::{
     Array, ArrayRef, BinaryArray, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray,
     StructArray, UInt8Array,
 };
 use arrow::buffer::BooleanBuffer;
+use arrow::compute::cast;
 use arrow::datatypes::{ArrowPrimitiveType, DataType, Field, Fields};
 use penstock_dialect::model::AttrScope;
 use penstock_engine::OtapBatch;
@@ -28,10 +30,15 @@ use penstock_engine::schema::PayloadType;
 use penstock_engine::schema::consts::{self, value_type};
 
 use super::made::{Made, MadeAttrs};
-use crate::error::Result;
+use crate::error::{PipelineError, Result};
 use crate::kernels::assign::{ensure_ids, set_attr};
 use crate::kernels::attrs::{concat_loose, parents_with_key, remove_rows, rows_of_parents};
-use crate::rows::{attrs_of, ids_u32};
+use crate::rows::{Rows, attrs_of, ids_u32};
+
+/// Keys a resource or scope merge sets at most per batch (each is one pass over the batch's
+/// attribute table, so keys made by the thousand from hostile text cannot stall a worker);
+/// those made after them are not set.
+pub(crate) const MAX_ENVELOPE_KEYS: usize = 256;
 
 /// Which entries of `made` stand: the last of each row and key (`several`: entries of one row
 /// may come from several functions, so they are not together).
@@ -84,7 +91,13 @@ fn made_ids_of_keys(table: &RecordBatch, made: &MadeAttrs) -> Result<Vec<Option<
         Some(Col::Plain(values)) => by_entry(values),
         Some(Col::Dict8(k, values)) => through(k, &by_entry(values)),
         Some(Col::Dict16(k, values)) => through(k, &by_entry(values)),
-        _ => vec![None; len],
+        Some(Col::Absent) => vec![None; len],
+        // Other encodings (large or view strings, wider dictionaries) are read as text.
+        None => {
+            let text = cast(keys, &DataType::Utf8)
+                .map_err(|e| PipelineError::arrow("reading attribute keys", e))?;
+            by_entry(text.as_string::<i32>())
+        }
     })
 }
 
@@ -198,14 +211,16 @@ pub(super) fn into_envelopes(
         AttrScope::Resource => PayloadType::ResourceAttrs,
         _ => PayloadType::ScopeAttrs,
     };
-    let envelope = match scope {
-        AttrScope::Resource => consts::RESOURCE,
-        _ => consts::SCOPE,
-    };
-    for (key_id, key) in made.names.iter().enumerate() {
+    // The standing entries of each key, the first MAX_ENVELOPE_KEYS keys only.
+    let mut by_key: Vec<Vec<usize>> = vec![Vec::new(); made.names.len()];
+    for i in (0..made.len()).filter(|i| alive[*i]) {
+        by_key[made.keys[i] as usize].push(i);
+    }
+    for (key_id, entries) in by_key.into_iter().enumerate().take(MAX_ENVELOPE_KEYS) {
+        let key = &made.names[key_id];
         // Per value type, the rows getting a value of that type, and their values.
         let mut by_type: Vec<(u8, Vec<usize>)> = Vec::new();
-        for i in (0..made.len()).filter(|i| alive[*i] && made.keys[*i] as usize == key_id) {
+        for i in entries {
             let ty = made.type_of(i);
             match by_type.iter_mut().find(|(t, _)| *t == ty) {
                 Some((_, entries)) => entries.push(i),
@@ -215,7 +230,7 @@ pub(super) fn into_envelopes(
         for (ty, entries) in by_type {
             // Entries that give way to the map's own attributes skip rows that have the key.
             let present = match entries.iter().any(|i| made.yields[*i]) {
-                true => envelopes_with_key(&batch, space, envelope, kind, key)?,
+                true => envelopes_with_key(&batch, space, scope, kind, key)?,
                 false => vec![false; rows],
             };
             let chosen: Vec<usize> = entries
@@ -246,21 +261,17 @@ pub(super) fn into_envelopes(
 fn envelopes_with_key(
     batch: &OtapBatch,
     space: PayloadType,
-    envelope: &str,
+    scope: AttrScope,
     kind: PayloadType,
     key: &str,
 ) -> Result<Vec<bool>> {
-    let Some(table) = batch.get(space) else {
-        return Ok(Vec::new());
-    };
+    let rows = Rows::new(batch, space)?;
     let holders = match batch.get(kind) {
         Some(attrs) => parents_with_key(attrs, key)?,
-        None => return Ok(vec![false; table.num_rows()]),
+        None => return Ok(vec![false; rows.len()]),
     };
-    let ids = ids_u32(
-        crate::rows::column_at(table, &[envelope, consts::ID]),
-        table.num_rows(),
-    )?;
+    // Data points read their metric's resource and scope.
+    let ids = rows.attr_parents(scope)?;
     Ok(ids
         .iter()
         .map(|id| id.is_some_and(|id| holders.contains(&id)))

@@ -58,8 +58,8 @@ an integer an int (beyond 64 bits a double), a fraction or exponent a double, `t
 bool; a nested object is a map attribute, or with a `separator` its members are attributes \
 whose keys are joined by it (`parse_json(body, '.')` makes `http.method` of \
 `{\"http\": {\"method\": \"GET\"}}`); an array is an array attribute; a `null` member makes \
-none; a key twice keeps the last. Text that is not one JSON object, or nests deeper than 200 \
-levels, makes nothing.",
+none; a key twice keeps the last. Text that is not one JSON object, or nests more than 20 \
+levels inside it (deeper than OTLP receivers decode), makes nothing.",
         ),
         (
             "parse_logfmt",

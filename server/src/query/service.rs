@@ -127,7 +127,7 @@ impl QueryService {
     /// Checks `sql`, that the stream it names exists and that `principal` may read it; a
     /// query refused is recorded in the audit trail.
     fn check(&self, sql: &str, principal: &Principal) -> Result<CheckedQuery, Status> {
-        let lookups = self.lookups();
+        let lookups = self.lookups(principal.scope);
         let names: Vec<&str> = lookups.tables().map(|t| t.name()).collect();
         let query = check_query_with(sql, system::names(), &names)
             .map_err(|e| self.not_run(principal, sql, None, invalid(e)))?;
@@ -177,16 +177,21 @@ impl QueryService {
         status
     }
 
-    /// The lookup tables of the running program.
-    fn lookups(&self) -> Arc<Lookups> {
-        Arc::clone(&self.system.running.borrow().lookups)
+    /// The lookup tables of the running program a principal of `scope` may read: none for
+    /// scope `system` (not even their names, nor through `lookup`).
+    fn lookups(&self, scope: Scope) -> Arc<Lookups> {
+        match scope {
+            Scope::System => Arc::default(),
+            Scope::Sinks | Scope::All => Arc::clone(&self.system.running.borrow().lookups),
+        }
     }
 
-    /// What one query may use: its memory, and the lookup tables of the running program.
-    fn limits(&self) -> QueryLimits {
+    /// What one query of a principal of `scope` may use: its memory, and the lookup tables it
+    /// may read.
+    fn limits(&self, scope: Scope) -> QueryLimits {
         QueryLimits {
             memory_bytes: self.options.memory_bytes,
-            lookups: self.lookups(),
+            lookups: self.lookups(scope),
         }
     }
 
@@ -234,7 +239,7 @@ impl QueryService {
                     .map_err(|e| Status::internal(e.to_string()))?,
             ),
             Relation::Lookup { table } => QueryInput::Rows(
-                self.lookups()
+                self.lookups(principal.scope)
                     .get(table)
                     .map(|t| t.batch().clone())
                     .ok_or_else(|| Status::not_found(format!("no lookup table '{table}'")))?,
@@ -270,7 +275,7 @@ impl QueryService {
         let permit = self
             .admit()
             .map_err(|status| self.not_run(principal, text, Some(&query), status))?;
-        let limits = self.limits();
+        let limits = self.limits(principal.scope);
         let (input, live) = match (&query.relation, query.table) {
             (Relation::Recent { stream }, _) => (
                 QueryInput::Batches(self.taps.recent(stream.as_deref())),
@@ -379,7 +384,7 @@ impl FlightSqlService for QueryService {
         let query = self.check(&command.query, &principal)?;
         // Planned over no rows: the schema, without reading anything.
         let input = self.shape_input(&query, &principal)?;
-        let (schema, _) = describe_query(&query, input, self.limits())
+        let (schema, _) = describe_query(&query, input, self.limits(principal.scope))
             .await
             .map_err(|e| self.not_run(&principal, &command.query, Some(&query), invalid(e)))?;
         let ticket = TicketStatementQuery {
@@ -414,7 +419,7 @@ impl FlightSqlService for QueryService {
         let principal = principal(&request)?;
         let checked = self.check(&query.query, &principal)?;
         let input = self.shape_input(&checked, &principal)?;
-        let (schema, parameters) = describe_query(&checked, input, self.limits())
+        let (schema, parameters) = describe_query(&checked, input, self.limits(principal.scope))
             .await
             .map_err(|e| self.not_run(&principal, &query.query, Some(&checked), invalid(e)))?;
         let handle = self.prepared.add(query.query, &principal.name);
@@ -462,7 +467,7 @@ impl FlightSqlService for QueryService {
             .ok_or_else(unknown_statement)?;
         let query = self.check(&statement.sql, &principal)?;
         let input = self.shape_input(&query, &principal)?;
-        let (schema, _) = describe_query(&query, input, self.limits())
+        let (schema, _) = describe_query(&query, input, self.limits(principal.scope))
             .await
             .map_err(invalid)?;
         info(command, &schema, request.into_inner())
