@@ -308,3 +308,52 @@ fn a_lookup_table_reloads_on_sighup_and_a_bad_file_keeps_the_table_read_before()
     let (ok, _) = gateway.terminate();
     assert!(ok);
 }
+
+#[test]
+fn adbc_browses_and_reads_a_lookup_table_and_calls_lookup() {
+    let Some(python) = python_with(
+        "import adbc_driver_flightsql.dbapi",
+        "adbc-driver-flightsql",
+    ) else {
+        return;
+    };
+    let dir = temp_dir("lookup-adbc");
+    std::fs::write(
+        dir.join("owners.csv"),
+        "service,team,tier\ncheckout,payments,1\ncart,storefront,2\n",
+    )
+    .unwrap();
+    let gateway = Gateway::start_with(
+        &dir,
+        "lookup",
+        "CREATE SOURCE gen FROM GENERATOR WITH (signal = 'logs', rate = 100, batch = 10);
+         CREATE SINK screen TO CONSOLE WITH (limit = 0);
+         CREATE TABLE owners FROM FILE WITH (path = 'owners.csv');
+         CREATE PIPELINE p FROM gen AS BEGIN
+           UPDATE logs SET attributes['team'] = o.team FROM owners o
+             WHERE resource.attributes['service.name'] = o.service;
+           INSERT INTO screen SELECT * FROM logs;
+         END;",
+        &["--query-listen", "127.0.0.1:0", "--workers", "1"],
+    );
+    let address = common::flight::flight_address(&gateway);
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/lookup_query.py");
+    let reports = common::flight::json_reports(
+        Command::new(&python).args([script.to_str().unwrap(), &address]),
+    );
+    let by = |what: &str| common::flight::report(&reports, "what", what);
+    assert_eq!(
+        by("catalog")["tables"],
+        serde_json::json!([["lookup", "all", "owners", "TABLE"]])
+    );
+    assert_eq!(
+        by("table")["rows"],
+        serde_json::json!([["cart", "storefront", 2], ["checkout", "payments", 1]])
+    );
+    assert_eq!(
+        by("lookup")["rows"],
+        serde_json::json!([["payments", null]])
+    );
+    let (ok, _) = gateway.terminate();
+    assert!(ok);
+}

@@ -25,6 +25,12 @@ pub const CATALOGS: [&str; 2] = ["live", "recent"];
 /// The catalog of the gateway's own tables.
 pub const SYSTEM_CATALOG: &str = "system";
 
+/// The catalog of the lookup tables (`CREATE TABLE name FROM FILE`), in its schema `all`.
+pub const LOOKUP_CATALOG: &str = "lookup";
+
+/// A lookup table as the catalog lists it: its name and columns.
+pub type LookupEntry = (String, SchemaRef);
+
 /// The type of every telemetry table.
 pub const TABLE_TYPE: &str = "TABLE";
 
@@ -52,11 +58,18 @@ fn telemetry_catalogs(scope: Scope) -> &'static [&'static str] {
     }
 }
 
-/// `GetCatalogs`.
-pub fn catalogs(query: CommandGetCatalogs, scope: Scope) -> Result<RecordBatch, FlightError> {
+/// `GetCatalogs`: with `lookup` when the principal reads lookup tables (`lookups`).
+pub fn catalogs(
+    query: CommandGetCatalogs,
+    scope: Scope,
+    lookups: &[LookupEntry],
+) -> Result<RecordBatch, FlightError> {
     let mut builder = query.into_builder();
     for catalog in telemetry_catalogs(scope) {
         builder.append(*catalog);
+    }
+    if !lookups.is_empty() {
+        builder.append(LOOKUP_CATALOG);
     }
     builder.append(SYSTEM_CATALOG);
     builder.build()
@@ -68,12 +81,16 @@ pub fn db_schemas(
     query: CommandGetDbSchemas,
     scope: Scope,
     streams: &[String],
+    lookups: &[LookupEntry],
 ) -> Result<RecordBatch, FlightError> {
     let mut builder = query.into_builder();
     for catalog in telemetry_catalogs(scope) {
         for schema in schemas(scope, streams) {
             builder.append(catalog, &schema);
         }
+    }
+    if !lookups.is_empty() {
+        builder.append(LOOKUP_CATALOG, ALL_SOURCES);
     }
     builder.append(SYSTEM_CATALOG, ALL_SOURCES);
     builder.build()
@@ -86,7 +103,7 @@ pub fn tables(
     query: CommandGetTables,
     scope: Scope,
     streams: &[String],
-    system: &[(&str, SchemaRef)],
+    (system, lookups): (&[(&str, SchemaRef)], &[LookupEntry]),
 ) -> Result<RecordBatch, FlightError> {
     let table_type = telemetry_table_type(&query.table_types);
     let mut builder = query.into_builder();
@@ -102,6 +119,9 @@ pub fn tables(
                 )?;
             }
         }
+    }
+    for (name, schema) in lookups {
+        builder.append(LOOKUP_CATALOG, ALL_SOURCES, name, table_type, schema)?;
     }
     for (name, schema) in system {
         builder.append(SYSTEM_CATALOG, ALL_SOURCES, name, SYSTEM_TABLE_TYPE, schema)?;

@@ -186,6 +186,14 @@ impl QueryService {
         }
     }
 
+    /// The lookup tables a principal of `scope` reads, as the catalog lists them.
+    fn lookup_entries(&self, scope: Scope) -> Vec<catalog::LookupEntry> {
+        self.lookups(scope)
+            .tables()
+            .map(|t| (t.name().to_string(), t.batch().schema()))
+            .collect()
+    }
+
     /// What one query of a principal of `scope` may use: its memory, and the lookup tables it
     /// may read.
     fn limits(&self, scope: Scope) -> QueryLimits {
@@ -524,7 +532,7 @@ impl FlightSqlService for QueryService {
         request: Request<Ticket>,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
         let scope = principal(&request)?.scope;
-        one_batch(catalog::catalogs(query, scope))
+        one_batch(catalog::catalogs(query, scope, &self.lookup_entries(scope)))
     }
 
     async fn get_flight_info_schemas(
@@ -543,7 +551,8 @@ impl FlightSqlService for QueryService {
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
         let scope = principal(&request)?.scope;
         let streams = self.visible_streams(scope);
-        one_batch(catalog::db_schemas(query, scope, &streams))
+        let lookups = self.lookup_entries(scope);
+        one_batch(catalog::db_schemas(query, scope, &streams, &lookups))
     }
 
     async fn get_flight_info_tables(
@@ -562,7 +571,13 @@ impl FlightSqlService for QueryService {
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
         let scope = principal(&request)?.scope;
         let streams = self.visible_streams(scope);
-        one_batch(catalog::tables(query, scope, &streams, &system::schemas()))
+        let lookups = self.lookup_entries(scope);
+        one_batch(catalog::tables(
+            query,
+            scope,
+            &streams,
+            (&system::schemas(), &lookups),
+        ))
     }
 
     async fn get_flight_info_primary_keys(
