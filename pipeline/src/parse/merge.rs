@@ -3,7 +3,7 @@
 //! Records: one pass. Entries of the same row and key keep the last one made; an entry that
 //! comes after the map's own attributes replaces the row's attribute of that key, one that
 //! comes before it gives way to it; without the map's own attributes, every attribute of a
-//! selected row is replaced. Only keys both made and already present are ever compared, and a
+//! row whose text was read is replaced (a row whose text did not parse keeps its own). Only keys both made and already present are ever compared, and a
 //! dictionary-encoded key column is read through its dictionary.
 //!
 //! Resources and scopes are shared by rows: each key made is set as an `UPDATE` of that one
@@ -113,13 +113,14 @@ where
 }
 
 /// Merges `made` (entries of rows of `space`) into the record attributes: see the module.
+/// `read` tells, per row, whether some function read its text.
 pub(super) fn into_records(
     batch: OtapBatch,
     space: PayloadType,
     made: MadeAttrs,
     several: bool,
     keeps_existing: bool,
-    mask: &BooleanArray,
+    read: &[bool],
 ) -> Result<OtapBatch> {
     let kind = attrs_of(space);
     if made.len() == 0 && keeps_existing {
@@ -131,10 +132,9 @@ pub(super) fn into_records(
     let kept = match &existing {
         None => None,
         Some(table) if !keeps_existing => {
-            let mut selected = vec![false; ids.len()];
+            // Replaced: the attributes of the rows whose text was read.
             let mut parents: Vec<bool> = Vec::new();
-            for row in mask.values().set_indices() {
-                selected[row] = true;
+            for row in (0..read.len()).filter(|r| read[*r]) {
                 let id = ids.value(row) as usize;
                 if parents.len() <= id {
                     parents.resize(id + 1, false);

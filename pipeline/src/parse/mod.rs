@@ -38,7 +38,7 @@ pub(crate) const SECTION: DocSection = DocSection {
 the same key of an earlier one, so `attributes || parse_json(body)` overwrites the attributes \
 the record has and `parse_json(body) || attributes` keeps them; without the map itself \
 (`SET attributes = parse_json(body)`) the record's attributes are replaced by what the functions \
-make. `resource.attributes` and `scope.attributes` are merged into the same way (never replaced: \
+make of its text (a record whose text none of them could read keeps its own). `resource.attributes` and `scope.attributes` are merged into the same way (never replaced: \
 records share them). **Bad input makes nothing, never an error:** a NULL text, text that does \
 not parse and a text the expression does not match add no attribute, so no record fails its \
 batch. These functions are only called in such a merge (elsewhere `check` refuses them). The \
@@ -189,6 +189,8 @@ impl CompiledMerge {
     ) -> Result<OtapBatch> {
         let mut made = MadeAttrs::default();
         let mut scratch = json::Scratch::default();
+        // The rows whose text some function read (an object, pairs, a match).
+        let mut read = vec![false; mask.len()];
         for (maker, texts) in self.makers.iter_mut().zip(texts) {
             made.set_yielding(maker.yields);
             let texts = match texts.data_type() {
@@ -202,24 +204,24 @@ impl CompiledMerge {
                     continue;
                 }
                 let text = texts.value(row);
-                let row = row as u32;
-                match &mut maker.reader {
-                    Reader::Json { separator } => {
-                        json::object_into(text, separator.as_deref(), row, &mut made, &mut scratch);
-                    }
-                    Reader::Logfmt => {
-                        logfmt::pairs_into(text, row, &mut made);
-                    }
-                    Reader::Captures(captures) => {
-                        captures.into(text, row, &mut made);
-                    }
-                }
+                let index = row as u32;
+                read[row] |= match &mut maker.reader {
+                    Reader::Json { separator } => json::object_into(
+                        text,
+                        separator.as_deref(),
+                        index,
+                        &mut made,
+                        &mut scratch,
+                    ),
+                    Reader::Logfmt => logfmt::pairs_into(text, index, &mut made),
+                    Reader::Captures(captures) => captures.into(text, index, &mut made),
+                };
             }
         }
         let several = self.makers.len() > 1;
         match scope {
             AttrScope::Record => {
-                merge::into_records(batch, space, made, several, self.keeps_existing, mask)
+                merge::into_records(batch, space, made, several, self.keeps_existing, &read)
             }
             _ => merge::into_envelopes(batch, space, scope, made, several),
         }
