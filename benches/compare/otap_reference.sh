@@ -7,11 +7,11 @@
 # producer (`otap-interop send`: github.com/open-telemetry/otel-arrow/go v0.50.0's
 # arrow_record producer, the one inside the otelarrow exporter, with its defaults: dictionary
 # deltas, IPC zstd; gRPC compression zstdarrow5 as the exporter's `zstd` level sends) on one
-# stream, LOGS logs (default 1,048,576, about 320 bytes each, made once by Penstock's
-# generator and kept in target/compare) in requests of 4096. Prints, per system and run:
-# CPU-seconds per million logs (from /proc, from start until the work was done), peak RSS
-# (VmHWM), and for Penstock the batches forwarded as received and decoded, and why streams
-# were decoded (penstock_otap_fallbacks_total).
+# stream, LOGS logs (default 1,048,576, about 346 bytes each, made once by Penstock's
+# generator and kept in target/compare, see frames.sh) in requests of 4096. Prints, per
+# system and run: CPU-seconds per million logs (from /proc, from start until the work was
+# done), peak RSS (VmHWM), and for Penstock the batches forwarded as received and decoded,
+# and why streams were decoded (penstock_otap_fallbacks_total).
 #
 # usage: [PENSTOCK_BIN=path] [RUNS=3] [LOGS=1048576] [SYSTEMS="penstock collector"]
 #        [PIPELINE=rename|full|...] [SINK_COMPRESSION=zstd|none] benches/compare/otap_reference.sh
@@ -30,39 +30,10 @@ collector=benches/compare/bin/otelcol-penstock-bench
 interop=tests/interop-go/bin/otap-interop
 . benches/compare/measure.sh
 . benches/compare/pipelines.sh
+. benches/compare/frames.sh
 
-# The requests, once: Penstock's generator into a grpc-go OTLP receiver that writes them out
-# (after a line saying where it listens: a signal byte and the request, length-prefixed),
-# kept without the signal byte.
-frames="target/compare/otap-reference-logs-$logs.bin"
-if [ ! -s "$frames" ]; then
-  mkdir -p target/compare
-  cat > "$work/generate.sql" <<SQL
-CREATE SOURCE g FROM GENERATOR WITH (signal = 'logs', batch = 4096, records = $logs, rate = 0, seed = 7);
-CREATE SINK o TO OTLP WITH (endpoint = 'http://127.0.0.1:4418', compression = 'none', batch = 4096);
-CREATE PIPELINE p FROM g AS BEGIN INSERT INTO o SELECT * FROM logs; END;
-SQL
-  rm -f "$work/gen.in"; mkfifo "$work/gen.in"
-  "$interop" serve-otlp -listen 127.0.0.1:4418 < "$work/gen.in" > "$work/tagged.bin" 2> /dev/null &
-  gen_receiver=$!
-  exec 4> "$work/gen.in"
-  wait_port 4418
-  "$bin" run --workers 1 "$work/generate.sql" > "$work/generate.log" 2>&1
-  exec 4>&-
-  wait "$gen_receiver" 2>/dev/null || true
-  python3 - "$work/tagged.bin" "$frames" <<'PY'
-import struct, sys
-data = open(sys.argv[1], "rb").read()
-# After the receiver's "listening ADDR" line.
-out, at = bytearray(), data.index(b"\n") + 1
-while at < len(data):
-    (n,) = struct.unpack_from("<I", data, at)
-    frame = data[at + 5 : at + 4 + n]
-    out += struct.pack("<I", len(frame)) + frame
-    at += 4 + n
-open(sys.argv[2], "wb").write(out)
-PY
-fi
+# The requests, once (frames.sh): Penstock's generator, requests of 4096 logs.
+frames=$(generator_frames "$logs" 4096)
 
 cat > "$work/penstock.sql" <<SQL
 CREATE SOURCE edge FROM GRPC WITH (listen = '127.0.0.1:4317');

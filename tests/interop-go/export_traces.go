@@ -1,12 +1,14 @@
 package main
 
 // The export-traces subcommand: the pdata ptraceotlp gRPC client (pmetricotlp or plogotlp
-// with -signal metrics or logs), as the Collector's otlp exporter uses it (gzip, its default compression), over
-// several connections: request i goes on connection i mod -connections, and each connection
-// sends its requests one after the other. So the spans of one trace (or the series merged into
-// one) can reach a gateway on different connections. The requests come from stdin, or with
-// -generate from a generator of traces of 1 to 8 spans (of delta sums in -series series, see
-// generatedMetrics; of log records with JSON bodies, see generatedLogs).
+// with -signal metrics or logs), as the Collector's otlp exporter uses it (gzip, its default
+// compression, or -compression zstd or none), over several connections: request i goes on
+// connection i mod -connections, and each connection sends its requests in order, -in-flight
+// calls at once (by default one after the other), each call waiting for its answer. So the
+// spans of one trace (or the series merged into one) can reach a gateway on different
+// connections. The requests come from stdin, or with -generate from a generator of traces of
+// 1 to 8 spans (of delta sums in -series series, see generatedMetrics; of log records with JSON
+// bodies, see generatedLogs).
 
 import (
 	"context"
@@ -18,6 +20,7 @@ import (
 	"io"
 	"math/rand"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -26,6 +29,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 )
 
@@ -44,6 +48,8 @@ func cmdExportTraces(args []string, stdin io.Reader, stdout, stderr io.Writer) e
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "", "the OTLP/gRPC endpoint, HOST:PORT")
 	connections := fs.Int("connections", 2, "connections the requests are spread over")
+	inFlight := fs.Int("in-flight", 1, "calls at once on each connection")
+	compression := fs.String("compression", "gzip", "gRPC compression of the requests: gzip, zstd or none")
 	callTimeout := fs.Duration("call-timeout", 10*time.Second, "deadline of each call")
 	generate := fs.Int("generate", 0, "generate this many spans (data points with -signal metrics, log records with -signal logs) instead of reading stdin")
 	batch := fs.Int("batch", 512, "spans (data points, log records) per generated request")
@@ -53,8 +59,13 @@ func cmdExportTraces(args []string, stdin io.Reader, stdout, stderr io.Writer) e
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
-	if *addr == "" || *connections < 1 || *batch < 1 {
-		return usageError{errors.New("-addr is required, -connections and -batch at least 1")}
+	if *addr == "" || *connections < 1 || *inFlight < 1 || *batch < 1 {
+		return usageError{errors.New("-addr is required, -connections, -in-flight and -batch at least 1")}
+	}
+	switch *compression {
+	case "gzip", "zstd", "none":
+	default:
+		return usageError{fmt.Errorf("-compression %q: gzip, zstd or none", *compression)}
 	}
 	var count int
 	var export exportCall
@@ -106,28 +117,38 @@ func cmdExportTraces(args []string, stdin io.Reader, stdout, stderr io.Writer) e
 	}
 	outcomes := make([]tracesOutcome, count)
 	var wg sync.WaitGroup
+	sent := &sentBytes{}
 	started := time.Now()
 	for c := 0; c < *connections; c++ {
-		conn, err := gzipClient(*addr)
+		conn, err := otlpClient(*addr, *compression, sent)
 		if err != nil {
 			return err
 		}
 		defer conn.Close()
-		wg.Add(1)
-		go func(c int) {
-			defer wg.Done()
-			for i := c; i < count; i += *connections {
-				ctx, cancel := context.WithTimeout(context.Background(), *callTimeout)
-				err := export(ctx, conn, i)
-				cancel()
-				outcomes[i] = tracesOutcome{Request: i, Connection: c, Code: "OK"}
-				if err != nil {
-					outcomes[i].Code = status.Convert(err).Code().String()
+		// The connection's requests are c, c + connections, ...: each caller takes the next.
+		var next atomic.Int64
+		for k := 0; k < *inFlight; k++ {
+			wg.Add(1)
+			go func(c int) {
+				defer wg.Done()
+				for {
+					i := c + int(next.Add(1)-1)*(*connections)
+					if i >= count {
+						return
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), *callTimeout)
+					err := export(ctx, conn, i)
+					cancel()
+					outcomes[i] = tracesOutcome{Request: i, Connection: c, Code: "OK"}
+					if err != nil {
+						outcomes[i].Code = status.Convert(err).Code().String()
+					}
 				}
-			}
-		}(c)
+			}(c)
+		}
 	}
 	wg.Wait()
+	elapsed := time.Since(started)
 	failed := 0
 	out := json.NewEncoder(stdout)
 	for _, outcome := range outcomes {
@@ -141,10 +162,24 @@ func cmdExportTraces(args []string, stdin io.Reader, stdout, stderr io.Writer) e
 		}
 	}
 	if *quiet {
-		fmt.Fprintf(stdout, "sent %d requests in %.3f s, %d refused\n",
-			count, time.Since(started).Seconds(), failed)
+		fmt.Fprintf(stdout, "sent %d requests in %.3f s, %d refused, %d bytes on the wire\n",
+			count, elapsed.Seconds(), failed, sent.total())
 	}
 	return nil
+}
+
+// otlpClient is a plaintext grpc-go connection to addr that compresses requests with
+// compression (gzip, zstd: the pooled compressor of zstd.go, as the Collector's, or none) and
+// counts the bytes sent in sent.
+func otlpClient(addr, compression string, sent *sentBytes) (*grpc.ClientConn, error) {
+	options := []grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithStatsHandler(sent),
+	}
+	if compression != "none" {
+		options = append(options, grpc.WithDefaultCallOptions(grpc.UseCompressor(compression)))
+	}
+	return grpc.NewClient(addr, options...)
 }
 
 // exportCall sends request i on conn.

@@ -82,6 +82,8 @@ func cmdSend(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	token := fs.String("token", "", "bearer token")
 	tokenIn := fs.String("token-in", "metadata", "where the token goes: metadata (the stream) or headers (every batch)")
 	timeout := fs.Duration("timeout", 60*time.Second, "deadline for the whole exchange")
+	inFlight := fs.Int("in-flight", 0, "batches without a status at most, the statuses read as they come and the stream half-closed after the last one, as the otelarrow exporter keeps its stream open (0: every batch sent, the stream half-closed, then the statuses read)")
+	summary := fs.Bool("summary", false, "print on stderr, at the end, the batches sent, the seconds from the first to the last status and the bytes on the wire")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -92,7 +94,12 @@ func cmdSend(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if *addr == "" {
 		return usageError{errors.New("-addr is required")}
 	}
-	conn, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if *inFlight < 0 {
+		return usageError{errors.New("-in-flight: 0 or more")}
+	}
+	sent := &sentBytes{}
+	conn, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithStatsHandler(sent))
 	if err != nil {
 		return err
 	}
@@ -116,6 +123,38 @@ func cmdSend(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	var headerBuf bytes.Buffer
 	headers := hpack.NewEncoder(&headerBuf)
 	fr := newFrameReader(stdin)
+	started := time.Now()
+	batches := 0
+	if *summary {
+		defer func() {
+			fmt.Fprintf(stderr, "sent %d batches in %.3f s, %d bytes on the wire\n",
+				batches, time.Since(started).Seconds(), sent.total())
+		}()
+	}
+	out := bufio.NewWriter(stdout)
+	defer out.Flush()
+	enc := json.NewEncoder(out)
+	// With -in-flight, a batch takes a place in window before it is sent and its status gives
+	// the place back; the statuses are read beside the sending until the stream ends.
+	var window chan struct{}
+	var read chan error
+	if *inFlight > 0 {
+		window = make(chan struct{}, *inFlight)
+		read = make(chan error, 1)
+		go func() {
+			read <- readStatuses(stream, enc, func() { <-window })
+		}()
+	}
+	var readErr error
+	ended := false // the statuses' reader is done
+	defer func() {
+		// Leaving early: the reader stops with the stream, before the output is flushed.
+		if read != nil && !ended {
+			cancel()
+			<-read
+		}
+	}()
+sending:
 	for batch := 0; ; batch++ {
 		otlp, err := fr.next()
 		if errors.Is(err, io.EOF) {
@@ -142,6 +181,14 @@ func cmdSend(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 			}
 		}
 		bar.Headers = bytes.Clone(headerBuf.Bytes())
+		if window != nil {
+			select {
+			case window <- struct{}{}:
+			case readErr = <-read:
+				ended = true
+				break sending
+			}
+		}
 		if err := stream.SendMsg(bar); err != nil {
 			// io.EOF: the receiver ended the stream; its statuses say why.
 			if errors.Is(err, io.EOF) {
@@ -149,14 +196,36 @@ func cmdSend(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 			}
 			return fmt.Errorf("send batch %d: %w", batch, err)
 		}
+		batches++
 	}
-	// Half-close with batches still unacknowledged: every one must still get its status.
+	if window == nil {
+		// Half-close with batches still unacknowledged: every one must still get its status.
+		if err := stream.CloseSend(); err != nil {
+			return err
+		}
+		return readStatuses(stream, enc, func() {})
+	}
+	// Every place back (every status in), then the half-close.
+	for i := 0; i < *inFlight && !ended; i++ {
+		select {
+		case window <- struct{}{}:
+		case readErr = <-read:
+			ended = true
+		}
+	}
 	if err := stream.CloseSend(); err != nil {
 		return err
 	}
-	out := bufio.NewWriter(stdout)
-	defer out.Flush()
-	enc := json.NewEncoder(out)
+	if !ended {
+		readErr = <-read
+		ended = true
+	}
+	return readErr
+}
+
+// readStatuses writes a JSON line for every BatchStatus of stream until it ends, calling done
+// after each.
+func readStatuses(stream grpc.ClientStream, enc *json.Encoder, done func()) error {
 	for {
 		status := &arrowpb.BatchStatus{}
 		err := stream.RecvMsg(status)
@@ -169,6 +238,7 @@ func cmdSend(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		if err := enc.Encode(batchResult{status.GetBatchId(), int32(status.GetStatusCode()), status.GetStatusMessage()}); err != nil {
 			return err
 		}
+		done()
 	}
 }
 

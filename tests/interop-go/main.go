@@ -9,11 +9,12 @@
 //
 //	otap-interop produce -signal logs|traces|metrics [-zstd=true] [-dict=true]
 //	otap-interop consume -signal logs|traces|metrics
-//	otap-interop send -signal logs|traces|metrics -addr HOST:PORT [-compression zstdarrow1] [-token T -token-in metadata|headers]
+//	otap-interop send -signal logs|traces|metrics -addr HOST:PORT [-compression zstdarrow1] [-token T -token-in metadata|headers] [-in-flight N] [-summary]
 //	otap-interop serve [-listen 127.0.0.1:0]
 //	otap-interop serve-otlp [-listen 127.0.0.1:0] [-warning TEXT] [-first-json FILE]
 //	otap-interop serve-otlp-http [-listen 127.0.0.1:0] [-warning TEXT] [-rejected N] [-fail-first N -fail-status 503 -retry-after 1]
 //	otap-interop export-otlp -addr HOST:PORT [-senders 4] [-records 50] [-until-retry D]
+//	otap-interop export-traces -addr HOST:PORT [-signal traces|metrics|logs] [-connections 2] [-in-flight 1] [-compression gzip|zstd|none] [-generate N] [-quiet]
 //	otap-interop selftest
 package main
 
@@ -95,9 +96,13 @@ func usage(w io.Writer) {
   otap-interop consume -signal %[1]s
       stdin: BatchArrowRecords frames; stdout: OTLP Export*ServiceRequest frames
   otap-interop send -signal %[1]s -addr HOST:PORT [-compression zstdarrow1|zstd|gzip|none]
-                    [-token T] [-token-in metadata|headers] [-timeout 60s]
-      stdin: OTLP request frames, sent as one OTAP stream (half-closed after the last);
-      stdout: one JSON line per BatchStatus received
+                    [-token T] [-token-in metadata|headers] [-timeout 60s] [-in-flight N]
+                    [-summary]
+      stdin: OTLP request frames, sent as one OTAP stream (half-closed after the last;
+      with -in-flight, at most N batches without a status, and half-closed once every
+      status is in); stdout: one JSON line per BatchStatus received; with -summary,
+      stderr at the end: the batches sent, the seconds until the last status and the
+      bytes on the wire
   otap-interop serve [-listen 127.0.0.1:0]
       serves the three Arrow services until stdin closes; stdout: "listening ADDR", then
       one frame per acknowledged batch: a signal byte (0 logs, 1 traces, 2 metrics) + OTLP
@@ -124,12 +129,15 @@ func usage(w io.Writer) {
       RetryInfo delay, -1 without one); with -until-retry, stops once a refusal asks for at
       least D, and fails if none did by -deadline
   otap-interop export-traces -addr HOST:PORT [-signal traces|metrics|logs] [-connections 2]
-                    [-call-timeout 10s] [-generate N [-batch 512] [-series 10000]] [-quiet]
+                    [-in-flight 1] [-compression gzip|zstd|none] [-call-timeout 10s]
+                    [-generate N [-batch 512] [-series 10000]] [-quiet]
       stdin (or -generate: traces of 1 to 8 spans, data points of a delta sum in -series
       series, or log records with JSON bodies, made here): Export*ServiceRequest
-      frames (pdata client, gzip), request i on connection i mod -connections, each
-      connection sending its requests one after the other; stdout: one JSON line per
-      answer (request, connection, code), or with -quiet one summary line
+      frames (pdata client, gzip by default), request i on connection i mod -connections,
+      each connection sending its requests in order, -in-flight calls at once, each
+      waiting for its answer; stdout: one JSON line per answer (request, connection,
+      code), or with -quiet one summary line (requests, seconds from the first call to
+      the last answer, refusals, bytes on the wire)
   otap-interop selftest
       round-trips built-in sample data through produce and consume
 

@@ -684,3 +684,160 @@ func TestServeOTLPFirstJSON(t *testing.T) {
 		t.Errorf("the JSON is not the first request: %v", err)
 	}
 }
+
+// startServer runs `subcommand` (serve or serve-otlp) in process; it returns the address it
+// listens on and the frames it writes, and stops it when the test ends.
+func startServer(t *testing.T, subcommand string) (string, <-chan []byte) {
+	t.Helper()
+	stdinR, stdinW := io.Pipe()
+	stdoutR, stdoutW := io.Pipe()
+	var stderr bytes.Buffer
+	done := make(chan int, 1)
+	go func() {
+		code := run([]string{subcommand}, stdinR, stdoutW, &stderr)
+		stdoutW.Close()
+		done <- code
+	}()
+	t.Cleanup(func() {
+		stdinW.Close()
+		if code := <-done; code != exitOK {
+			t.Errorf("%s: exit status %d; stderr: %s", subcommand, code, stderr.String())
+		}
+	})
+	out := bufio.NewReader(stdoutR)
+	line, err := out.ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening ")
+	if !ok {
+		t.Fatalf("first line %q", line)
+	}
+	frames := make(chan []byte, 1024)
+	go func() {
+		defer close(frames)
+		fr := newFrameReader(out)
+		for {
+			frame, err := fr.next()
+			if err != nil {
+				_, _ = io.Copy(io.Discard, out)
+				return
+			}
+			frames <- frame
+		}
+	}()
+	return addr, frames
+}
+
+// logFrames is generatedLogs(logs, batch) as framed protobuf requests, and their bytes.
+func logFrames(t *testing.T, logs, batch int) ([][]byte, []byte) {
+	t.Helper()
+	var input bytes.Buffer
+	fw := newFrameWriter(&input)
+	var frames [][]byte
+	for _, req := range generatedLogs(logs, batch) {
+		frame, err := req.MarshalProto()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fw.write(frame); err != nil {
+			t.Fatal(err)
+		}
+		frames = append(frames, frame)
+	}
+	return frames, input.Bytes()
+}
+
+// TestExportLogsFrames: export-traces -signal logs sends every request read from stdin, with
+// each compression and several calls at once on each connection, and sums up the bytes it
+// sent (uncompressed: the requests' own size; compressed: less).
+func TestExportLogsFrames(t *testing.T) {
+	frames, input := logFrames(t, 2000, 100)
+	size := 0
+	for _, frame := range frames {
+		size += len(frame)
+	}
+	for _, compression := range []string{"none", "gzip", "zstd"} {
+		t.Run(compression, func(t *testing.T) {
+			addr, received := startServer(t, "serve-otlp")
+			var stdout, stderr bytes.Buffer
+			code := run([]string{"export-traces", "-signal", "logs", "-addr", addr, "-connections", "2",
+				"-in-flight", "3", "-compression", compression, "-quiet"}, bytes.NewReader(input), &stdout, &stderr)
+			if code != exitOK {
+				t.Fatalf("exit status %d; stderr: %s", code, stderr.String())
+			}
+			var requests, refused int
+			var seconds float64
+			var wire int
+			if _, err := fmt.Sscanf(stdout.String(), "sent %d requests in %g s, %d refused, %d bytes on the wire",
+				&requests, &seconds, &refused, &wire); err != nil {
+				t.Fatalf("summary %q: %v", stdout.String(), err)
+			}
+			if requests != len(frames) || refused != 0 {
+				t.Errorf("summary %q: want %d requests, none refused", stdout.String(), len(frames))
+			}
+			if compression == "none" && wire != size || compression != "none" && (wire <= 0 || wire >= size/2) {
+				t.Errorf("%d bytes on the wire for %d bytes of requests", wire, size)
+			}
+			want := map[string]int{}
+			for _, frame := range frames {
+				want[string(frame)]++
+			}
+			for range frames {
+				select {
+				case frame := <-received:
+					if frame[0] != tagLogs {
+						t.Fatalf("signal byte %d", frame[0])
+					}
+					want[string(frame[1:])]--
+				case <-time.After(10 * time.Second):
+					t.Fatal("a request did not arrive")
+				}
+			}
+			for _, n := range want {
+				if n != 0 {
+					t.Fatal("the requests received are not those sent")
+				}
+			}
+		})
+	}
+}
+
+// TestSendSummary: send -summary says on stderr how many batches it sent and how many bytes
+// they took on the wire, and every batch is acknowledged, whether the statuses are read after
+// the half-close or beside the sending with a window of batches in flight.
+func TestSendSummary(t *testing.T) {
+	for _, inFlight := range []string{"0", "1", "3"} {
+		t.Run("in-flight="+inFlight, func(t *testing.T) { sendSummary(t, inFlight) })
+	}
+}
+
+func sendSummary(t *testing.T, inFlight string) {
+	addr, received := startServer(t, "serve")
+	frames, input := logFrames(t, 1000, 100)
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"send", "-signal", "logs", "-addr", addr, "-compression", "zstdarrow5",
+		"-in-flight", inFlight, "-summary"}, bytes.NewReader(input), &stdout, &stderr)
+	if code != exitOK {
+		t.Fatalf("exit status %d; stderr: %s", code, stderr.String())
+	}
+	if acked := strings.Count(stdout.String(), `"code":0`); acked != len(frames) {
+		t.Errorf("%d batches acknowledged of %d: %s", acked, len(frames), stdout.String())
+	}
+	var batches, wire int
+	var seconds float64
+	if _, err := fmt.Sscanf(stderr.String(), "sent %d batches in %g s, %d bytes on the wire",
+		&batches, &seconds, &wire); err != nil {
+		t.Fatalf("summary %q: %v", stderr.String(), err)
+	}
+	if batches != len(frames) || wire <= 0 {
+		t.Errorf("summary %q: want %d batches and some bytes", stderr.String(), len(frames))
+	}
+	for range frames {
+		select {
+		case <-received:
+		case <-time.After(10 * time.Second):
+			t.Fatal("a batch did not arrive")
+		}
+	}
+}
