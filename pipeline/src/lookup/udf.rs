@@ -14,7 +14,7 @@ use datafusion::logical_expr::{
 };
 
 use super::lookups::Lookups;
-use super::table::LoadedTable;
+use super::table::{KeyIndex, LoadedTable};
 
 /// The function over the tables of one program.
 #[derive(Debug)]
@@ -64,11 +64,12 @@ impl Lookup {
         })
     }
 
-    /// The table, the column read and the column looked in that literal arguments name.
+    /// The table, the column read, and the index of the column looked in, that literal
+    /// arguments name.
     fn resolve<'a>(
         &'a self,
         literals: &[Option<&ScalarValue>],
-    ) -> Result<(&'a Arc<LoadedTable>, usize, usize)> {
+    ) -> Result<(&'a Arc<LoadedTable>, usize, Arc<KeyIndex>)> {
         if !(3..=4).contains(&literals.len()) {
             return plan_err!("lookup takes (table, key, column[, key_column])");
         }
@@ -97,8 +98,8 @@ impl Lookup {
                 .map_err(|e| plan_datafusion_err!("{e}"))?,
         };
         // The index is made (and a key column that repeats refused) when planning.
-        table.index(key).map_err(|e| plan_datafusion_err!("{e}"))?;
-        Ok((table, column, key))
+        let index = table.index(key).map_err(|e| plan_datafusion_err!("{e}"))?;
+        Ok((table, column, index))
     }
 }
 
@@ -135,8 +136,7 @@ impl ScalarUDFImpl for Lookup {
             })
             .collect();
         let refs: Vec<Option<&ScalarValue>> = literals.iter().map(Option::as_ref).collect();
-        let (table, column, key) = self.resolve(&refs)?;
-        let index = table.index(key).map_err(|e| exec_datafusion_err!("{e}"))?;
+        let (table, column, index) = self.resolve(&refs)?;
         let scalar = matches!(args.args[1], ColumnarValue::Scalar(_));
         let keys = args.args[1].to_array(if scalar { 1 } else { args.number_rows })?;
         let rows = index

@@ -99,31 +99,51 @@ impl<'a> Reader<'a> {
         scratch: &mut Scratch,
         depth: usize,
     ) -> Parsed<()> {
+        let prefix = scratch.key.len();
+        self.items(b'}', depth, |reader, name| {
+            scratch.key.truncate(prefix);
+            scratch.key.push_str(name.unwrap_or_default());
+            reader.member(separator, row, out, scratch, depth)
+        })?;
+        scratch.key.truncate(prefix);
+        Ok(())
+    }
+
+    /// The items of an object or array whose opening bracket was read, up to `close` (`}` or
+    /// `]`), each given to `item` once the reader is at its value, with its key in an object.
+    fn items(
+        &mut self,
+        close: u8,
+        depth: usize,
+        mut item: impl FnMut(&mut Self, Option<&str>) -> Parsed<()>,
+    ) -> Parsed<()> {
         if depth > MAX_DEPTH {
             return Err(Invalid);
         }
         self.skip_ws();
-        if self.peek() == Some(b'}') {
+        if self.peek() == Some(close) {
             self.pos += 1;
             return Ok(());
         }
-        let prefix = scratch.key.len();
         loop {
             self.skip_ws();
-            self.expect(b'"')?;
-            let name = self.string()?;
-            scratch.key.truncate(prefix);
-            scratch.key.push_str(&name);
-            self.skip_ws();
-            self.expect(b':')?;
-            self.skip_ws();
-            self.member(separator, row, out, scratch, depth)?;
+            let name = match close == b'}' {
+                true => {
+                    self.expect(b'"')?;
+                    let name = self.string()?;
+                    self.skip_ws();
+                    self.expect(b':')?;
+                    self.skip_ws();
+                    Some(name)
+                }
+                false => None,
+            };
+            item(self, name.as_deref())?;
             self.skip_ws();
             match self.peek() {
                 Some(b',') => self.pos += 1,
-                Some(b'}') => {
+                Some(c) if c == close => {
                     self.pos += 1;
-                    scratch.key.truncate(prefix);
                     return Ok(());
                 }
                 _ => return Err(Invalid),
@@ -235,37 +255,14 @@ impl<'a> Reader<'a> {
 
     /// The items up to `close` (`}`: key-value members; `]`: values) as CBOR, with its end.
     fn items_cbor(&mut self, out: &mut Vec<u8>, depth: usize, close: u8) -> Parsed<()> {
-        if depth > MAX_DEPTH {
-            return Err(Invalid);
-        }
-        self.skip_ws();
-        if self.peek() == Some(close) {
-            self.pos += 1;
-            cbor::end(out);
-            return Ok(());
-        }
-        loop {
-            self.skip_ws();
-            if close == b'}' {
-                self.expect(b'"')?;
-                let name = self.string()?;
-                cbor::text(out, &name);
-                self.skip_ws();
-                self.expect(b':')?;
-                self.skip_ws();
+        self.items(close, depth, |reader, name| {
+            if let Some(name) = name {
+                cbor::text(out, name);
             }
-            self.value_cbor(out, depth)?;
-            self.skip_ws();
-            match self.peek() {
-                Some(b',') => self.pos += 1,
-                Some(c) if c == close => {
-                    self.pos += 1;
-                    cbor::end(out);
-                    return Ok(());
-                }
-                _ => return Err(Invalid),
-            }
-        }
+            reader.value_cbor(out, depth)
+        })?;
+        cbor::end(out);
+        Ok(())
     }
 
     fn word(&mut self, word: &[u8]) -> Parsed<()> {

@@ -150,7 +150,7 @@ impl MadeAttrs {
     /// The entries `keep` selects (all when None) as rows of attribute table `kind`, whose
     /// parent of an entry of row `r` is `ids[r]`.
     pub(crate) fn into_table(
-        self,
+        mut self,
         kind: PayloadType,
         ids: &UInt32Array,
         keep: Option<&[bool]>,
@@ -160,6 +160,8 @@ impl MadeAttrs {
             None => (0..self.len()).collect(),
         };
         let n = chosen.len();
+        // Every entry chosen: the vectors become the columns as they are.
+        let all = n == self.len();
         let parent: ArrayRef = match kind.attrs_parent_is_u16() == Some(true) {
             true => Arc::new(UInt16Array::from_iter_values(
                 chosen
@@ -171,24 +173,25 @@ impl MadeAttrs {
             )),
         };
         let key = self.key_column(&chosen)?;
-        let types: Vec<u8> = chosen.iter().map(|i| self.types[*i]).collect();
+        let types = UInt8Array::from(pick(std::mem::take(&mut self.types), &chosen, all));
         let valid = |of: &[u8]| -> Option<NullBuffer> {
+            let types = types.values();
             let bits = BooleanBuffer::collect_bool(n, |j| of.contains(&types[j]));
             Some(NullBuffer::new(bits))
         };
-        let (offsets, bytes) = self.text.chosen(&chosen);
+        let (offsets, bytes) = std::mem::take(&mut self.text).into_chosen(&chosen, all);
         let strings = StringArray::try_new(offsets, bytes, valid(&[value_type::STR]))
             .map_err(|e| PipelineError::arrow("building made string values", e))?;
-        let (offsets, bytes) = self.cbor.chosen(&chosen);
+        let (offsets, bytes) = std::mem::take(&mut self.cbor).into_chosen(&chosen, all);
         let ser =
             BinaryArray::try_new(offsets, bytes, valid(&[value_type::MAP, value_type::SLICE]))
                 .map_err(|e| PipelineError::arrow("building made map values", e))?;
         let ints = Int64Array::new(
-            chosen.iter().map(|i| self.ints[*i]).collect(),
+            pick(std::mem::take(&mut self.ints), &chosen, all).into(),
             valid(&[value_type::INT]),
         );
         let doubles = Float64Array::new(
-            chosen.iter().map(|i| self.doubles[*i]).collect(),
+            pick(std::mem::take(&mut self.doubles), &chosen, all).into(),
             valid(&[value_type::DOUBLE]),
         );
         let bools = BooleanArray::new(
@@ -202,7 +205,7 @@ impl MadeAttrs {
             let column: ArrayRef = match field.name().as_str() {
                 consts::PARENT_ID => Arc::clone(&parent),
                 consts::KEY => Arc::clone(&key),
-                consts::TYPE => Arc::new(UInt8Array::from(types.clone())),
+                consts::TYPE => Arc::new(types.clone()),
                 consts::STR => Arc::new(strings.clone()),
                 consts::INT => Arc::new(ints.clone()),
                 consts::DOUBLE => Arc::new(doubles.clone()),
@@ -290,12 +293,16 @@ impl Arena {
         &self.bytes[self.offsets[i] as usize..self.offsets[i + 1] as usize]
     }
 
-    /// The offsets and bytes of the values `chosen`.
-    fn chosen(&self, chosen: &[usize]) -> (OffsetBuffer<i32>, arrow::buffer::Buffer) {
-        if chosen.len() + 1 == self.offsets.len() {
+    /// The offsets and bytes of the values `chosen` (`all`: every value, moved as it is).
+    fn into_chosen(
+        self,
+        chosen: &[usize],
+        all: bool,
+    ) -> (OffsetBuffer<i32>, arrow::buffer::Buffer) {
+        if all {
             return (
-                OffsetBuffer::new(ScalarBuffer::from(self.offsets.clone())),
-                arrow::buffer::Buffer::from_slice_ref(&self.bytes),
+                OffsetBuffer::new(ScalarBuffer::from(self.offsets)),
+                arrow::buffer::Buffer::from_vec(self.bytes),
             );
         }
         let mut offsets = Vec::with_capacity(chosen.len() + 1);
@@ -309,5 +316,13 @@ impl Arena {
             OffsetBuffer::new(ScalarBuffer::from(offsets)),
             arrow::buffer::Buffer::from_vec(bytes),
         )
+    }
+}
+
+/// The values at `chosen` (`all`: every value, moved as it is).
+fn pick<T: Copy>(values: Vec<T>, chosen: &[usize], all: bool) -> Vec<T> {
+    match all {
+        true => values,
+        false => chosen.iter().map(|i| values[*i]).collect(),
     }
 }
