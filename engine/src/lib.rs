@@ -44,6 +44,7 @@
 
 mod batch;
 pub mod column;
+mod compact;
 pub mod datagen;
 pub mod equiv;
 mod error;

@@ -44,7 +44,8 @@ fn truncated_otlp_is_an_error() {
     }
 }
 
-/// Scenario: a log record whose severity text is not UTF-8, and one whose trace id has 5 bytes.
+/// Scenario: a log record whose severity text is not UTF-8, one whose trace id has 5 bytes,
+/// and spans with the same faults in their name and parent span id.
 /// Guarantees: both are refused with a message saying what is wrong.
 #[test]
 fn invalid_strings_and_ids_are_errors() {
@@ -57,15 +58,39 @@ fn invalid_strings_and_ids_are_errors() {
     let err = penstock_engine::otlp::decode::decode(Signal::Logs, &nest(&[1, 2, 2], &record))
         .unwrap_err();
     assert!(err.to_string().contains("wrong length"), "{err}");
+    // Spans: a name that is not UTF-8 (field 5), a parent span id of 3 bytes (field 4).
+    for (record, message) in [
+        (vec![0x2a, 0x02, 0xc3, 0x28], "UTF-8"),
+        (vec![0x22, 0x03, 1, 2, 3], "wrong length"),
+    ] {
+        let err = penstock_engine::otlp::decode::decode(Signal::Traces, &nest(&[1, 2, 2], &record))
+            .unwrap_err();
+        assert!(err.to_string().contains(message), "{record:?}: {err}");
+    }
 }
 
-/// Scenario: log record fields with a known number but the wrong wire type (a timestamp sent
-/// as a varint, attributes as a fixed32), next to an unknown field that must be skipped.
+/// Scenario: log record and span fields with a known number but the wrong wire type (a
+/// timestamp sent as a varint, attributes as a fixed32), next to an unknown field that must be
+/// skipped.
 /// Guarantees: the known ones are errors; the unknown one is not.
 #[test]
 fn known_fields_with_the_wrong_wire_type_are_errors() {
     for record in [vec![0x08, 0x01], vec![0x35, 1, 2, 3, 4]] {
         let err = penstock_engine::otlp::decode::decode(Signal::Logs, &nest(&[1, 2, 2], &record))
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("wrong wire type"),
+            "{record:?}: {err}"
+        );
+    }
+    // Spans: a start time sent as a varint (field 7), a name as a fixed64 (field 5), flags as
+    // a varint (field 16).
+    for record in [
+        vec![0x38, 0x01],
+        vec![0x29, 1, 2, 3, 4, 5, 6, 7, 8],
+        vec![0x80, 0x01, 0x01],
+    ] {
+        let err = penstock_engine::otlp::decode::decode(Signal::Traces, &nest(&[1, 2, 2], &record))
             .unwrap_err();
         assert!(
             err.to_string().contains("wrong wire type"),

@@ -1,9 +1,9 @@
 //! The spans held until their trace is decided, and the decisions taken.
 //!
 //! Every trace gets a sequence number when its first span arrives (its group in the
-//! [`Decider`]). Spans of undecided traces are held in the batches they came in, in arrival
-//! order, each batch with the sequence number of its rows' traces and the first sequence
-//! number not yet given when it came. A trace whose first span came in a batch is decided when
+//! [`Decider`]). Spans of undecided traces are held in the batches they came in (copied into
+//! buffers of their size), in arrival order, each batch with the sequence number of its rows'
+//! traces and the first sequence number not yet given when it came. A trace whose first span came in a batch is decided when
 //! that batch has waited `decision_wait`: every trace first seen in or before it is decided
 //! then, oldest first. By the time a batch leaves, every trace it holds is decided, so its kept
 //! rows are sent in one piece.
@@ -351,7 +351,8 @@ impl Traces {
         }
         let hold = and(send, &pending_mask).map_err(|e| PipelineError::arrow("sampling", e))?;
         let held = if hold.true_count() > 0 {
-            Some(keep_rows(batch, space, &hold)?)
+            // Held for seconds: in buffers of its size, the decoder's slack freed now.
+            Some(keep_rows(batch, space, &hold)?.compacted()?)
         } else {
             None
         };

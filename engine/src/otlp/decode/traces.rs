@@ -3,64 +3,69 @@
 
 use std::sync::Arc;
 
-use arrow::array::{
-    ArrayBuilder, ArrayRef, DurationNanosecondBuilder, FixedSizeBinaryBuilder, Int32Builder,
-    RecordBatch, StringBuilder, StructArray, TimestampNanosecondBuilder, UInt16Array,
-    UInt16Builder, UInt32Builder,
+use arrow::array::{ArrayRef, RecordBatch, StructArray, UInt16Array};
+use arrow::datatypes::{
+    DataType, DurationNanosecondType, Fields, Int32Type, TimestampNanosecondType, UInt32Type,
 };
-use arrow::datatypes::{DataType, Fields};
 
-use super::append::{append_id, append_nz, append_str, finish_ts};
+use super::columns::{IdColumn, NumColumn, StrColumn};
 use super::envelope::EnvelopeColumns;
 use super::root::{RootBuilder, set_envelope_attrs, table_schema};
 use super::values::AttrsBuilder;
 use crate::batch::OtapBatch;
 use crate::error::{Error, Result};
-use crate::schema::consts::STATUS;
+use crate::schema::consts::{STATUS, UTC};
 use crate::schema::{PayloadType, Signal, canonical_schema};
 use crate::wire::Reader;
+
+/// The `Span` fields this decoder reads.
+const SPAN_FIELDS: [u32; 16] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16];
 
 fn check_id_space(id: usize, r: &Reader<'_>) -> Result<u32> {
     u32::try_from(id).or_else(|_| r.err("too many child records in one batch"))
 }
 
+/// The `SPAN_EVENTS` columns.
 #[derive(Default)]
-struct EventsBuilder {
-    parent_id: UInt16Builder,
-    time: TimestampNanosecondBuilder,
-    name: StringBuilder,
-    dropped: UInt32Builder,
+struct EventsColumns {
+    parent_id: Vec<u16>,
+    time: NumColumn<TimestampNanosecondType>,
+    name: StrColumn,
+    dropped: NumColumn<UInt32Type>,
 }
 
-struct LinksBuilder {
-    parent_id: UInt16Builder,
-    trace_id: FixedSizeBinaryBuilder,
-    span_id: FixedSizeBinaryBuilder,
-    trace_state: StringBuilder,
-    flags: UInt32Builder,
-    dropped: UInt32Builder,
+/// The `SPAN_LINKS` columns.
+struct LinksColumns {
+    parent_id: Vec<u16>,
+    trace_id: IdColumn,
+    span_id: IdColumn,
+    trace_state: StrColumn,
+    flags: NumColumn<UInt32Type>,
+    dropped: NumColumn<UInt32Type>,
 }
 
+/// Builds the tables of one batch of spans. Its columns are plain vectors (the OTLP default
+/// stands for null until the arrays are built), sized up front from the request's bytes.
 pub(crate) struct SpansBuilder {
     rows: u16,
-    start: TimestampNanosecondBuilder,
-    duration: DurationNanosecondBuilder,
-    trace_id: FixedSizeBinaryBuilder,
-    span_id: FixedSizeBinaryBuilder,
-    trace_state: StringBuilder,
-    parent_span_id: FixedSizeBinaryBuilder,
-    name: StringBuilder,
-    kind: Int32Builder,
-    dropped_attributes: UInt32Builder,
-    dropped_events: UInt32Builder,
-    dropped_links: UInt32Builder,
-    flags: UInt32Builder,
-    status_code: Int32Builder,
-    status_message: StringBuilder,
+    start: NumColumn<TimestampNanosecondType>,
+    duration: NumColumn<DurationNanosecondType>,
+    trace_id: IdColumn,
+    span_id: IdColumn,
+    trace_state: StrColumn,
+    parent_span_id: IdColumn,
+    name: StrColumn,
+    kind: NumColumn<Int32Type>,
+    dropped_attributes: NumColumn<UInt32Type>,
+    dropped_events: NumColumn<UInt32Type>,
+    dropped_links: NumColumn<UInt32Type>,
+    flags: NumColumn<UInt32Type>,
+    status_code: NumColumn<Int32Type>,
+    status_message: StrColumn,
     attrs: AttrsBuilder,
-    events: EventsBuilder,
+    events: EventsColumns,
     event_attrs: AttrsBuilder,
-    links: LinksBuilder,
+    links: LinksColumns,
     link_attrs: AttrsBuilder,
 }
 
@@ -68,30 +73,30 @@ impl Default for SpansBuilder {
     fn default() -> Self {
         SpansBuilder {
             rows: 0,
-            start: Default::default(),
-            duration: Default::default(),
-            trace_id: FixedSizeBinaryBuilder::new(16),
-            span_id: FixedSizeBinaryBuilder::new(8),
-            trace_state: Default::default(),
-            parent_span_id: FixedSizeBinaryBuilder::new(8),
-            name: Default::default(),
-            kind: Default::default(),
-            dropped_attributes: Default::default(),
-            dropped_events: Default::default(),
-            dropped_links: Default::default(),
-            flags: Default::default(),
-            status_code: Default::default(),
-            status_message: Default::default(),
+            start: NumColumn::default(),
+            duration: NumColumn::default(),
+            trace_id: IdColumn::new(16),
+            span_id: IdColumn::new(8),
+            trace_state: StrColumn::default(),
+            parent_span_id: IdColumn::new(8),
+            name: StrColumn::default(),
+            kind: NumColumn::default(),
+            dropped_attributes: NumColumn::default(),
+            dropped_events: NumColumn::default(),
+            dropped_links: NumColumn::default(),
+            flags: NumColumn::default(),
+            status_code: NumColumn::default(),
+            status_message: StrColumn::default(),
             attrs: AttrsBuilder::new(PayloadType::SpanAttrs),
-            events: EventsBuilder::default(),
+            events: EventsColumns::default(),
             event_attrs: AttrsBuilder::new(PayloadType::SpanEventAttrs),
-            links: LinksBuilder {
-                parent_id: Default::default(),
-                trace_id: FixedSizeBinaryBuilder::new(16),
-                span_id: FixedSizeBinaryBuilder::new(8),
-                trace_state: Default::default(),
-                flags: Default::default(),
-                dropped: Default::default(),
+            links: LinksColumns {
+                parent_id: Vec::new(),
+                trace_id: IdColumn::new(16),
+                span_id: IdColumn::new(8),
+                trace_state: StrColumn::default(),
+                flags: NumColumn::default(),
+                dropped: NumColumn::default(),
             },
             link_attrs: AttrsBuilder::new(PayloadType::SpanLinkAttrs),
         }
@@ -101,11 +106,11 @@ impl Default for SpansBuilder {
 impl SpansBuilder {
     fn append_event(&mut self, row: u16, mut r: Reader<'_>) -> Result<()> {
         let id = check_id_space(self.events.parent_id.len(), &r)?;
-        let (mut time, mut name, mut dropped) = (0u64, "", 0u32);
+        let (mut time, mut name, mut dropped): (u64, &[u8], u32) = (0, &[], 0);
         while let Some((field, wire)) = r.field()? {
             match field {
                 1 => time = r.fixed64_field(wire)?,
-                2 => name = r.string_field(wire)?,
+                2 => name = r.bytes_field(wire)?,
                 3 => self
                     .event_attrs
                     .append_key_value(id, r.message_field(wire)?)?,
@@ -113,22 +118,23 @@ impl SpansBuilder {
                 _ => r.skip(wire)?,
             }
         }
-        self.events.parent_id.append_value(row);
-        append_nz(&mut self.events.time, time as i64);
-        append_str(&mut self.events.name, name);
-        append_nz(&mut self.events.dropped, dropped);
+        let e = &mut self.events;
+        e.parent_id.push(row);
+        e.time.push(time as i64);
+        e.name.push(name);
+        e.dropped.push(dropped);
         Ok(())
     }
 
     fn append_link(&mut self, row: u16, mut r: Reader<'_>) -> Result<()> {
         let id = check_id_space(self.links.parent_id.len(), &r)?;
-        let (mut trace_id, mut span_id): (&[u8], &[u8]) = (&[], &[]);
-        let (mut trace_state, mut flags, mut dropped) = ("", 0u32, 0u32);
+        let (mut trace_id, mut span_id, mut trace_state): (&[u8], &[u8], &[u8]) = (&[], &[], &[]);
+        let (mut flags, mut dropped) = (0u32, 0u32);
         while let Some((field, wire)) = r.field()? {
             match field {
                 1 => trace_id = r.bytes_field(wire)?,
                 2 => span_id = r.bytes_field(wire)?,
-                3 => trace_state = r.string_field(wire)?,
+                3 => trace_state = r.bytes_field(wire)?,
                 4 => self
                     .link_attrs
                     .append_key_value(id, r.message_field(wire)?)?,
@@ -137,13 +143,27 @@ impl SpansBuilder {
                 _ => r.skip(wire)?,
             }
         }
-        self.links.parent_id.append_value(row);
-        append_id(&mut self.links.trace_id, trace_id, &r)?;
-        append_id(&mut self.links.span_id, span_id, &r)?;
-        append_str(&mut self.links.trace_state, trace_state);
-        append_nz(&mut self.links.flags, flags);
-        append_nz(&mut self.links.dropped, dropped);
+        let l = &mut self.links;
+        l.parent_id.push(row);
+        l.trace_id.push(trace_id, &r)?;
+        l.span_id.push(span_id, &r)?;
+        l.trace_state.push(trace_state);
+        l.flags.push(flags);
+        l.dropped.push(dropped);
         Ok(())
+    }
+
+    /// The span's `Status`: its message and code.
+    fn status(mut s: Reader<'_>) -> Result<(&[u8], i32)> {
+        let (mut message, mut code): (&[u8], i32) = (&[], 0);
+        while let Some((field, wire)) = s.field()? {
+            match field {
+                2 => message = s.bytes_field(wire)?,
+                3 => code = s.varint32(wire)? as i32,
+                _ => s.skip(wire)?,
+            }
+        }
+        Ok((message, code))
     }
 }
 
@@ -152,57 +172,75 @@ impl RootBuilder for SpansBuilder {
 
     fn append(&mut self, row: u16, mut r: Reader<'_>) -> Result<()> {
         let (mut trace_id, mut span_id, mut parent): (&[u8], &[u8], &[u8]) = (&[], &[], &[]);
-        let (mut trace_state, mut name, mut status_message) = ("", "", "");
+        let (mut trace_state, mut name, mut status_message): (&[u8], &[u8], &[u8]) =
+            (&[], &[], &[]);
         let (mut start, mut end, mut kind, mut flags, mut status_code) = (0u64, 0u64, 0, 0, 0);
         let (mut dropped_attrs, mut dropped_events, mut dropped_links) = (0, 0, 0);
-        while let Some((field, wire)) = r.field()? {
-            match field {
-                1 => trace_id = r.bytes_field(wire)?,
-                2 => span_id = r.bytes_field(wire)?,
-                3 => trace_state = r.string_field(wire)?,
-                4 => parent = r.bytes_field(wire)?,
-                5 => name = r.string_field(wire)?,
-                6 => kind = r.varint32(wire)? as i32,
-                7 => start = r.fixed64_field(wire)?,
-                8 => end = r.fixed64_field(wire)?,
-                9 => self
-                    .attrs
-                    .append_key_value(u32::from(row), r.message_field(wire)?)?,
-                10 => dropped_attrs = r.varint32(wire)?,
-                11 => self.append_event(row, r.message_field(wire)?)?,
-                12 => dropped_events = r.varint32(wire)?,
-                13 => self.append_link(row, r.message_field(wire)?)?,
-                14 => dropped_links = r.varint32(wire)?,
-                15 => {
-                    let mut s = r.message_field(wire)?;
-                    while let Some((field, wire)) = s.field()? {
-                        match field {
-                            2 => status_message = s.string_field(wire)?,
-                            3 => status_code = s.varint32(wire)? as i32,
-                            _ => s.skip(wire)?,
-                        }
-                    }
-                }
-                16 => flags = r.fixed32_field(wire)?,
-                _ => r.skip(wire)?,
+        // Keys are matched whole (field number and wire type): see `Reader::key`.
+        while let Some(key) = r.key()? {
+            match key {
+                0x0a => trace_id = r.bytes()?.0,          // 1: bytes
+                0x12 => span_id = r.bytes()?.0,           // 2: bytes
+                0x1a => trace_state = r.bytes()?.0,       // 3: string
+                0x22 => parent = r.bytes()?.0,            // 4: bytes
+                0x2a => name = r.bytes()?.0,              // 5: string
+                0x30 => kind = r.varint()? as u32 as i32, // 6: varint
+                0x39 => start = r.fixed64()?,             // 7: fixed64
+                0x41 => end = r.fixed64()?,               // 8: fixed64
+                0x4a => self.attrs.append_key_value(u32::from(row), r.message()?)?, // 9
+                0x50 => dropped_attrs = r.varint()? as u32, // 10: varint
+                0x5a => self.append_event(row, r.message()?)?, // 11: message
+                0x60 => dropped_events = r.varint()? as u32, // 12: varint
+                0x6a => self.append_link(row, r.message()?)?, // 13: message
+                0x70 => dropped_links = r.varint()? as u32, // 14: varint
+                0x7a => (status_message, status_code) = Self::status(r.message()?)?, // 15
+                0x85 => flags = r.fixed32()?,             // 16: fixed32
+                _ => r.skip_key(key, &SPAN_FIELDS)?,
             }
         }
-        append_nz(&mut self.start, start as i64);
-        append_nz(&mut self.duration, end.wrapping_sub(start) as i64);
-        append_id(&mut self.trace_id, trace_id, &r)?;
-        append_id(&mut self.span_id, span_id, &r)?;
-        append_str(&mut self.trace_state, trace_state);
-        append_id(&mut self.parent_span_id, parent, &r)?;
-        append_str(&mut self.name, name);
-        append_nz(&mut self.kind, kind);
-        append_nz(&mut self.dropped_attributes, dropped_attrs);
-        append_nz(&mut self.dropped_events, dropped_events);
-        append_nz(&mut self.dropped_links, dropped_links);
-        append_nz(&mut self.flags, flags);
-        append_nz(&mut self.status_code, status_code);
-        append_str(&mut self.status_message, status_message);
+        self.start.push(start as i64);
+        self.duration.push(end.wrapping_sub(start) as i64);
+        self.trace_id.push(trace_id, &r)?;
+        self.span_id.push(span_id, &r)?;
+        self.trace_state.push(trace_state);
+        self.parent_span_id.push(parent, &r)?;
+        self.name.push(name);
+        self.kind.push(kind);
+        self.dropped_attributes.push(dropped_attrs);
+        self.dropped_events.push(dropped_events);
+        self.dropped_links.push(dropped_links);
+        self.flags.push(flags);
+        self.status_code.push(status_code);
+        self.status_message.push(status_message);
         self.rows = row.wrapping_add(1);
         Ok(())
+    }
+
+    fn reserve(&mut self, records: usize, bytes: usize) {
+        self.start.reserve(records);
+        self.duration.reserve(records);
+        for column in [
+            &mut self.trace_id,
+            &mut self.span_id,
+            &mut self.parent_span_id,
+        ] {
+            column.reserve(records);
+        }
+        for column in [
+            &mut self.dropped_attributes,
+            &mut self.dropped_events,
+            &mut self.dropped_links,
+            &mut self.flags,
+        ] {
+            column.reserve(records);
+        }
+        self.kind.reserve(records);
+        self.status_code.reserve(records);
+        self.name.reserve(records, records * 16);
+        self.trace_state.reserve(records, 0);
+        self.status_message.reserve(records, 0);
+        // About 48 bytes of OTLP per span attribute, capped by the request's size.
+        self.attrs.reserve(bytes / 48);
     }
 
     fn finish(&mut self, envelope: EnvelopeColumns) -> Result<OtapBatch> {
@@ -216,7 +254,7 @@ impl RootBuilder for SpansBuilder {
             status_fields,
             vec![
                 Arc::new(self.status_code.finish()),
-                Arc::new(self.status_message.finish()),
+                self.status_message.finish()?,
             ],
             None,
         )
@@ -226,13 +264,13 @@ impl RootBuilder for SpansBuilder {
             envelope.resource,
             envelope.scope,
             envelope.schema_url,
-            Arc::new(finish_ts(&mut self.start)),
+            Arc::new(self.start.finish().with_timezone(UTC)),
             Arc::new(self.duration.finish()),
-            Arc::new(self.trace_id.finish()),
-            Arc::new(self.span_id.finish()),
-            Arc::new(self.trace_state.finish()),
-            Arc::new(self.parent_span_id.finish()),
-            Arc::new(self.name.finish()),
+            self.trace_id.finish()?,
+            self.span_id.finish()?,
+            self.trace_state.finish()?,
+            self.parent_span_id.finish()?,
+            self.name.finish()?,
             Arc::new(self.kind.finish()),
             Arc::new(self.dropped_attributes.finish()),
             Arc::new(self.dropped_events.finish()),
@@ -255,9 +293,9 @@ impl RootBuilder for SpansBuilder {
                 Arc::new(arrow::array::UInt32Array::from_iter_values(
                     0..events as u32,
                 )),
-                Arc::new(e.parent_id.finish()),
-                Arc::new(finish_ts(&mut e.time)),
-                Arc::new(e.name.finish()),
+                Arc::new(UInt16Array::from(std::mem::take(&mut e.parent_id))),
+                Arc::new(e.time.finish().with_timezone(UTC)),
+                e.name.finish()?,
                 Arc::new(e.dropped.finish()),
             ];
             let table =
@@ -270,10 +308,10 @@ impl RootBuilder for SpansBuilder {
             let l = &mut self.links;
             let columns: Vec<ArrayRef> = vec![
                 Arc::new(arrow::array::UInt32Array::from_iter_values(0..links as u32)),
-                Arc::new(l.parent_id.finish()),
-                Arc::new(l.trace_id.finish()),
-                Arc::new(l.span_id.finish()),
-                Arc::new(l.trace_state.finish()),
+                Arc::new(UInt16Array::from(std::mem::take(&mut l.parent_id))),
+                l.trace_id.finish()?,
+                l.span_id.finish()?,
+                l.trace_state.finish()?,
                 Arc::new(l.flags.finish()),
                 Arc::new(l.dropped.finish()),
             ];
