@@ -126,6 +126,47 @@ fn a_trace_is_decided_its_wait_after_its_first_span_and_late_spans_follow() {
     assert_eq!((stats.traces_held, stats.spans_held), (0, 0));
 }
 
+/// Scenario: one batch whose spans interleave two traces (1, 2, 1, 2, 1), then one mixing a
+/// late span of a decided trace with a new trace and a repeat of it after another.
+/// Guarantees: each trace is held once (its spans counted toward one decision), whatever the
+/// order of its rows; a kept trace leaves whole.
+#[test]
+fn spans_of_interleaved_traces_in_one_batch_count_toward_one_decision_each() {
+    let mut p = sampler("WITH (decision_wait = '2s')");
+    let batch = spans(vec![
+        span(1, "a1", false),
+        span(2, "b1", false),
+        span(1, "a2", false),
+        span(2, "b2", false),
+        span(1, "a3", true),
+    ]);
+    p.run_at(batch, at(0)).unwrap();
+    let stats = p.sampler_stats();
+    assert_eq!((stats.traces_held, stats.spans_held), (2, 5));
+    assert_eq!(names(&p.decide(at(2), false).unwrap()), ["a1", "a2", "a3"]);
+    let batch = spans(vec![
+        span(3, "c1", false),
+        span(1, "a4", false),
+        span(3, "c2", true),
+        span(2, "b3", true),
+        span(3, "c3", false),
+    ]);
+    let out = p.run_at(batch, at(3)).unwrap();
+    assert_eq!(
+        names(&out.routed),
+        ["a4"],
+        "late spans follow their decision"
+    );
+    let stats = p.sampler_stats();
+    assert_eq!(
+        (stats.traces_held, stats.spans_held, stats.late_spans),
+        (1, 3, 2)
+    );
+    assert_eq!(names(&p.decide(at(5), false).unwrap()), ["c1", "c2", "c3"]);
+    let stats = p.sampler_stats();
+    assert_eq!((stats.traces_kept, stats.traces_dropped), (2, 1));
+}
+
 #[test]
 fn spans_of_one_trace_in_several_batches_leave_together_with_their_decision() {
     let mut p = sampler("WITH (decision_wait = '2s')");
@@ -339,6 +380,44 @@ fn bodies(routed: &[(String, OtapBatch)]) -> Vec<String> {
     }
     bodies.sort();
     bodies
+}
+
+/// Scenario: log records of one pending trace on both sides of a record of no trace, and of a
+/// second trace after it, in one batch.
+/// Guarantees: the record of no trace goes at once; the others wait for their trace and follow
+/// its decision.
+#[test]
+fn logs_of_a_trace_around_a_record_of_no_trace_follow_their_trace() {
+    let decision = "trace_id IN (SELECT trace_id FROM spans GROUP BY trace_id
+                    HAVING bool_or(status.code = 2))";
+    let sql = format!(
+        "CREATE SOURCE src FROM FILE WITH (path = 'x');
+         CREATE SINK out TO CONSOLE;
+         CREATE PIPELINE p FROM src WITH (decision_wait = '10s') AS BEGIN
+           INSERT INTO out SELECT * FROM spans WHERE {decision};
+           INSERT INTO out SELECT * FROM logs WHERE {decision};
+         END;"
+    );
+    let program = check_source("test.sql", &sql).unwrap_or_else(|e| panic!("{e}"));
+    let mut p = Pipeline::compile(&program, "p").unwrap();
+    p.run_at(
+        spans(vec![span(1, "s1", true), span(2, "s2", false)]),
+        at(0),
+    )
+    .unwrap();
+    let batch = logs(vec![
+        log(Some(1), "l1a"),
+        log(None, "free"),
+        log(Some(1), "l1b"),
+        log(Some(2), "l2"),
+    ]);
+    let out = p.run_at(batch, at(1)).unwrap();
+    assert_eq!(bodies(&out.routed), ["free"]);
+    let stats = p.sampler_stats();
+    assert_eq!((stats.traces_held, stats.logs_held), (2, 3));
+    let decided = p.decide(at(11), false).unwrap();
+    assert_eq!(bodies(&decided), ["l1a", "l1b"]);
+    assert_eq!(names(&decided), ["s1"]);
 }
 
 #[test]
