@@ -28,7 +28,9 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 )
@@ -56,6 +58,7 @@ func cmdExportTraces(args []string, stdin io.Reader, stdout, stderr io.Writer) e
 	series := fs.Int("series", 10000, "series of the generated data points (100 routes times series/100 pods)")
 	quiet := fs.Bool("quiet", false, "print only a summary line, not one line per answer")
 	signal := fs.String("signal", "traces", "what stdin holds: traces, metrics or logs requests")
+	retry := fs.Bool("retry", false, "send refused calls again as the Collector's exporter does (retry_on_failure defaults: backoff from 5 s, x1.5, +-50%, at most 30 s apart, the RetryInfo delay when longer; RESOURCE_EXHAUSTED only with RetryInfo)")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
@@ -116,6 +119,7 @@ func cmdExportTraces(args []string, stdin io.Reader, stdout, stderr io.Writer) e
 		}
 	}
 	outcomes := make([]tracesOutcome, count)
+	var retried atomic.Int64
 	var wg sync.WaitGroup
 	sent := &sentBytes{}
 	started := time.Now()
@@ -136,9 +140,7 @@ func cmdExportTraces(args []string, stdin io.Reader, stdout, stderr io.Writer) e
 					if i >= count {
 						return
 					}
-					ctx, cancel := context.WithTimeout(context.Background(), *callTimeout)
-					err := export(ctx, conn, i)
-					cancel()
+					err := exportRetrying(export, conn, i, *callTimeout, *retry, &retried)
 					outcomes[i] = tracesOutcome{Request: i, Connection: c, Code: "OK"}
 					if err != nil {
 						outcomes[i].Code = status.Convert(err).Code().String()
@@ -162,8 +164,8 @@ func cmdExportTraces(args []string, stdin io.Reader, stdout, stderr io.Writer) e
 		}
 	}
 	if *quiet {
-		fmt.Fprintf(stdout, "sent %d requests in %.3f s, %d refused, %d bytes on the wire\n",
-			count, elapsed.Seconds(), failed, sent.total())
+		fmt.Fprintf(stdout, "sent %d requests in %.3f s, %d refused, %d bytes on the wire, %d sent again\n",
+			count, elapsed.Seconds(), failed, sent.total(), retried.Load())
 	}
 	return nil
 }
@@ -268,4 +270,53 @@ func generatedTraces(spans, batch int) []ptraceotlp.ExportRequest {
 		}
 	}
 	return requests
+}
+
+// exportRetrying sends request i on conn, each call within callTimeout; with retry, a refusal
+// the Collector's exporter would retry is sent again after the delay it would wait (counted in
+// retried). The error is the last call's.
+func exportRetrying(export exportCall, conn *grpc.ClientConn, i int, callTimeout time.Duration, retry bool, retried *atomic.Int64) error {
+	backoff := 5 * time.Second
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		err := export(ctx, conn, i)
+		cancel()
+		if err == nil || !retry {
+			return err
+		}
+		delay, ok := retryDelay(status.Convert(err))
+		if !ok {
+			return err
+		}
+		// The exporter's exponential backoff (randomized by +-50%), or the server's delay when
+		// that is longer.
+		wait := time.Duration(float64(backoff) * (0.5 + rand.Float64()))
+		if delay > wait {
+			wait = delay
+		}
+		backoff = min(time.Duration(float64(backoff)*1.5), 30*time.Second)
+		retried.Add(1)
+		time.Sleep(wait)
+	}
+}
+
+// retryDelay says whether the Collector's OTLP exporter retries a call that ended with st, and
+// the RetryInfo delay it carries (0 without one).
+func retryDelay(st *status.Status) (time.Duration, bool) {
+	var delay time.Duration
+	hasInfo := false
+	for _, detail := range st.Details() {
+		if info, ok := detail.(*errdetails.RetryInfo); ok {
+			delay = info.GetRetryDelay().AsDuration()
+			hasInfo = true
+		}
+	}
+	switch st.Code() {
+	case codes.Canceled, codes.DeadlineExceeded, codes.Aborted, codes.OutOfRange,
+		codes.Unavailable, codes.DataLoss:
+		return delay, true
+	case codes.ResourceExhausted:
+		return delay, hasInfo
+	}
+	return 0, false
 }

@@ -14,7 +14,7 @@
 //	otap-interop serve-otlp [-listen 127.0.0.1:0] [-warning TEXT] [-first-json FILE]
 //	otap-interop serve-otlp-http [-listen 127.0.0.1:0] [-warning TEXT] [-rejected N] [-fail-first N -fail-status 503 -retry-after 1]
 //	otap-interop export-otlp -addr HOST:PORT [-senders 4] [-records 50] [-until-retry D]
-//	otap-interop export-traces -addr HOST:PORT [-signal traces|metrics|logs] [-connections 2] [-in-flight 1] [-compression gzip|zstd|none] [-generate N] [-quiet]
+//	otap-interop export-traces -addr HOST:PORT [-signal traces|metrics|logs] [-connections 2] [-in-flight 1] [-compression gzip|zstd|none] [-generate N] [-retry] [-quiet]
 //	otap-interop selftest
 package main
 
@@ -130,14 +130,16 @@ func usage(w io.Writer) {
       least D, and fails if none did by -deadline
   otap-interop export-traces -addr HOST:PORT [-signal traces|metrics|logs] [-connections 2]
                     [-in-flight 1] [-compression gzip|zstd|none] [-call-timeout 10s]
-                    [-generate N [-batch 512] [-series 10000]] [-quiet]
+                    [-generate N [-batch 512] [-series 10000]] [-retry] [-quiet]
       stdin (or -generate: traces of 1 to 8 spans, data points of a delta sum in -series
       series, or log records with JSON bodies, made here): Export*ServiceRequest
       frames (pdata client, gzip by default), request i on connection i mod -connections,
       each connection sending its requests in order, -in-flight calls at once, each
       waiting for its answer; stdout: one JSON line per answer (request, connection,
       code), or with -quiet one summary line (requests, seconds from the first call to
-      the last answer, refusals, bytes on the wire)
+      the last answer, refusals, bytes on the wire, calls sent again); -retry: refused
+      calls are sent again as the Collector's exporter does (its retry_on_failure
+      defaults, the RetryInfo delay when longer)
   otap-interop selftest
       round-trips built-in sample data through produce and consume
 

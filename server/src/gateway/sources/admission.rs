@@ -145,11 +145,11 @@ impl Admission {
     }
 
     /// Takes a place among the OTLP requests being received, to be held until the request's
-    /// bytes are admitted. Only a request that is alone on its connection (`may_wait`:
-    /// HTTP/1) waits for one, and only with `admission = 'wait'`: on a multiplexed (HTTP/2)
-    /// connection a request that waits without reading its body fills the connection's
-    /// flow-control window and stalls the requests that hold places, so it is refused at once
-    /// instead (a retryable RESOURCE_EXHAUSTED), before its body is read.
+    /// bytes are admitted. A request that `may_wait` waits for one with `admission = 'wait'`
+    /// (the default): one alone on its connection (HTTP/1), or a gRPC call, whose connection's
+    /// flow-control window covers every stream's own, so one that waits unread does not stall
+    /// those that hold places. Others are refused at once (a retryable RESOURCE_EXHAUSTED),
+    /// before their body is read.
     pub async fn receive(&self, may_wait: bool) -> Result<Receiving, AdmissionError> {
         let wait = may_wait && !self.limits.refuse_when_full;
         let place = self.receiving.take(wait).await?;

@@ -22,22 +22,26 @@ use crate::gateway::sources::contract::{SourceDriver, SourceStart, Starting};
 use crate::gateway::sources::stream_slots::Opener;
 pub use service::GrpcService;
 
-/// Streams a client may open at once on one connection (OTLP requests past the worker's
-/// receiving places are refused at once, so this bounds only what a connection multiplexes).
+/// Streams a client may open at once on one connection. A gRPC client queues its calls past
+/// this, unsent.
 const MAX_CONCURRENT_STREAMS: u32 = 256;
 
-/// Bytes a client may send on one stream before the gateway reads them.
-const STREAM_WINDOW_BYTES: u32 = 1 << 20;
+/// Bytes a client may send on one stream before the gateway reads them: all an OTLP request
+/// that waits for its place among the requests being received can send. An admitted request
+/// is read as it comes, and its window given back as it is read.
+const STREAM_WINDOW_BYTES: u32 = 64 << 10;
 
-/// Bytes a client may send on one connection before the gateway reads them: with a frame
-/// being read ([`MAX_FRAME_BYTES`]), the most a connection buffers unread (so at most
-/// `max_connections` × 1.06 MiB in all).
-const CONNECTION_WINDOW_BYTES: u32 = 1 << 20;
+/// Bytes a client may send on one connection before the gateway reads them: every open
+/// stream's window, and a megabyte more. Requests that wait for their place hold at most their
+/// stream's window each, so those with a place always have window left to arrive in: waiting
+/// is admission by flow control, and nothing is refused for want of a place or read to be
+/// thrown away. It is also the most a connection buffers unread (17 MiB).
+const CONNECTION_WINDOW_BYTES: u32 = MAX_CONCURRENT_STREAMS * STREAM_WINDOW_BYTES + (1 << 20);
 
-/// The largest HTTP/2 frame a client may send. A 4096-record OTLP request (about 360 KB with
-/// zstd, 1.4 MB without) then comes in 6 to 22 DATA frames instead of the 23 to 88 HTTP/2's
-/// default of 16 KiB makes: fewer frames to parse, fewer reads, fewer wakeups. Larger frames
-/// measured no faster and held more memory. Any frame (HEADERS and the like too, which flow
+/// The largest HTTP/2 frame a client may send, a stream's window: a 4096-record OTLP request
+/// (about 360 KB with zstd, 1.4 MB without) then comes in 6 to 22 DATA frames instead of the
+/// 23 to 88 HTTP/2's default of 16 KiB makes: fewer frames to parse, fewer reads, fewer
+/// wakeups. Any frame (HEADERS and the like too, which flow
 /// control does not count) is buffered whole before it is read, so this is also what a
 /// connection may hold beyond its window.
 const MAX_FRAME_BYTES: u32 = 64 << 10;

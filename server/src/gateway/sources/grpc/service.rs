@@ -102,9 +102,13 @@ impl hyper::service::Service<Request<Incoming>> for GrpcService {
             }),
             Some(Route::Otlp(signal)) => Box::pin(async move {
                 // The body is received, inflated and decoded only with a place among the
-                // requests being received: what waits for admission stays bounded. A request
-                // without one is refused at once, never left unread on the connection.
-                let receiving = match context.admission.receive(false).await {
+                // requests being received: what waits for admission stays bounded. Until it
+                // has one its body is not read, so it sends no more than its stream's window
+                // (see `grpc::CONNECTION_WINDOW_BYTES`). A request refused (with `admission =
+                // 'refuse'`, or while the gateway stops) has its body read and thrown away
+                // before the answer: clients built on hyper report an answer that comes while
+                // they still send as a broken connection.
+                let receiving = match context.admission.receive(true).await {
                     Ok(permit) => permit,
                     Err(e) => {
                         let thrown = discard_body(request.into_body(), max).await;
