@@ -11,7 +11,8 @@
 # the gateway's CPU-seconds per million records.
 #
 # usage: [PENSTOCK_BIN=path] [SENDER=real|loadgen] [IN_FLIGHT="16 256 1000"]
-#        benches/e2e/fan_in.sh [RECORDS] [WORKERS]   (defaults 1048576 and "1 2")
+#        [COMPRESSIONS="none gzip"] benches/e2e/fan_in.sh [RECORDS] [WORKERS]
+#        (defaults 1048576 and "1 2")
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 records="${1:-1048576}"
@@ -26,9 +27,9 @@ trap cleanup EXIT
 if [ "$sender" = real ]; then
   (cd tests/interop-go && go build -o bin/otap-interop .)
   interop=tests/interop-go/bin/otap-interop
-  compressions="none gzip"
+  compressions="${COMPRESSIONS:-none gzip}"
 else
-  compressions="none zstd"
+  compressions="${COMPRESSIONS:-none zstd}"
 fi
 
 cat > "$work/fan_in.sql" <<'SQL'
