@@ -8,6 +8,7 @@ mod common;
 use std::time::{Duration, SystemTime};
 
 use common::decode_line;
+use penstock_dialect::Program;
 use penstock_engine::OtapBatch;
 use penstock_engine::otlp::json;
 use penstock_pipeline::{Pipeline, SamplerStats, check_source};
@@ -382,12 +383,9 @@ fn bodies(routed: &[(String, OtapBatch)]) -> Vec<String> {
     bodies
 }
 
-/// Scenario: log records of one pending trace on both sides of a record of no trace, and of a
-/// second trace after it, in one batch.
-/// Guarantees: the record of no trace goes at once; the others wait for their trace and follow
-/// its decision.
-#[test]
-fn logs_of_a_trace_around_a_record_of_no_trace_follow_their_trace() {
+/// A program whose pipeline `p` sends spans and log records of the traces with an error span,
+/// one decision for both, 10 s after a trace's first span.
+fn spans_and_logs_of_failed_traces() -> Program {
     let decision = "trace_id IN (SELECT trace_id FROM spans GROUP BY trace_id
                     HAVING bool_or(status.code = 2))";
     let sql = format!(
@@ -398,7 +396,16 @@ fn logs_of_a_trace_around_a_record_of_no_trace_follow_their_trace() {
            INSERT INTO out SELECT * FROM logs WHERE {decision};
          END;"
     );
-    let program = check_source("test.sql", &sql).unwrap_or_else(|e| panic!("{e}"));
+    check_source("test.sql", &sql).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Scenario: log records of one pending trace on both sides of a record of no trace, and of a
+/// second trace after it, in one batch.
+/// Guarantees: the record of no trace goes at once; the others wait for their trace and follow
+/// its decision.
+#[test]
+fn logs_of_a_trace_around_a_record_of_no_trace_follow_their_trace() {
+    let program = spans_and_logs_of_failed_traces();
     let mut p = Pipeline::compile(&program, "p").unwrap();
     p.run_at(
         spans(vec![span(1, "s1", true), span(2, "s2", false)]),
@@ -422,17 +429,7 @@ fn logs_of_a_trace_around_a_record_of_no_trace_follow_their_trace() {
 
 #[test]
 fn logs_follow_the_decision_of_their_trace_across_workers() {
-    let decision = "trace_id IN (SELECT trace_id FROM spans GROUP BY trace_id
-                    HAVING bool_or(status.code = 2))";
-    let sql = format!(
-        "CREATE SOURCE src FROM FILE WITH (path = 'x');
-         CREATE SINK out TO CONSOLE;
-         CREATE PIPELINE p FROM src WITH (decision_wait = '10s') AS BEGIN
-           INSERT INTO out SELECT * FROM spans WHERE {decision};
-           INSERT INTO out SELECT * FROM logs WHERE {decision};
-         END;"
-    );
-    let program = check_source("test.sql", &sql).unwrap_or_else(|e| panic!("{e}"));
+    let program = spans_and_logs_of_failed_traces();
     let mut workers = [
         Pipeline::compile(&program, "p").unwrap(),
         Pipeline::compile(&program, "p").unwrap(),

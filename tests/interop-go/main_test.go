@@ -437,37 +437,8 @@ func (s *responseStats) last(t *testing.T) (string, [2]int) {
 func TestServeOTLP(t *testing.T) {
 	for _, warning := range []string{"", "kept everything, mind the clock skew"} {
 		t.Run(fmt.Sprintf("warning=%q", warning), func(t *testing.T) {
-			stdinR, stdinW := io.Pipe()
-			stdoutR, stdoutW := io.Pipe()
-			var stderr bytes.Buffer
-			done := make(chan int, 1)
-			go func() {
-				code := run([]string{"serve-otlp", "-warning", warning}, stdinR, stdoutW, &stderr)
-				stdoutW.Close()
-				done <- code
-			}()
-			defer stdinW.Close()
-			out := bufio.NewReader(stdoutR)
-			line, err := out.ReadString('\n')
-			if err != nil {
-				t.Fatal(err)
-			}
-			addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening ")
-			if !ok {
-				t.Fatalf("first line %q", line)
-			}
-			frames := make(chan []byte, 64)
-			go func() {
-				defer close(frames)
-				fr := newFrameReader(out)
-				for {
-					frame, err := fr.next()
-					if err != nil {
-						return
-					}
-					frames <- frame
-				}
-			}()
+			addr, frames, stop := runServer(t, "serve-otlp", "-warning", warning)
+			defer stop()
 
 			rs := &responseStats{}
 			conn, err := grpc.NewClient(addr,
@@ -554,14 +525,14 @@ func TestServeOTLP(t *testing.T) {
 				}
 			}
 
-			stdinW.Close()
-			if code := <-done; code != exitOK {
-				t.Fatalf("exit status %d; stderr: %s", code, stderr.String())
+			code, stderr := stop()
+			if code != exitOK {
+				t.Fatalf("exit status %d; stderr: %s", code, stderr)
 			}
 			if extra, ok := <-frames; ok {
 				t.Errorf("an extra frame of %d bytes", len(extra))
 			}
-			summary := strings.TrimSpace(stderr.String())
+			summary := strings.TrimSpace(stderr)
 			want := fmt.Sprintf("serve-otlp: logs 3 exports, %d log records; traces 3 exports, %d spans; metrics 3 exports, %d data points",
 				wantItems[tagLogs], wantItems[tagTraces], wantItems[tagMetrics])
 			if summary != want || exports != 9 {
@@ -633,26 +604,8 @@ func TestGeneratedLogs(t *testing.T) {
 // and only that one, as OTLP/JSON.
 func TestServeOTLPFirstJSON(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "first.json")
-	stdinR, stdinW := io.Pipe()
-	stdoutR, stdoutW := io.Pipe()
-	var stderr bytes.Buffer
-	done := make(chan int, 1)
-	go func() {
-		code := run([]string{"serve-otlp", "-first-json", path}, stdinR, stdoutW, &stderr)
-		stdoutW.Close()
-		done <- code
-	}()
-	defer stdinW.Close()
-	out := bufio.NewReader(stdoutR)
-	line, err := out.ReadString('\n')
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening ")
-	if !ok {
-		t.Fatalf("first line %q", line)
-	}
-	go func() { _, _ = io.Copy(io.Discard, out) }()
+	addr, _, stop := runServer(t, "serve-otlp", "-first-json", path)
+	defer stop()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -666,9 +619,8 @@ func TestServeOTLPFirstJSON(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	stdinW.Close()
-	if code := <-done; code != exitOK {
-		t.Fatalf("exit status %d; stderr: %s", code, stderr.String())
+	if code, stderr := stop(); code != exitOK {
+		t.Fatalf("exit status %d; stderr: %s", code, stderr)
 	}
 	body, err := os.ReadFile(path)
 	if err != nil {
@@ -689,28 +641,47 @@ func TestServeOTLPFirstJSON(t *testing.T) {
 // listens on and the frames it writes, and stops it when the test ends.
 func startServer(t *testing.T, subcommand string) (string, <-chan []byte) {
 	t.Helper()
+	addr, frames, stop := runServer(t, subcommand)
+	t.Cleanup(func() {
+		if code, stderr := stop(); code != exitOK {
+			t.Errorf("%s: exit status %d; stderr: %s", subcommand, code, stderr)
+		}
+	})
+	return addr, frames
+}
+
+// runServer runs the server subcommand of args in process; it returns the address it listens
+// on, the frames it writes, and how to stop it: its stdin is closed, and its exit status and
+// stderr returned.
+func runServer(t *testing.T, args ...string) (string, <-chan []byte, func() (int, string)) {
+	t.Helper()
 	stdinR, stdinW := io.Pipe()
 	stdoutR, stdoutW := io.Pipe()
 	var stderr bytes.Buffer
 	done := make(chan int, 1)
 	go func() {
-		code := run([]string{subcommand}, stdinR, stdoutW, &stderr)
+		code := run(args, stdinR, stdoutW, &stderr)
 		stdoutW.Close()
 		done <- code
 	}()
-	t.Cleanup(func() {
-		stdinW.Close()
-		if code := <-done; code != exitOK {
-			t.Errorf("%s: exit status %d; stderr: %s", subcommand, code, stderr.String())
-		}
-	})
+	var once sync.Once
+	var code int
+	stop := func() (int, string) {
+		once.Do(func() {
+			stdinW.Close()
+			code = <-done
+		})
+		return code, stderr.String()
+	}
 	out := bufio.NewReader(stdoutR)
 	line, err := out.ReadString('\n')
 	if err != nil {
+		stop()
 		t.Fatal(err)
 	}
 	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening ")
 	if !ok {
+		stop()
 		t.Fatalf("first line %q", line)
 	}
 	frames := make(chan []byte, 1024)
@@ -726,7 +697,7 @@ func startServer(t *testing.T, subcommand string) (string, <-chan []byte) {
 			frames <- frame
 		}
 	}()
-	return addr, frames
+	return addr, frames, stop
 }
 
 // logFrames is generatedLogs(logs, batch) as framed protobuf requests, and their bytes.
