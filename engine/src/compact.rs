@@ -84,7 +84,12 @@ fn compact_table(table: &RecordBatch) -> Result<RecordBatch> {
         fields.push(Arc::clone(field));
         columns.push(column);
     }
-    let schema = Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()));
+    // The table's own schema when no column was left out.
+    let schema = if fields.len() == table.num_columns() {
+        schema
+    } else {
+        Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
+    };
     RecordBatch::try_new(schema, columns).map_err(|e| Error::arrow("compacting a table", e))
 }
 
