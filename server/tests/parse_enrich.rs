@@ -118,21 +118,11 @@ fn json_logs_of_the_python_sdk_arrive_with_typed_attributes_and_their_team() {
             receiver.addr
         ),
     );
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/send_json_logs.py");
-    let output = Command::new(&python)
-        .arg(&script)
-        .args([gateway.addr.as_str(), "40"])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let stdout =
+        common::run_python_script(&python, "send_json_logs.py", &[gateway.addr.as_str(), "40"]);
     // What was sent: service and fields per log, in order per service.
     let mut sent: BTreeMap<String, Vec<serde_json::Map<String, Json>>> = BTreeMap::new();
-    for line in String::from_utf8(output.stdout).unwrap().lines() {
+    for line in stdout.lines() {
         let log: Json = serde_json::from_str(line).unwrap();
         let service = log["service"].as_str().unwrap().to_string();
         let fields = log["fields"].as_object().unwrap().clone();

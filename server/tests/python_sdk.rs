@@ -8,8 +8,6 @@
 
 mod common;
 
-use std::path::PathBuf;
-use std::process::Command;
 
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value;
@@ -47,22 +45,15 @@ fn the_python_sdk_exports_spans_over_grpc_and_http() {
             out.display()
         ),
     );
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/send_spans.py");
-    let output = Command::new(&python)
-        .arg(&script)
-        .args([
+    common::run_python_script(
+        &python,
+        "send_spans.py",
+        &[
             gateway.addr_of("grpc_in"),
             gateway.addr_of("http_in"),
             "50",
             "tok",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
+        ],
     );
 
     // Both exports were acknowledged, so the file holds all 200 spans, renamed.

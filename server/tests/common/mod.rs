@@ -502,6 +502,22 @@ pub fn assert_same_records(mut want: Vec<String>, mut got: Vec<String>) {
     assert_eq!(want.len(), got.len());
 }
 
+/// Runs `server/tests/python/<script>` with `python` and `args`; its stdout, once it exited
+/// successfully (panics with its output otherwise).
+pub fn run_python_script(python: &str, script: &str, args: &[&str]) -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/python")
+        .join(script);
+    let output = Command::new(python).arg(&path).args(args).output().unwrap();
+    assert!(
+        output.status.success(),
+        "{script}: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
 /// A Python (`PENSTOCK_PYTHON`, else `python3`) that can run `imports` (a Python statement),
 /// or None with the reason printed: it lacks `what`, or there is no Python.
 pub fn python_with(imports: &str, what: &str) -> Option<String> {
