@@ -242,7 +242,7 @@ fn otlp_200_gzip_senders_on_one_connection() {
 }
 
 /// Scenario: pdata's gRPC client (grpc-go, `otap-interop export-traces -signal logs`) with 256
-/// calls at once on one connection, 1.3 MB uncompressed requests, one worker (32 places),
+/// calls at once on one connection, 1.3 MB requests uncompressed and gzip, one worker (32 places),
 /// sending refused calls again as the Collector's exporter does.
 /// Guarantees: the calls past the places wait for one under flow control: none is refused,
 /// none sent again, no body thrown away, and every record arrives.
@@ -252,46 +252,46 @@ fn otlp_256_pdata_calls_on_one_connection_wait_their_turn() {
         return;
     };
     let _serial = one_at_a_time();
-    let gateway = gateway("fan_in_pdata", "1", "");
-    let records = 64 * RECORDS;
-    let addr = gateway.url().trim_start_matches("http://").to_string();
-    let output = std::process::Command::new(binary)
-        .args([
-            "export-traces",
-            "-addr",
-            &addr,
-            "-signal",
-            "logs",
-            "-generate",
-        ])
-        .arg(records.to_string())
-        .args(["-batch", &RECORDS.to_string(), "-connections", "1"])
-        .args([
-            "-in-flight",
-            "256",
-            "-compression",
-            "none",
-            "-retry",
-            "-quiet",
-        ])
-        .args(["-call-timeout", "60s"])
-        .output()
-        .unwrap();
-    let summary = String::from_utf8_lossy(&output.stdout);
-    println!("{summary}");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(summary.contains(" 0 refused,"), "{summary}");
-    assert!(summary.contains(", 0 sent again"), "{summary}");
-    gateway.wait_until("every record counted in", |g| {
-        g.metric("penstock_sink_records_total{sink=\"quiet\"}") == records as f64
-    });
-    assert_eq!(gateway.metric("penstock_discarded_body_bytes_total"), 0.0);
-    let (clean, _) = gateway.terminate();
-    assert!(clean, "the gateway did not stop cleanly");
+    // Uncompressed, and gzip as the Collector's otlp exporter sends by default.
+    for compression in ["none", "gzip"] {
+        let gateway = gateway(&format!("fan_in_pdata_{compression}"), "1", "");
+        let records = 64 * RECORDS;
+        let addr = gateway.url().trim_start_matches("http://").to_string();
+        let output = std::process::Command::new(&binary)
+            .args(["export-traces", "-addr", &addr, "-signal", "logs"])
+            .args([
+                "-generate",
+                &records.to_string(),
+                "-batch",
+                &RECORDS.to_string(),
+            ])
+            .args([
+                "-connections",
+                "1",
+                "-in-flight",
+                "256",
+                "-compression",
+                compression,
+            ])
+            .args(["-retry", "-quiet", "-call-timeout", "60s"])
+            .output()
+            .unwrap();
+        let summary = String::from_utf8_lossy(&output.stdout);
+        println!("{compression}: {summary}");
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(summary.contains(" 0 refused,"), "{summary}");
+        assert!(summary.contains(", 0 sent again"), "{summary}");
+        gateway.wait_until("every record counted in", |g| {
+            g.metric("penstock_sink_records_total{sink=\"quiet\"}") == records as f64
+        });
+        assert_eq!(gateway.metric("penstock_discarded_body_bytes_total"), 0.0);
+        let (clean, _) = gateway.terminate();
+        assert!(clean, "the gateway did not stop cleanly");
+    }
 }
 
 /// Many clients at once, each on its connection with a few requests, over two workers.

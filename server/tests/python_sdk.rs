@@ -8,7 +8,6 @@
 
 mod common;
 
-
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value;
 use penstock_engine::otlp;
