@@ -4,7 +4,8 @@
 //! worker, and its handle ([`job`]); counters
 //! ([`telemetry`], [`buffer_metrics`]); the running program and its forwarding plan
 //! ([`running`], [`forwarding`], loaded by [`program`]); the memory budget ([`memory`]);
-//! and what sources and sinks of one protocol share ([`codec`], [`kafka`], [`tls`]), with
+//! and what sources and sinks of one protocol share ([`codec`], [`kafka`], [`tls`], and
+//! [`gather`] for their sockets), with
 //! [`report`] for what is said while it runs. Nothing here uses the layers above.
 
 pub mod buffer_metrics;
@@ -12,6 +13,7 @@ pub mod codec;
 pub mod delivery;
 pub mod error;
 pub mod forwarding;
+pub mod gather;
 pub mod job;
 pub mod kafka;
 pub mod memory;

@@ -42,6 +42,8 @@ const NOT_OTAP: &str = "an OTLP request as received cannot be sent on an OTAP st
 
 /// Batches awaiting their status, per stream.
 const PENDING_PER_STREAM: usize = 64;
+/// How often an idle sink looks for ended input streams and streams past their lifetime.
+const HOUSEKEEPING: Duration = Duration::from_secs(1);
 
 /// An OTAP sink's settings.
 #[derive(Debug, Clone)]
@@ -240,7 +242,11 @@ async fn run(config: OtapSinkConfig, context: SinkContext) {
         affine: HashMap::new(),
         connections,
     };
-    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    // Housekeeping runs when a retry or a status deadline is due, and every
+    // [`HOUSEKEEPING`] otherwise: an idle sink wakes once a second.
+    let housekeeping = tokio::time::sleep(HOUSEKEEPING);
+    tokio::pin!(housekeeping);
+    let mut last_housekeeping = Instant::now();
     let mut open = true;
     // A delivery taken from the queue that could not join the previous merge.
     let mut held: Option<Delivery> = None;
@@ -258,6 +264,10 @@ async fn run(config: OtapSinkConfig, context: SinkContext) {
         let linger = state.forming.as_ref().map(|f| f.deadline);
         let lingering = linger.is_some() && room;
         let linger_end = tokio::time::Instant::from_std(linger.unwrap_or_else(Instant::now));
+        let due = tokio::time::Instant::from_std(state.housekeeping_due(last_housekeeping));
+        if housekeeping.deadline() != due {
+            housekeeping.as_mut().reset(due);
+        }
         tokio::select! {
             delivery = deliveries.recv(), if open && room && held.is_none() => match delivery {
                 Some(first) => held = state.gather(first, &mut deliveries),
@@ -272,7 +282,10 @@ async fn run(config: OtapSinkConfig, context: SinkContext) {
                 state.flush();
             }
             Some(event) = reports.recv() => state.handle(event),
-            _ = tick.tick() => state.housekeeping(),
+            _ = &mut housekeeping => {
+                last_housekeeping = Instant::now();
+                state.housekeeping();
+            }
         }
     }
 }
@@ -597,12 +610,21 @@ impl OtapSinkState {
         }
     }
 
+    /// When housekeeping is next due: at the earliest retry, at the earliest deadline of a
+    /// batch waiting for its status, and [`HOUSEKEEPING`] after `last` at the latest.
+    fn housekeeping_due(&self, last: Instant) -> Instant {
+        let timeout = self.config.timeout;
+        let late = self.pending.values().map(|p| p.sent + timeout);
+        let retries = self.retries.iter().map(|p| p.not_before);
+        late.chain(retries).fold(last + HOUSEKEEPING, Ord::min)
+    }
+
     fn housekeeping(&mut self) {
         // A stream holding a batch past the deadline is abandoned; its batches go again.
         let late: Vec<u64> = self
             .pending
             .iter()
-            .filter(|(_, p)| p.sent.elapsed() > self.config.timeout)
+            .filter(|(_, p)| p.sent.elapsed() >= self.config.timeout)
             .map(|(k, _)| k.0)
             .collect();
         for generation in late {

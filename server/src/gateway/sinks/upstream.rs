@@ -1,10 +1,18 @@
 //! Where a gRPC sink (OTAP, OTLP) sends: its endpoint with TLS and credentials.
 
+use std::future::Future;
 use std::path::Path;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioIo;
 
 use penstock_dialect::Sink;
 
 use crate::gateway::base::error::GatewayError;
+use crate::gateway::base::gather::Gathered;
 
 /// Where a gRPC sink sends: a lazily connected channel, and the `authorization` every call
 /// carries (from `auth_token`).
@@ -29,7 +37,7 @@ impl Upstream {
             };
         let endpoint = endpoint(sink, base)?;
         Ok(Upstream {
-            channel: endpoint.connect_lazy(),
+            channel: connect_lazy(&endpoint),
             endpoint,
             authorization,
         })
@@ -38,7 +46,7 @@ impl Upstream {
     /// The same backend on a connection of its own.
     pub(super) fn another(&self) -> Upstream {
         Upstream {
-            channel: self.endpoint.connect_lazy(),
+            channel: connect_lazy(&self.endpoint),
             endpoint: self.endpoint.clone(),
             authorization: self.authorization.clone(),
         }
@@ -48,7 +56,7 @@ impl Upstream {
     #[cfg(test)]
     pub(super) fn lazy(endpoint: tonic::transport::Endpoint) -> Upstream {
         Upstream {
-            channel: endpoint.connect_lazy(),
+            channel: connect_lazy(&endpoint),
             endpoint,
             authorization: None,
         }
@@ -71,6 +79,41 @@ impl Upstream {
     }
 }
 
+/// A channel to `endpoint` that connects on first use, over a socket whose writes are
+/// gathered ([`Gathered`]: HTTP/2 writes each 16 KiB frame on its own).
+fn connect_lazy(endpoint: &tonic::transport::Endpoint) -> tonic::transport::Channel {
+    let mut tcp = HttpConnector::new();
+    tcp.enforce_http(false);
+    tcp.set_nodelay(true);
+    tcp.set_connect_timeout(Some(CONNECT_TIMEOUT));
+    endpoint.connect_with_connector_lazy(GatheringConnector(tcp))
+}
+
+/// How long a sink waits for a connection to its backend.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Connects over TCP and gathers the socket's writes.
+#[derive(Debug, Clone)]
+struct GatheringConnector(HttpConnector);
+
+impl tower_service::Service<http::Uri> for GatheringConnector {
+    type Response = TokioIo<Gathered<tokio::net::TcpStream>>;
+    type Error = <HttpConnector as tower_service::Service<http::Uri>>::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, uri: http::Uri) -> Self::Future {
+        let connecting = self.0.call(uri);
+        Box::pin(async move {
+            let tcp = connecting.await?.into_inner();
+            Ok(TokioIo::new(Gathered::new(tcp)))
+        })
+    }
+}
+
 /// A gRPC endpoint from a sink's `endpoint` option.
 fn endpoint(sink: &Sink, base: &Path) -> Result<tonic::transport::Endpoint, GatewayError> {
     let url = sink.options.str("endpoint").unwrap_or_default().to_string();
@@ -89,7 +132,5 @@ fn endpoint(sink: &Sink, base: &Path) -> Result<tonic::transport::Endpoint, Gate
                 source,
             })?;
     }
-    Ok(endpoint
-        .connect_timeout(std::time::Duration::from_secs(5))
-        .tcp_nodelay(true))
+    Ok(endpoint.connect_timeout(CONNECT_TIMEOUT).tcp_nodelay(true))
 }

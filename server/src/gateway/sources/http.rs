@@ -29,7 +29,7 @@ use crate::gateway::base::status::{Fault, Refusal, RpcStatus};
 /// Serves one connection (HTTP/1.1 or HTTP/2, in the clear or over TLS) on the current
 /// worker.
 pub async fn serve(stream: std::net::TcpStream, context: Arc<SourceContext>) {
-    let Some(io) = open(stream, &context).await else {
+    let Some(io) = open(stream, &context, false).await else {
         return;
     };
     let mut shutdown = context.shutdown.clone();

@@ -14,6 +14,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use super::admission::{Admission, Limits, MIN_RECEIVING_REQUESTS};
 use super::contract::SourceStart;
 use crate::gateway::base::error::GatewayError;
+use crate::gateway::base::gather::Gathered;
 use crate::gateway::base::job::WorkerHandle;
 use crate::gateway::base::telemetry::Telemetry;
 use crate::gateway::base::tls;
@@ -60,9 +61,23 @@ impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
 
 /// Takes an accepted connection onto the current runtime and, when the source serves TLS,
 /// completes the handshake; `None` when that fails or takes too long (the connection closes).
-pub async fn open(stream: std::net::TcpStream, context: &SourceContext) -> Option<Box<dyn Io>> {
+/// With `gather`, the socket's writes are gathered and its reads made ahead ([`Gathered`]),
+/// for HTTP/2, which writes each frame on its own.
+pub async fn open(
+    stream: std::net::TcpStream,
+    context: &SourceContext,
+    gather: bool,
+) -> Option<Box<dyn Io>> {
     let stream = tokio::net::TcpStream::from_std(stream).ok()?;
     let _ = stream.set_nodelay(true);
+    if gather {
+        return finish(Gathered::new(stream), context).await;
+    }
+    finish(stream, context).await
+}
+
+/// `stream`, after the TLS handshake when the source serves TLS.
+async fn finish<S: Io + 'static>(stream: S, context: &SourceContext) -> Option<Box<dyn Io>> {
     let Some(Tls(acceptor)) = &context.tls else {
         return Some(Box::new(stream));
     };

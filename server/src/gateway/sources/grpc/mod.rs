@@ -60,7 +60,7 @@ pub async fn serve(stream: std::net::TcpStream, context: Arc<SourceContext>) {
             .map_or(IpAddr::from([0, 0, 0, 0]), |a| a.ip()),
         connection: NEXT_CONNECTION.fetch_add(1, Relaxed),
     };
-    let Some(io) = open(stream, &context).await else {
+    let Some(io) = open(stream, &context, true).await else {
         return;
     };
     let mut shutdown = context.shutdown.clone();
