@@ -5,6 +5,7 @@
 
 pub mod headers;
 mod inflate;
+mod messages;
 mod otap;
 mod otlp;
 mod service;

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 
+use hyper::body::Incoming;
 use penstock_engine::otap::raw::{Fallback, Forwarder, KeyRenames};
 use penstock_engine::otap::{DecodeLimits, OtapDecoder};
 use penstock_engine::proto::{BatchArrowRecords, BatchStatus, StatusCode};
@@ -23,6 +24,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::headers::HeaderDecoder;
+use super::messages::Messages;
 use crate::gateway::base::delivery::{AsReceived, DeliveryError, ForwardedOtap};
 use crate::gateway::base::job::{DecodedBeside, ForwardedJob};
 use crate::gateway::base::running::Running;
@@ -229,6 +231,8 @@ pub struct OtapStream {
     pub(super) authenticated: bool,
     /// Who opens it.
     pub(super) opener: Opener,
+    /// Its batches, read from the call's body (tonic reads nothing of it).
+    pub(super) messages: Option<Messages<Incoming>>,
 }
 
 type StatusStream = ReceiverStream<Result<BatchStatus, Status>>;
@@ -238,12 +242,15 @@ impl tonic::server::StreamingService<BatchArrowRecords> for OtapStream {
     type ResponseStream = StatusStream;
     type Future = Pin<Box<dyn Future<Output = Result<Response<StatusStream>, Status>> + Send>>;
 
-    fn call(&mut self, request: Request<Streaming<BatchArrowRecords>>) -> Self::Future {
+    fn call(&mut self, _: Request<Streaming<BatchArrowRecords>>) -> Self::Future {
         let context = Arc::clone(&self.context);
         let signal = self.signal;
         let authenticated = self.authenticated;
         let opener = self.opener;
+        let messages = self.messages.take();
         Box::pin(async move {
+            let incoming =
+                messages.ok_or_else(|| Status::internal("the stream was served twice"))?;
             let slot = context.admission.open_stream(opener).map_err(|refusal| {
                 context.telemetry.otap_streams_refused.fetch_add(1, Relaxed);
                 Fault::LimitReached.to_status(refusal.to_string())
@@ -251,7 +258,6 @@ impl tonic::server::StreamingService<BatchArrowRecords> for OtapStream {
             let (statuses, stream) = mpsc::channel(IN_FLIGHT_PER_STREAM);
             context.telemetry.otap_streams.fetch_add(1, Relaxed);
             tokio::spawn(async move {
-                let incoming = request.into_inner();
                 let telemetry = Arc::clone(&context.telemetry);
                 let stream = Opened {
                     signal,
@@ -392,7 +398,7 @@ struct Opened {
 
 async fn serve_stream(
     opened: Opened,
-    mut incoming: Streaming<BatchArrowRecords>,
+    mut incoming: Messages<Incoming>,
     statuses: mpsc::Sender<Result<BatchStatus, Status>>,
     context: Arc<SourceContext>,
 ) {
@@ -403,7 +409,7 @@ async fn serve_stream(
     let mut in_flight = JoinSet::new();
     loop {
         let message = tokio::select! {
-            m = incoming.message() => m,
+            m = incoming.message::<BatchArrowRecords>() => m,
             _ = shutdown.wait_for(|stop| *stop) => break,
             () = activity.evicted() => Err(evicted()),
         };

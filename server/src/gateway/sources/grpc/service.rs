@@ -6,12 +6,14 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use http::{HeaderValue, Request, Response};
 use hyper::body::Incoming;
 use penstock_engine::Signal;
 use tonic::body::Body;
 use tonic::codec::CompressionEncoding;
 
+use super::messages::Messages;
 use super::otap::OtapStream;
 use crate::gateway::base::status::{Fault, Refusal};
 use crate::gateway::sources::admission::Admission;
@@ -130,12 +132,18 @@ impl hyper::service::Service<Request<Incoming>> for GrpcService {
                     .accept_compressed(CompressionEncoding::Gzip)
                     .accept_compressed(CompressionEncoding::Zstd)
                     .max_decoding_message_size(max);
+                // tonic answers the call and writes its statuses; the batches are read from
+                // the body here (`Messages`), each into a buffer of its own.
+                let (parts, body) = request.into_parts();
+                let messages = Messages::new(body, &parts.headers, max);
+                let request = Request::from_parts(parts, http_body_util::Empty::<Bytes>::new());
                 // Without the token on the stream, each batch must bring it in its headers.
                 let stream = OtapStream {
                     signal,
                     context,
                     authenticated,
                     opener,
+                    messages: Some(messages),
                 };
                 Ok(grpc.streaming(stream, request).await)
             }),
