@@ -3,9 +3,8 @@
 //! connection's task, and reads ahead in large chunks where HTTP/2 asks for 8 KiB at a time.
 //!
 //! A flush that follows new bytes is put off: the task is woken, and the bytes go out on its
-//! next turn (any read, write or flush it makes first sends them), so frames queued in the
-//! meantime leave in the same write. A flush with nothing new since the last one put off
-//! sends at once. At most [`GATHER_LIMIT`] bytes wait; past that a write sends first, and
+//! next turn (its first read sends them, as does a flush with nothing new since the one put
+//! off, or a shutdown), so frames queued in the meantime leave in the same write. At most [`GATHER_LIMIT`] bytes wait; past that a write sends first, and
 //! waits for the socket like any write would (backpressure is unchanged).
 
 use std::io;
@@ -43,11 +42,6 @@ impl<T> Gathered<T> {
             fresh: false,
             ahead: BytesMut::new(),
         }
-    }
-
-    /// The wrapped stream.
-    pub fn get_ref(&self) -> &T {
-        &self.inner
     }
 }
 
