@@ -64,12 +64,21 @@ impl<T: AsyncWrite + Unpin> Gathered<T> {
         result
     }
 
-    /// Makes room for `len` more bytes: sends what was gathered when they would not fit.
-    fn poll_room(&mut self, cx: &mut Context<'_>, len: usize) -> Poll<io::Result<()>> {
+    /// Makes room for `len` more bytes, sending what was gathered when they would not fit:
+    /// ready with true when they are to be gathered, false when they go to the socket
+    /// straight (nothing waits, and they fill a write on their own).
+    fn poll_gather(&mut self, cx: &mut Context<'_>, len: usize) -> Poll<io::Result<bool>> {
         if !self.out.is_empty() && self.out.len() + len > GATHER_LIMIT {
             ready!(self.poll_send(cx))?;
         }
-        Poll::Ready(Ok(()))
+        if self.out.is_empty() && len >= GATHER_LIMIT {
+            return Poll::Ready(Ok(false));
+        }
+        if self.out.capacity() == 0 {
+            self.out.reserve_exact(GATHER_LIMIT);
+        }
+        self.fresh = true;
+        Poll::Ready(Ok(true))
     }
 }
 
@@ -80,15 +89,10 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Gathered<T> {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        ready!(this.poll_room(cx, buf.len()))?;
-        if this.out.is_empty() && buf.len() >= GATHER_LIMIT {
+        if !ready!(this.poll_gather(cx, buf.len()))? {
             return Pin::new(&mut this.inner).poll_write(cx, buf);
         }
-        if this.out.capacity() == 0 {
-            this.out.reserve_exact(GATHER_LIMIT);
-        }
         this.out.extend_from_slice(buf);
-        this.fresh = true;
         Poll::Ready(Ok(buf.len()))
     }
 
@@ -99,17 +103,12 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Gathered<T> {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let len: usize = bufs.iter().map(|b| b.len()).sum();
-        ready!(this.poll_room(cx, len))?;
-        if this.out.is_empty() && len >= GATHER_LIMIT {
+        if !ready!(this.poll_gather(cx, len))? {
             return Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
-        }
-        if this.out.capacity() == 0 {
-            this.out.reserve_exact(GATHER_LIMIT);
         }
         for buf in bufs {
             this.out.extend_from_slice(buf);
         }
-        this.fresh = true;
         Poll::Ready(Ok(len))
     }
 

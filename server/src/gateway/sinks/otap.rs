@@ -42,7 +42,8 @@ const NOT_OTAP: &str = "an OTLP request as received cannot be sent on an OTAP st
 
 /// Batches awaiting their status, per stream.
 const PENDING_PER_STREAM: usize = 64;
-/// How often an idle sink looks for ended input streams and streams past their lifetime.
+/// How often the sink looks for statuses past their deadline, ended input streams and streams
+/// past their lifetime.
 const HOUSEKEEPING: Duration = Duration::from_secs(1);
 
 /// An OTAP sink's settings.
@@ -242,8 +243,8 @@ async fn run(config: OtapSinkConfig, context: SinkContext) {
         affine: HashMap::new(),
         connections,
     };
-    // Housekeeping runs when a retry or a status deadline is due, and every
-    // [`HOUSEKEEPING`] otherwise: an idle sink wakes once a second.
+    // Housekeeping runs when a retry is due, and every [`HOUSEKEEPING`] otherwise: an idle
+    // sink wakes once a second.
     let housekeeping = tokio::time::sleep(HOUSEKEEPING);
     tokio::pin!(housekeeping);
     let mut last_housekeeping = Instant::now();
@@ -610,13 +611,13 @@ impl OtapSinkState {
         }
     }
 
-    /// When housekeeping is next due: at the earliest retry, at the earliest deadline of a
-    /// batch waiting for its status, and [`HOUSEKEEPING`] after `last` at the latest.
+    /// When housekeeping is next due: at the earliest retry, and [`HOUSEKEEPING`] after `last`
+    /// at the latest (when statuses past their deadline are looked for).
     fn housekeeping_due(&self, last: Instant) -> Instant {
-        let timeout = self.config.timeout;
-        let late = self.pending.values().map(|p| p.sent + timeout);
-        let retries = self.retries.iter().map(|p| p.not_before);
-        late.chain(retries).fold(last + HOUSEKEEPING, Ord::min)
+        self.retries
+            .iter()
+            .map(|p| p.not_before)
+            .fold(last + HOUSEKEEPING, Ord::min)
     }
 
     fn housekeeping(&mut self) {
@@ -624,7 +625,7 @@ impl OtapSinkState {
         let late: Vec<u64> = self
             .pending
             .iter()
-            .filter(|(_, p)| p.sent.elapsed() >= self.config.timeout)
+            .filter(|(_, p)| p.sent.elapsed() > self.config.timeout)
             .map(|(k, _)| k.0)
             .collect();
         for generation in late {

@@ -81,16 +81,13 @@ impl Upstream {
 
 /// A channel to `endpoint` that connects on first use, over a socket whose writes are
 /// gathered ([`Gathered`]: HTTP/2 writes each 16 KiB frame on its own).
+/// The endpoint's connect timeout (and TLS) apply to it as to tonic's own connector.
 fn connect_lazy(endpoint: &tonic::transport::Endpoint) -> tonic::transport::Channel {
     let mut tcp = HttpConnector::new();
     tcp.enforce_http(false);
     tcp.set_nodelay(true);
-    tcp.set_connect_timeout(Some(CONNECT_TIMEOUT));
     endpoint.connect_with_connector_lazy(GatheringConnector(tcp))
 }
-
-/// How long a sink waits for a connection to its backend.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Connects over TCP and gathers the socket's writes.
 #[derive(Debug, Clone)]
@@ -132,5 +129,5 @@ fn endpoint(sink: &Sink, base: &Path) -> Result<tonic::transport::Endpoint, Gate
                 source,
             })?;
     }
-    Ok(endpoint.connect_timeout(CONNECT_TIMEOUT).tcp_nodelay(true))
+    Ok(endpoint.connect_timeout(Duration::from_secs(5)))
 }

@@ -10,6 +10,7 @@ use http_body_util::BodyExt;
 use tonic::Status;
 
 use super::inflate::{self, InflateError};
+use super::otlp::claimed_length;
 
 /// The length-prefixed messages of a call's body, up to `max` bytes each (compressed or
 /// inflated).
@@ -53,12 +54,7 @@ where
             }
         }
         let flag = self.pending[0];
-        let length = u32::from_be_bytes([
-            self.pending[1],
-            self.pending[2],
-            self.pending[3],
-            self.pending[4],
-        ]) as usize;
+        let length = claimed_length(&self.pending).unwrap_or_default();
         if length > self.max {
             return Err(Status::out_of_range(format!(
                 "a message of {length} bytes is over the {} the source accepts",
@@ -73,7 +69,8 @@ where
         self.pending.advance(5);
         let mut message = BytesMut::with_capacity(length);
         let from_pending = length.min(self.pending.len());
-        message.extend_from_slice(&self.pending.split_to(from_pending));
+        message.extend_from_slice(&self.pending[..from_pending]);
+        self.pending.advance(from_pending);
         while message.len() < length {
             let Some(mut data) = self.data().await? else {
                 return Err(truncated());

@@ -133,7 +133,7 @@ where
 }
 
 /// The message length a body's 5-byte prefix says, once the prefix is there.
-fn claimed_length(body: &[u8]) -> Option<usize> {
+pub(super) fn claimed_length(body: &[u8]) -> Option<usize> {
     let (&[_, a, b, c, d], _) = body.split_first_chunk::<5>()?;
     Some(u32::from_be_bytes([a, b, c, d]) as usize)
 }

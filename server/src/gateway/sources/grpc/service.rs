@@ -130,8 +130,7 @@ impl hyper::service::Service<Request<Incoming>> for GrpcService {
                 >::default();
                 let mut grpc = tonic::server::Grpc::new(codec)
                     .accept_compressed(CompressionEncoding::Gzip)
-                    .accept_compressed(CompressionEncoding::Zstd)
-                    .max_decoding_message_size(max);
+                    .accept_compressed(CompressionEncoding::Zstd);
                 // tonic answers the call and writes its statuses; the batches are read from
                 // the body here (`Messages`), each into a buffer of its own.
                 let (parts, body) = request.into_parts();
