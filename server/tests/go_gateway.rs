@@ -36,8 +36,14 @@ struct Receiver {
 
 impl Receiver {
     fn start(binary: &PathBuf) -> Receiver {
+        Receiver::start_with(binary, &[])
+    }
+
+    /// With `serve`'s `args` (`-token T`: streams must carry `authorization: Bearer T`).
+    fn start_with(binary: &PathBuf, args: &[&str]) -> Receiver {
         let mut child = Command::new(binary)
             .arg("serve")
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -297,6 +303,45 @@ fn batches_without_the_token_are_refused_unauthenticated() {
     // The gateway still serves senders with the token.
     let flags = ["-token", "s3cret", "-token-in", "headers"];
     assert_all_ok(&send(&binary, "logs", &relay.addr, &flags, &frames), 3);
+}
+
+/// The OTAP sink's `auth_token` reaches a receiver that requires it (the reference receiver
+/// ends streams without it UNAUTHENTICATED, before any batch).
+#[test]
+fn the_sink_carries_its_token_to_the_receiver() {
+    let Some(binary) = interop_binary() else {
+        return;
+    };
+    let dir = temp_dir("go-sink-token");
+    let receiver = Receiver::start_with(&binary, &["-token", "downstream-secret"]);
+    let relay = Gateway::start(
+        &dir,
+        "relay",
+        &format!(
+            "CREATE SOURCE edge FROM GRPC WITH (listen = '127.0.0.1:0');
+             CREATE SINK downstream TO OTAP WITH (
+               endpoint = 'http://{}', auth_token = 'downstream-secret');
+             CREATE PIPELINE p FROM edge AS BEGIN
+               INSERT INTO downstream SELECT * FROM logs;
+             END;",
+            receiver.addr
+        ),
+    );
+    let mut data = DataGen::new(11);
+    let logs: Vec<ExportLogsServiceRequest> = (0..3).map(|_| data.logs(200)).collect();
+    let frames: Vec<Vec<u8>> = logs.iter().map(Message::encode_to_vec).collect();
+    assert_all_ok(
+        &send(
+            &binary,
+            "logs",
+            &relay.addr,
+            &["-compression", "zstd"],
+            &frames,
+        ),
+        3,
+    );
+    let want: Vec<String> = logs.iter().flat_map(equiv::logs).collect();
+    receiver.assert_received([want, Vec::new(), Vec::new()]);
 }
 
 /// `penstock loadgen --protocol otap` against the reference receiver, which (as grpc-go

@@ -28,7 +28,9 @@ import (
 	"google.golang.org/grpc/encoding"
 	_ "google.golang.org/grpc/encoding/gzip" // the gzip compressor, by name
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 )
 
 // zstdCompressor is plain zstd under a gRPC encoding name.
@@ -326,6 +328,7 @@ func cmdServe(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("serve", stderr)
 	listen := fs.String("listen", "127.0.0.1:0", "address to listen on")
 	maxStreams := fs.Uint("max-streams", 0, "concurrent streams per connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); 0: grpc-go's default")
+	token := fs.String("token", "", "refuse streams whose authorization metadata is not \"Bearer TOKEN\" (UNAUTHENTICATED)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -336,6 +339,16 @@ func cmdServe(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	options := []grpc.ServerOption{grpc.MaxRecvMsgSize(64 << 20)}
 	if *maxStreams > 0 {
 		options = append(options, grpc.MaxConcurrentStreams(uint32(*maxStreams)))
+	}
+	if *token != "" {
+		want := "Bearer " + *token
+		options = append(options, grpc.StreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+			md, _ := metadata.FromIncomingContext(ss.Context())
+			if got := md.Get("authorization"); len(got) != 1 || got[0] != want {
+				return status.Errorf(codes.Unauthenticated, "authorization %q is not the token", got)
+			}
+			return handler(srv, ss)
+		}))
 	}
 	server := grpc.NewServer(options...)
 	r := &receiver{out: newFrameWriter(stdout)}

@@ -65,6 +65,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdExportOTLP(rest, stdout, stderr)
 	case "export-traces":
 		err = cmdExportTraces(rest, stdin, stdout, stderr)
+	case "hpack":
+		err = cmdHpack(stdout)
 	case "help", "-h", "-help", "--help":
 		usage(stdout)
 		return exitOK
@@ -103,9 +105,10 @@ func usage(w io.Writer) {
       status is in); stdout: one JSON line per BatchStatus received; with -summary,
       stderr at the end: the batches sent, the seconds until the last status and the
       bytes on the wire
-  otap-interop serve [-listen 127.0.0.1:0]
+  otap-interop serve [-listen 127.0.0.1:0] [-token T]
       serves the three Arrow services until stdin closes; stdout: "listening ADDR", then
-      one frame per acknowledged batch: a signal byte (0 logs, 1 traces, 2 metrics) + OTLP
+      one frame per acknowledged batch: a signal byte (0 logs, 1 traces, 2 metrics) + OTLP;
+      with -token, streams without the metadata "authorization: Bearer T" end UNAUTHENTICATED
   otap-interop serve-otlp [-listen 127.0.0.1:0] [-warning TEXT] [-first-json FILE]
       serves OTLP/gRPC (LogsService, TraceService, MetricsService Export; gzip, zstd or
       none) until stdin closes; stdout: "listening ADDR", then one frame per accepted
@@ -122,6 +125,9 @@ func usage(w io.Writer) {
       headers),
       then the summary. -fail-first: refuse the first N requests with -fail-status and
       the Retry-After given; -rejected: report N records rejected in every response
+  otap-interop hpack
+      stdout: one JSON line per HPACK header block written by golang.org/x/net/http2/hpack
+      (one encoder, in order): the block and the fields it encodes, hex-encoded
   otap-interop export-otlp -addr HOST:PORT [-senders 4] [-records 50] [-call-timeout 1s]
                     [-until-retry D] [-deadline 30s]
       sends OTLP/gRPC logs Export calls (pdata client, gzip) from -senders loops without

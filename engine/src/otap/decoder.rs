@@ -156,6 +156,10 @@ impl OtapDecoder {
     /// it, and the batches after it may be forwarded again, each output's forwarding state
     /// starting from [`OtapDecoder::seed`]. Fails on a batch that is not valid OTAP, like
     /// [`OtapDecoder::decode`].
+    ///
+    /// The forwarded batches share `bar`'s payload bytes rather than copy them, so they keep
+    /// the buffer `bar` was decoded from alive until they are dropped: decode `bar` from a
+    /// buffer holding its message only (not from a larger receive buffer).
     pub fn forward(
         &mut self,
         bar: &BatchArrowRecords,

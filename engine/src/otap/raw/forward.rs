@@ -7,8 +7,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::batch::{RawBatch, RawPayload};
-use super::ipc::{IpcMessage, MessageKind, concat};
-use crate::proto::{ArrowPayload, BatchArrowRecords};
+use super::ipc::{IpcMessage, MessageKind};
+use super::outgoing::OutgoingBatch;
 use crate::schema::PayloadType;
 
 /// One table's IPC stream so far: the schema, then every dictionary message, in order. A
@@ -209,7 +209,7 @@ impl Forwarder {
         placed: &Placed,
         sent: &mut Sent,
         batch_id: i64,
-    ) -> Option<BatchArrowRecords> {
+    ) -> Option<OutgoingBatch> {
         let mut updates = Vec::with_capacity(batch.payloads.len());
         let mut payloads = Vec::with_capacity(batch.payloads.len());
         for (payload, &(table, epoch, before, after)) in batch.payloads.iter().zip(&placed.tables) {
@@ -219,10 +219,13 @@ impl Forwarder {
                 Some(&(e, _)) if e > epoch => return None,
                 _ => 0,
             };
+            let pieces = |messages: &mut dyn Iterator<Item = &IpcMessage>| -> Vec<Bytes> {
+                messages.map(|m| m.bytes.clone()).collect()
+            };
             let record = if count == before {
-                concat(&payload.messages)
+                pieces(&mut payload.messages.iter())
             } else if count < before {
-                concat(prefix.fill(count, before).chain(&payload.messages))
+                pieces(&mut prefix.fill(count, before).chain(&payload.messages))
             } else {
                 let replaced = prefix
                     .messages
@@ -232,21 +235,13 @@ impl Forwarder {
                 if replaced {
                     return None;
                 }
-                concat(payload.records())
+                pieces(&mut payload.records().into_iter())
             };
             updates.push((table, (epoch, count.max(after))));
-            payloads.push(ArrowPayload {
-                schema_id: payload.schema_id.clone(),
-                r#type: table.wire(),
-                record,
-            });
+            payloads.push((payload.schema_id.clone(), table.wire(), record));
         }
         sent.tables.extend(updates);
-        Some(BatchArrowRecords {
-            batch_id,
-            arrow_payloads: payloads,
-            headers: Bytes::new(),
-        })
+        Some(OutgoingBatch::new(batch_id, payloads))
     }
 
     /// Bytes of the schema and dictionary messages kept.

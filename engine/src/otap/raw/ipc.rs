@@ -214,16 +214,3 @@ pub(super) fn records_meta(
     fbb.finish(out, None);
     fbb.finished_data().to_vec()
 }
-
-/// The messages' bytes, one after the other.
-pub(crate) fn concat<'a>(messages: impl IntoIterator<Item = &'a IpcMessage>) -> Bytes {
-    let messages: Vec<&IpcMessage> = messages.into_iter().collect();
-    if let [only] = messages.as_slice() {
-        return only.bytes.clone();
-    }
-    let mut out = Vec::with_capacity(messages.iter().map(|m| m.bytes.len()).sum());
-    for m in messages {
-        out.extend_from_slice(&m.bytes);
-    }
-    Bytes::from(out)
-}

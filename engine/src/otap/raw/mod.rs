@@ -24,6 +24,7 @@ mod keys;
 pub(crate) mod narrow;
 #[cfg(test)]
 mod narrow_tests;
+mod outgoing;
 pub(crate) mod renames;
 #[cfg(test)]
 mod tests;
@@ -34,4 +35,5 @@ pub use decoded::DecodedAsSent;
 pub use forward::{Forwarder, Placed, Sent};
 pub use inflate::recompress_zstd_buffers;
 pub use ipc::{IpcMessage, MessageKind};
+pub use outgoing::OutgoingBatch;
 pub use renames::KeyRenames;

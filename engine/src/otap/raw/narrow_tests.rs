@@ -129,7 +129,7 @@ fn check(
         }
         let placed = forwarder.place(&raw);
         let frame = forwarder.frame(&raw, &placed, &mut sent, i as i64).unwrap();
-        let received = receiver.decode(&frame).unwrap();
+        let received = receiver.decode(&frame.to_message()).unwrap();
         let want = meaning(&expected, renames);
         let got = meaning(&received, &KeyRenames::default());
         if let Some(diff) = equiv::first_difference(&want, &got) {

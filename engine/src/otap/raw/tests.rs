@@ -167,7 +167,7 @@ fn check(signal: Signal, bars: &[BatchArrowRecords], renames: &KeyRenames, break
                 let frame = forwarder
                     .frame(&previous_raw, &previous_placed, &mut sent, -1)
                     .expect("a fresh stream takes any batch of the current IPC streams");
-                let again = receiver.decode(&frame).unwrap();
+                let again = receiver.decode(&frame.to_message()).unwrap();
                 assert_eq!(meaning(&again, &KeyRenames::default()), previous_expected);
             }
         }
@@ -175,7 +175,10 @@ fn check(signal: Signal, bars: &[BatchArrowRecords], renames: &KeyRenames, break
         let frame = forwarder
             .frame(raw, &placed, &mut sent, i as i64)
             .expect("in order, a batch always frames");
-        let actual = meaning(&receiver.decode(&frame).unwrap(), &KeyRenames::default());
+        let actual = meaning(
+            &receiver.decode(&frame.to_message()).unwrap(),
+            &KeyRenames::default(),
+        );
         if let Some(diff) = equiv::first_difference(&expected, &actual) {
             panic!("batch {i} of {signal:?}: {diff}");
         }
@@ -184,7 +187,7 @@ fn check(signal: Signal, bars: &[BatchArrowRecords], renames: &KeyRenames, break
         if let Some((previous_raw, previous_placed, previous_expected)) = &placed_before
             && let Some(frame) = forwarder.frame(previous_raw, previous_placed, &mut sent, -2)
         {
-            let again = receiver.decode(&frame).unwrap();
+            let again = receiver.decode(&frame.to_message()).unwrap();
             assert_eq!(&meaning(&again, &KeyRenames::default()), previous_expected);
         }
         placed_before = Some((raw.clone(), placed, expected));
@@ -391,7 +394,7 @@ fn batches_placed_before_a_schema_change_still_go() {
                     forwarder.frame(raw, at, &mut sent, i as i64).unwrap()
                 }
             };
-            let got = meaning(&receiver.decode(&frame).unwrap(), &none);
+            let got = meaning(&receiver.decode(&frame.to_message()).unwrap(), &none);
             assert_eq!(&got, expected, "batch {i}");
         }
         // Forwards, one stream takes them all; backwards, each schema change back needs a
@@ -553,7 +556,7 @@ fn batches_decoded_in_between_leave_the_next_ones_to_be_forwarded() {
             let placed = forwarder.place(&forwarded.outputs[0]);
             let frame = forwarder.frame(&forwarded.outputs[0], &placed, &mut sent, i as i64);
             meaning(
-                &receiver.decode(&frame.unwrap()).unwrap(),
+                &receiver.decode(&frame.unwrap().to_message()).unwrap(),
                 &KeyRenames::default(),
             )
         };

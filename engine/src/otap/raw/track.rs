@@ -312,11 +312,10 @@ impl Tracker {
             reason,
         };
         check_payload(table, payload, limits)?;
-        // The payload arrives as a slice of the stream's receive buffer, which holds whatever
-        // else came with it; a forwarded batch is held until its sinks deliver it. Its
-        // messages share one allocation of their own instead, so they keep only themselves.
-        let record = bytes::Bytes::copy_from_slice(&payload.record);
-        let messages = ipc::split(&record).map_err(bad)?;
+        // The forwarded messages are slices of the payload (not copies): a forwarded batch
+        // keeps the message it came in alive until its sinks deliver it (see
+        // `OtapDecoder::forward`). What the table keeps past the batch is copied (`push`).
+        let messages = ipc::split(&payload.record).map_err(bad)?;
         let records = messages
             .iter()
             .filter(|m| matches!(m.kind, MessageKind::Records { .. }))

@@ -1,6 +1,5 @@
-//! gRPC codecs of the gateway's clients: one for OTLP requests already encoded as protobuf
-//! bytes (no prost object tree in between), one for prost messages written into room reserved
-//! for all of them; both read prost responses.
+//! gRPC codecs of the gateway's clients: OTLP requests already encoded as protobuf bytes (no
+//! prost object tree in between), and prost responses.
 
 use std::marker::PhantomData;
 
@@ -36,6 +35,12 @@ impl Encoder for BytesEncoder {
 #[derive(Debug)]
 pub struct MessageDecoder<R>(PhantomData<R>);
 
+impl<R> Default for MessageDecoder<R> {
+    fn default() -> Self {
+        MessageDecoder(PhantomData)
+    }
+}
+
 impl<R: prost::Message + Default> Decoder for MessageDecoder<R> {
     type Item = R;
     type Error = Status;
@@ -55,52 +60,6 @@ impl<R: prost::Message + Default + Send + 'static> Codec for RawResponseCodec<R>
 
     fn encoder(&mut self) -> Self::Encoder {
         BytesEncoder
-    }
-
-    fn decoder(&mut self) -> Self::Decoder {
-        MessageDecoder(PhantomData)
-    }
-}
-
-/// A prost codec whose encoder reserves room for the whole message before writing it: tonic's
-/// buffer would otherwise grow as the message is written, copying what it holds each time (an
-/// OTAP batch of 4096 logs is about 250 KB).
-#[derive(Debug)]
-pub struct SizedCodec<E, D>(PhantomData<(E, D)>);
-
-impl<E, D> Default for SizedCodec<E, D> {
-    fn default() -> Self {
-        SizedCodec(PhantomData)
-    }
-}
-
-/// Encodes a prost message into room reserved for all of it.
-#[derive(Debug)]
-pub struct SizedEncoder<E>(PhantomData<E>);
-
-impl<E: prost::Message> Encoder for SizedEncoder<E> {
-    type Item = E;
-    type Error = Status;
-
-    fn encode(&mut self, item: E, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
-        dst.reserve(item.encoded_len());
-        item.encode(dst)
-            .map_err(|e| Status::internal(format!("encoding a request: {e}")))
-    }
-}
-
-impl<E, D> Codec for SizedCodec<E, D>
-where
-    E: prost::Message + Send + 'static,
-    D: prost::Message + Default + Send + 'static,
-{
-    type Encode = E;
-    type Decode = D;
-    type Encoder = SizedEncoder<E>;
-    type Decoder = MessageDecoder<D>;
-
-    fn encoder(&mut self) -> Self::Encoder {
-        SizedEncoder(PhantomData)
     }
 
     fn decoder(&mut self) -> Self::Decoder {

@@ -18,6 +18,7 @@ mod export;
 mod file;
 pub mod kafka;
 mod otap;
+mod otap_call;
 mod otlp;
 mod otlp_http;
 mod retry;

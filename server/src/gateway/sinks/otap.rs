@@ -19,13 +19,11 @@ use super::connections::{ConnectionPlace, Connections};
 use super::upstream::Upstream;
 use penstock_dialect::Sink;
 use penstock_engine::merge::Concat;
-use penstock_engine::otap::raw::{Forwarder, Placed, RawBatch, Sent};
+use penstock_engine::otap::raw::{Forwarder, OutgoingBatch, Placed, RawBatch, Sent};
 use penstock_engine::otap::{EncodeOptions, OtapEncoder};
-use penstock_engine::proto::{BatchArrowRecords, BatchStatus, StatusCode};
+use penstock_engine::proto::{BatchStatus, StatusCode};
 use penstock_engine::{Error, OtapBatch, Signal};
-use prost::Message;
 use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 
 use super::retry::Policy;
 use tokio::task::JoinHandle;
@@ -119,7 +117,7 @@ enum Event {
 
 struct EncodedStream {
     generation: u64,
-    requests: mpsc::Sender<BatchArrowRecords>,
+    requests: mpsc::Sender<OutgoingBatch>,
     encoder: OtapEncoder,
     opened: Instant,
 }
@@ -135,7 +133,7 @@ struct AffineStream {
     /// Its place on its connection.
     _place: ConnectionPlace,
     generation: u64,
-    requests: mpsc::Sender<BatchArrowRecords>,
+    requests: mpsc::Sender<OutgoingBatch>,
     opened: Instant,
     sent: Sent,
     next_batch_id: i64,
@@ -504,7 +502,7 @@ impl OtapSinkState {
         };
         let generation = stream.generation;
         let bar = match stream.encoder.encode(&p.batch) {
-            Ok(bar) => bar,
+            Ok(bar) => OutgoingBatch::from(bar),
             Err(e) => {
                 // The encoder may have changed state the receiver never saw: the stream
                 // goes; the batch itself will not encode any better next time.
@@ -689,7 +687,7 @@ fn open_channel(
     signal: Signal,
     generation: u64,
     events: mpsc::Sender<Event>,
-) -> mpsc::Sender<BatchArrowRecords> {
+) -> mpsc::Sender<OutgoingBatch> {
     tracing::debug!(
         sink = %config.name,
         signal = signal.name(),
@@ -709,21 +707,11 @@ fn open_channel(
 async fn read_statuses(
     upstream: Upstream,
     signal: Signal,
-    outgoing: mpsc::Receiver<BatchArrowRecords>,
+    outgoing: mpsc::Receiver<OutgoingBatch>,
     generation: u64,
     events: &mpsc::Sender<Event>,
 ) -> Result<(), tonic::Status> {
-    let mut grpc = upstream.client();
-    grpc.ready()
-        .await
-        .map_err(|e| tonic::Status::unavailable(format!("connecting: {e}")))?;
-    let codec =
-        crate::gateway::base::codec::SizedCodec::<BatchArrowRecords, BatchStatus>::default();
-    let path = http::uri::PathAndQuery::from_static(stream_path(signal));
-    let response = grpc
-        .streaming(upstream.request(ReceiverStream::new(outgoing)), path, codec)
-        .await?;
-    let mut statuses = response.into_inner();
+    let mut statuses = super::otap_call::open(&upstream, stream_path(signal), outgoing).await?;
     while let Some(status) = statuses.message().await? {
         if events
             .send(Event::Status(generation, status))

@@ -61,22 +61,6 @@ impl Upstream {
             authorization: None,
         }
     }
-
-    /// A client on the channel.
-    pub(super) fn client(&self) -> tonic::client::Grpc<tonic::transport::Channel> {
-        tonic::client::Grpc::new(self.channel.clone())
-    }
-
-    /// A call's request, with the sink's credentials.
-    pub(super) fn request<T>(&self, message: T) -> tonic::Request<T> {
-        let mut request = tonic::Request::new(message);
-        if let Some(value) = &self.authorization {
-            request
-                .metadata_mut()
-                .insert("authorization", value.clone());
-        }
-        request
-    }
 }
 
 /// A channel to `endpoint` that connects on first use, over a socket whose writes are

@@ -3,8 +3,7 @@
 //! block must be decoded, in order). The Collector's otelarrow exporter puts the caller's
 //! metadata there, which may include the `authorization` the batch is sent with.
 
-use std::panic::{AssertUnwindSafe, catch_unwind};
-
+use super::hpack::{Decoder, HpackError};
 use crate::gateway::base::status::{Fault, Refusal};
 
 /// Dynamic table size the sender may ask for (HTTP/2's default, what senders use).
@@ -20,7 +19,7 @@ pub const MAX_DECODED_BYTES: usize = 64 << 10;
 pub enum HeaderError {
     /// Not valid HPACK (or not valid against this stream's table).
     #[error("malformed HPACK header block: {0}")]
-    Malformed(String),
+    Malformed(#[from] HpackError),
     /// Decodes to more than [`MAX_DECODED_BYTES`].
     #[error("header block decodes to more than {MAX_DECODED_BYTES} bytes")]
     TooLarge,
@@ -47,29 +46,25 @@ impl BatchHeaders {
             .map(|(_, v)| v.as_slice())
     }
 
-    /// Number of fields.
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        self.fields.len()
+    /// Every field (name, value), in the order the block holds them.
+    pub fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.fields
+            .iter()
+            .map(|(n, v)| (n.as_slice(), v.as_slice()))
     }
 }
 
 /// One stream's HPACK decoder.
+#[derive(Debug)]
 pub struct HeaderDecoder {
-    hpack: fluke_hpack::Decoder<'static>,
+    hpack: Decoder,
 }
 
 impl Default for HeaderDecoder {
     fn default() -> Self {
-        let mut hpack = fluke_hpack::Decoder::new();
-        hpack.set_max_allowed_table_size(MAX_TABLE_BYTES);
-        HeaderDecoder { hpack }
-    }
-}
-
-impl std::fmt::Debug for HeaderDecoder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("HeaderDecoder")
+        HeaderDecoder {
+            hpack: Decoder::new(MAX_TABLE_BYTES),
+        }
     }
 }
 
@@ -77,26 +72,17 @@ impl HeaderDecoder {
     /// Decodes one batch's block (empty: no headers, and the table is untouched). After an
     /// error the table may be inconsistent with the sender's, so the stream must end.
     pub fn decode(&mut self, block: &[u8]) -> Result<BatchHeaders, HeaderError> {
-        if block.is_empty() {
-            return Ok(BatchHeaders::default());
-        }
         let mut fields = Vec::new();
         let mut decoded = 0usize;
-        let hpack = &mut self.hpack;
-        // The HPACK decoder panics on some malformed integers instead of returning an error.
-        let outcome = catch_unwind(AssertUnwindSafe(|| {
-            hpack.decode_with_cb(block, |name, value| {
-                decoded = decoded.saturating_add(name.len() + value.len());
-                if decoded <= MAX_DECODED_BYTES {
-                    fields.push((name.into_owned(), value.into_owned()));
-                }
-            })
-        }));
-        match outcome {
-            Ok(Ok(())) if decoded <= MAX_DECODED_BYTES => Ok(BatchHeaders { fields }),
-            Ok(Ok(())) => Err(HeaderError::TooLarge),
-            Ok(Err(e)) => Err(HeaderError::Malformed(format!("{e:?}"))),
-            Err(_) => Err(HeaderError::Malformed("invalid integer".into())),
+        self.hpack.decode(block, |name, value| {
+            decoded = decoded.saturating_add(name.len() + value.len());
+            if decoded <= MAX_DECODED_BYTES {
+                fields.push((name.to_vec(), value.to_vec()));
+            }
+        })?;
+        match decoded <= MAX_DECODED_BYTES {
+            true => Ok(BatchHeaders { fields }),
+            false => Err(HeaderError::TooLarge),
         }
     }
 }
@@ -125,9 +111,9 @@ mod tests {
             let headers = decoder.decode(&block).unwrap();
             assert_eq!(headers.get("authorization"), Some(&b"Bearer s3cret"[..]));
             assert_eq!(headers.get("x-tenant"), Some(&b"acme"[..]));
-            assert_eq!(headers.len(), 2);
+            assert_eq!(headers.fields().count(), 2);
         }
-        assert_eq!(decoder.decode(&[]).unwrap().len(), 0);
+        assert_eq!(decoder.decode(&[]).unwrap().fields().count(), 0);
     }
 
     #[test]
