@@ -60,7 +60,8 @@ func cmdHpack(out io.Writer) error {
 			return err
 		}
 	}
-	// Values long enough to evict the table's older entries; every static entry.
+	// Values long enough to evict the table's older entries, beside fields the static table
+	// holds (whole or by name).
 	for i := 0; i < 8; i++ {
 		fields := []hpack.HeaderField{
 			{Name: "x-long-" + strconv.Itoa(i), Value: strings.Repeat(string(rune('a'+i)), 900)},

@@ -60,6 +60,16 @@ pub(super) async fn open(
         }
         return Ok(Streaming::new_empty(MessageDecoder::default(), body));
     }
+    // The call asks for no compression of what comes back (it sends no
+    // `grpc-accept-encoding`): a receiver that compresses anyway is refused at once, as
+    // tonic's client does, rather than at its first status.
+    if let Some(encoding) = parts.headers.get("grpc-encoding")
+        && encoding.as_bytes() != b"identity"
+    {
+        return Err(Status::unimplemented(format!(
+            "the receiver compresses its statuses with {encoding:?}, which was not asked for"
+        )));
+    }
     Ok(Streaming::new_response(
         MessageDecoder::default(),
         body,

@@ -3,16 +3,22 @@
 //! block must be decoded, in order). The Collector's otelarrow exporter puts the caller's
 //! metadata there, which may include the `authorization` the batch is sent with.
 
+use std::ops::ControlFlow;
+
 use super::hpack::{Decoder, HpackError};
 use crate::gateway::base::status::{Fault, Refusal};
 
 /// Dynamic table size the sender may ask for (HTTP/2's default, what senders use).
 const MAX_TABLE_BYTES: usize = 4096;
 
-/// Most decoded header bytes (names plus values) one batch may carry. Indexed fields can
-/// repeat a dynamic-table entry many times, so the decoded size is bounded separately from
-/// the block's size.
+/// Most decoded header bytes one batch may carry, each field counted as its name, its value
+/// and 32 bytes (as HTTP/2 counts a header list), so that empty fields count too. Indexed
+/// fields can repeat a dynamic-table entry many times, so the decoded size is bounded
+/// separately from the block's size; decoding stops as soon as it is passed.
 pub const MAX_DECODED_BYTES: usize = 64 << 10;
+
+/// What a field counts for against [`MAX_DECODED_BYTES`] besides its name and value.
+const FIELD_OVERHEAD: usize = 32;
 
 /// A header block that cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -74,15 +80,17 @@ impl HeaderDecoder {
     pub fn decode(&mut self, block: &[u8]) -> Result<BatchHeaders, HeaderError> {
         let mut fields = Vec::new();
         let mut decoded = 0usize;
-        self.hpack.decode(block, |name, value| {
-            decoded = decoded.saturating_add(name.len() + value.len());
-            if decoded <= MAX_DECODED_BYTES {
-                fields.push((name.to_vec(), value.to_vec()));
+        let flow = self.hpack.decode(block, |name, value| {
+            decoded += name.len() + value.len() + FIELD_OVERHEAD;
+            if decoded > MAX_DECODED_BYTES {
+                return ControlFlow::Break(());
             }
+            fields.push((name.to_vec(), value.to_vec()));
+            ControlFlow::Continue(())
         })?;
-        match decoded <= MAX_DECODED_BYTES {
-            true => Ok(BatchHeaders { fields }),
-            false => Err(HeaderError::TooLarge),
+        match flow {
+            ControlFlow::Continue(()) => Ok(BatchHeaders { fields }),
+            ControlFlow::Break(()) => Err(HeaderError::TooLarge),
         }
     }
 }
@@ -145,5 +153,21 @@ mod tests {
         // The entry is now the first dynamic one (index 62): one byte per repetition.
         let bomb = vec![0x80 | 62; 100];
         assert!(matches!(decoder.decode(&bomb), Err(HeaderError::TooLarge)));
+        // Empty fields count too: 3 bytes each (a literal without indexing, empty name and
+        // value), and the block ends well before the last of them is read.
+        let empties = [0x00, 0x00, 0x00].repeat(1 << 20);
+        assert!(matches!(
+            HeaderDecoder::default().decode(&empties),
+            Err(HeaderError::TooLarge)
+        ));
+        let few = [0x00, 0x00, 0x00].repeat(100);
+        assert_eq!(
+            HeaderDecoder::default()
+                .decode(&few)
+                .unwrap()
+                .fields()
+                .count(),
+            100
+        );
     }
 }

@@ -45,7 +45,7 @@ const STREAM_WINDOW_BYTES: u32 = 256 << 10;
 /// thrown away. It is also the most a connection buffers unread (33 MiB).
 const CONNECTION_WINDOW_BYTES: u32 = MAX_CONCURRENT_STREAMS * STREAM_WINDOW_BYTES + (1 << 20);
 
-/// The largest HTTP/2 frame a client may send, a stream's window: a 4096-record OTLP request
+/// The largest HTTP/2 frame a client may send: a 4096-record OTLP request
 /// (about 360 KB with zstd, 1.4 MB without) then comes in 6 to 22 DATA frames instead of the
 /// 23 to 88 HTTP/2's default of 16 KiB makes: fewer frames to parse, fewer reads, fewer
 /// wakeups. Any frame (HEADERS and the like too, which flow

@@ -2,40 +2,15 @@
 //! sender's dynamic table across blocks, decodes Huffman-coded strings with tables built at
 //! compile time, and refuses malformed blocks with an error (never a panic).
 
+mod error;
 mod huffman;
 mod table;
 
 use std::borrow::Cow;
+use std::ops::ControlFlow;
 
+pub use error::HpackError;
 use table::Table;
-
-/// A header block that cannot be decoded.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum HpackError {
-    /// The block ends inside a representation.
-    #[error("the block ends inside a field")]
-    Truncated,
-    /// An integer does not fit in 32 bits.
-    #[error("an integer overflows")]
-    IntegerOverflow,
-    /// An index that is 0 or past the tables' ends.
-    #[error("index {0} is not in the tables")]
-    BadIndex(usize),
-    /// A Huffman-coded string is not valid.
-    #[error("a Huffman-coded string is invalid: {0}")]
-    Huffman(&'static str),
-    /// A dynamic table size update over what the sender may set.
-    #[error("a dynamic table size of {asked} bytes is over the {allowed} allowed")]
-    TableTooLarge {
-        /// The size the sender set.
-        asked: usize,
-        /// The most it may set.
-        allowed: usize,
-    },
-    /// A dynamic table size update after a field (it must start the block).
-    #[error("a dynamic table size update after a header field")]
-    LateTableSizeUpdate,
-}
 
 /// A literal field's name and value, borrowed from the block unless Huffman-decoded or named
 /// from the tables.
@@ -55,26 +30,29 @@ impl Decoder {
         }
     }
 
-    /// Decodes `block`, handing each field to `field` (name, value) in order. After an error
-    /// the table may no longer match the sender's.
+    /// Decodes `block`, handing each field to `field` (name, value) in order, until `field`
+    /// breaks (then the rest of the block is not read, and the break is returned). After an
+    /// error or a break the table may no longer match the sender's.
     pub fn decode(
         &mut self,
         block: &[u8],
-        mut field: impl FnMut(&[u8], &[u8]),
-    ) -> Result<(), HpackError> {
+        mut field: impl FnMut(&[u8], &[u8]) -> ControlFlow<()>,
+    ) -> Result<ControlFlow<()>, HpackError> {
         let mut input = Input(block);
         let mut fields_seen = false;
         while let Some(&first) = input.0.first() {
-            if first & 0x80 != 0 {
+            let flow = if first & 0x80 != 0 {
                 // Indexed field (6.1).
                 let index = input.integer(7)?;
                 let (name, value) = self.table.get(index)?;
-                field(name, value);
+                field(name, value)
             } else if first & 0xc0 == 0x40 {
-                // Literal with incremental indexing (6.2.1).
+                // Literal with incremental indexing (6.2.1): a name from the tables is copied,
+                // since adding the field may evict the entry it comes from.
                 let (name, value) = self.literal(&mut input, 6)?;
-                field(&name, &value);
+                let flow = field(&name, &value);
                 self.table.insert(&name, &value);
+                flow
             } else if first & 0xe0 == 0x20 {
                 // Dynamic table size update (6.3).
                 if fields_seen {
@@ -84,13 +62,27 @@ impl Decoder {
                 self.table.resize(max)?;
                 continue;
             } else {
-                // Literal without indexing (6.2.2) or never indexed (6.2.3).
-                let (name, value) = self.literal(&mut input, 4)?;
-                field(&name, &value);
+                // Literal without indexing (6.2.2) or never indexed (6.2.3): the table is left
+                // as it is, so a name from it is read in place.
+                match input.integer(4)? {
+                    0 => {
+                        let name = input.string()?;
+                        let value = input.string()?;
+                        field(&name, &value)
+                    }
+                    index => {
+                        let (name, _) = self.table.get(index)?;
+                        let value = input.string()?;
+                        field(name, &value)
+                    }
+                }
+            };
+            if flow.is_break() {
+                return Ok(flow);
             }
             fields_seen = true;
         }
-        Ok(())
+        Ok(ControlFlow::Continue(()))
     }
 
     /// A literal field whose name index has a `prefix`-bit prefix (0: the name follows).
@@ -158,31 +150,31 @@ impl<'a> Input<'a> {
     }
 }
 
-/// Bytes written as hex digits (spaces ignored), as RFC 7541's examples are.
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-fn hex(s: &str) -> Vec<u8> {
-    let s: String = s.split_whitespace().collect();
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
 
+    /// Bytes written as hex digits (spaces ignored), as RFC 7541's examples are.
+    fn hex(s: &str) -> Vec<u8> {
+        let s: String = s.split_whitespace().collect();
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
     fn fields(decoder: &mut Decoder, block: &[u8]) -> Result<Vec<(String, String)>, HpackError> {
         let mut out = Vec::new();
-        decoder.decode(block, |n, v| {
+        let flow = decoder.decode(block, |n, v| {
             out.push((
                 String::from_utf8_lossy(n).into_owned(),
                 String::from_utf8_lossy(v).into_owned(),
-            ))
+            ));
+            ControlFlow::Continue(())
         })?;
+        assert!(flow.is_continue());
         Ok(out)
     }
 
@@ -283,9 +275,13 @@ mod tests {
             sent.push((b"round".to_vec(), vec![b'0' + round]));
             let block = encoder.encode(sent.iter().map(|(n, v)| (&n[..], &v[..])));
             let mut got = Vec::new();
-            decoder
-                .decode(&block, |n, v| got.push((n.to_vec(), v.to_vec())))
+            let flow = decoder
+                .decode(&block, |n, v| {
+                    got.push((n.to_vec(), v.to_vec()));
+                    ControlFlow::Continue(())
+                })
                 .unwrap();
+            assert!(flow.is_continue());
             assert_eq!(got, sent);
         }
     }

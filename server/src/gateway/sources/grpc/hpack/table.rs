@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 
-use super::HpackError;
+use super::error::HpackError;
 
 /// RFC 7541 Appendix A: indices 1 to 61.
 #[rustfmt::skip]
