@@ -219,13 +219,10 @@ impl Forwarder {
                 Some(&(e, _)) if e > epoch => return None,
                 _ => 0,
             };
-            let pieces = |messages: &mut dyn Iterator<Item = &IpcMessage>| -> Vec<Bytes> {
-                messages.map(|m| m.bytes.clone()).collect()
-            };
             let record = if count == before {
-                pieces(&mut payload.messages.iter())
+                pieces(&payload.messages)
             } else if count < before {
-                pieces(&mut prefix.fill(count, before).chain(&payload.messages))
+                pieces(prefix.fill(count, before).chain(&payload.messages))
             } else {
                 let replaced = prefix
                     .messages
@@ -235,7 +232,7 @@ impl Forwarder {
                 if replaced {
                     return None;
                 }
-                pieces(&mut payload.records().into_iter())
+                pieces(payload.records())
             };
             updates.push((table, (epoch, count.max(after))));
             payloads.push((payload.schema_id.clone(), table.wire(), record));
@@ -249,4 +246,9 @@ impl Forwarder {
         let current: usize = self.tables.values().map(Prefix::bytes).sum();
         current + self.retired.iter().map(|(_, p)| p.bytes()).sum::<usize>()
     }
+}
+
+/// The messages' bytes, shared, in order: a payload's record as the pieces it is sent in.
+fn pieces<'a>(messages: impl IntoIterator<Item = &'a IpcMessage>) -> Vec<Bytes> {
+    messages.into_iter().map(|m| m.bytes.clone()).collect()
 }

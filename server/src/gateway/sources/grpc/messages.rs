@@ -16,8 +16,8 @@ use super::otlp::claimed_length;
 /// inflated).
 pub struct Messages<B> {
     body: B,
-    /// Received past the last whole message: the start of the next.
-    pending: BytesMut,
+    /// What is left of the last piece received: the start of the next message.
+    pending: Bytes,
     /// The call's `grpc-encoding`, for messages flagged compressed.
     encoding: Option<String>,
     max: usize,
@@ -36,7 +36,7 @@ where
             .map(str::to_string);
         Messages {
             body,
-            pending: BytesMut::new(),
+            pending: Bytes::new(),
             encoding,
             max,
         }
@@ -46,15 +46,23 @@ where
     /// says why it cannot be read: CANCELLED when the stream went away, OUT_OF_RANGE for a
     /// message over the limit, INTERNAL for one that is broken.
     pub async fn message<M: prost::Message + Default>(&mut self) -> Result<Option<M>, Status> {
-        while self.pending.len() < 5 {
-            match self.data().await? {
-                Some(data) => self.pending.extend_from_slice(&data),
-                None if self.pending.is_empty() => return Ok(None),
-                None => return Err(truncated()),
+        let mut prefix = [0u8; 5];
+        let mut have = 0;
+        while have < prefix.len() {
+            if self.pending.is_empty() {
+                match self.data().await? {
+                    Some(data) => self.pending = data,
+                    None if have == 0 => return Ok(None),
+                    None => return Err(truncated()),
+                }
             }
+            let n = (prefix.len() - have).min(self.pending.len());
+            prefix[have..have + n].copy_from_slice(&self.pending[..n]);
+            self.pending.advance(n);
+            have += n;
         }
-        let flag = self.pending[0];
-        let length = claimed_length(&self.pending).unwrap_or_default();
+        let flag = prefix[0];
+        let length = claimed_length(&prefix).unwrap_or_default();
         if length > self.max {
             return Err(Status::out_of_range(format!(
                 "a message of {length} bytes is over the {} the source accepts",
@@ -66,20 +74,18 @@ where
                 "a message's compressed flag is {flag} (0 or 1)"
             )));
         }
-        self.pending.advance(5);
         let mut message = BytesMut::with_capacity(length);
-        let from_pending = length.min(self.pending.len());
-        message.extend_from_slice(&self.pending[..from_pending]);
-        self.pending.advance(from_pending);
         while message.len() < length {
-            let Some(mut data) = self.data().await? else {
-                return Err(truncated());
-            };
-            let take = (length - message.len()).min(data.len());
-            message.extend_from_slice(&data.split_to(take));
-            if !data.is_empty() {
-                self.pending.extend_from_slice(&data);
+            if self.pending.is_empty() {
+                self.pending = self.data().await?.ok_or_else(truncated)?;
             }
+            let take = (length - message.len()).min(self.pending.len());
+            message.extend_from_slice(&self.pending.split_to(take));
+        }
+        if !self.pending.is_empty() {
+            // The start of the next message, which may be a while coming: held on its own, not
+            // with the received piece it shares.
+            self.pending = Bytes::copy_from_slice(&self.pending);
         }
         let message = match flag {
             0 => message.freeze(),
